@@ -1,0 +1,67 @@
+// Helpers for the per-kernel benchmarks: each family registers one benchmark per runnable variant
+// (scalar, every supported Highway target, intrinsics, xsimd) and size.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "phaselab/kernels.hpp"
+
+namespace plbench {
+
+inline std::vector<const pl::Variant*> runnable(pl::KernelId k) {
+  std::vector<const pl::Variant*> out;
+  for (const auto& v : pl::variants())
+    if (v.kernel == static_cast<int>(k) && v.supported) out.push_back(&v);
+  return out;
+}
+
+inline std::vector<float> uniform(size_t n, float lo, float hi, uint32_t seed = 1) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+// Registers `fn` once per runnable variant of kernel k, named "<variant>/<label>".
+// Items/s (elements, samples, parameters) or a FLOP rate counter is set inside fn.
+template <typename F>
+void register_variants(pl::KernelId k, const std::string& label, F fn) {
+  for (const auto* v : runnable(k)) {
+    benchmark::RegisterBenchmark((v->name + "/" + label).c_str(),
+                                 [fn, v](benchmark::State& st) { fn(st, *v); });
+  }
+}
+
+// Sets a GFLOP/s counter: flops per iteration.
+inline void set_flops(benchmark::State& st, double flops_per_iter) {
+  st.counters["GFLOPS"] =
+      benchmark::Counter(flops_per_iter * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Sets items/s and ns per item.
+inline void set_items(benchmark::State& st, double items_per_iter) {
+  st.SetItemsProcessed(static_cast<int64_t>(st.iterations() * items_per_iter));
+  st.counters["ns_per_item"] = benchmark::Counter(
+      items_per_iter * 1e-9,
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+struct Registrar {
+  explicit Registrar(std::function<void()> f) { f(); }
+};
+
+}  // namespace plbench
+
+#define PL_BENCH_CAT2(a, b) a##b
+#define PL_BENCH_CAT(a, b) PL_BENCH_CAT2(a, b)
+// PL_BENCHMARKS { ...register_variants(...)... }  runs at start-up of the benchmark binary.
+#define PL_BENCHMARKS \
+  static void PL_BENCH_CAT(pl_bench_fn_, __LINE__)(); \
+  static plbench::Registrar PL_BENCH_CAT(pl_bench_reg_, __LINE__)(PL_BENCH_CAT(pl_bench_fn_, __LINE__)); \
+  static void PL_BENCH_CAT(pl_bench_fn_, __LINE__)()

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs phaselab's build and test dependencies from Debian 12 packages. Idempotent: does
+# nothing when everything is already installed. Needs root (or sudo).
+set -euo pipefail
+pkgs=(build-essential meson ninja-build pkg-config cmake libhwy-dev libxsimd-dev libtbb-dev
+      doctest-dev libbenchmark-dev libtomlplusplus-dev gnuplot-nox python3)
+if [[ "${PHASELAB_ARM:-0}" == 1 ]]; then
+  pkgs+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libtbb-dev:arm64 libtomlplusplus-dev:arm64
+         libbenchmark-dev:arm64 libstdc++-12-dev:arm64)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all dependencies present"
+  exit 0
+fi
+SUDO=""
+[[ $(id -u) -ne 0 ]] && SUDO=sudo
+if [[ "${PHASELAB_ARM:-0}" == 1 ]] && ! dpkg --print-foreign-architectures | grep -q arm64; then
+  $SUDO dpkg --add-architecture arm64
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
