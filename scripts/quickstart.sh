@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The README's first command: installs dependencies, builds, runs the default experiment
+# (a small copy-task sweep, softmax vs linear attention) and prints where results and figures are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+[[ -f build/build.ninja ]] || meson setup build --buildtype=release >/dev/null
+ninja -C build -j "$(nproc)" >/dev/null
+out=${1:-runs/copy_default}
+set +e
+./build/driver/phaselab run configs/copy_default.toml --out "$out"
+rc=$?
+set -e
+echo
+echo "results: $out/results.csv  (run record: $out/run.json)"
+echo "figures: $out/figures/"
+exit $rc
