@@ -6,7 +6,7 @@ pkgs=(build-essential meson ninja-build pkg-config cmake libhwy-dev libxsimd-dev
       doctest-dev libbenchmark-dev libtomlplusplus-dev gnuplot-nox python3)
 if [[ "${PHASELAB_ARM:-0}" == 1 ]]; then
   pkgs+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libtbb-dev:arm64 libtomlplusplus-dev:arm64
-         libbenchmark-dev:arm64 libstdc++-12-dev:arm64)
+         libbenchmark-dev:arm64 libxsimd-dev:arm64 libstdc++-12-dev:arm64)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
