@@ -1,0 +1,124 @@
+// attention.hwy.<isa>, attention_bwd.hwy.<isa>: one head, fused as GEMMs (gemm-inl.h) around a
+// vectorised row softmax / softmax backward, all targets.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/attention/attention_hwy.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <cstring>
+#include <limits>
+
+#include "kernels/gemm/gemm-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pl {
+namespace HWY_NAMESPACE {
+namespace attention_detail {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// x[0:len] = softmax(x[0:len]) (the scale is already in x); stable: subtracts the row max.
+inline void SoftmaxRow(float* HWY_RESTRICT x, size_t len) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  auto vmax = ninf;
+  size_t i = 0;
+  for (; i + N <= len; i += N) vmax = hn::Max(vmax, hn::LoadU(d, x + i));
+  if (i < len) {
+    const auto m = hn::FirstN(d, len - i);
+    vmax = hn::Max(vmax, hn::IfThenElse(m, hn::MaskedLoad(m, d, x + i), ninf));
+  }
+  const auto mx = hn::MaxOfLanes(d, vmax);
+  auto vsum = hn::Zero(d);
+  for (i = 0; i + N <= len; i += N) {
+    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), mx));
+    hn::StoreU(e, d, x + i);
+    vsum = hn::Add(vsum, e);
+  }
+  if (i < len) {
+    const auto m = hn::FirstN(d, len - i);
+    const auto e = hn::IfThenElseZero(m, hn::Exp(d, hn::Sub(hn::MaskedLoad(m, d, x + i), mx)));
+    hn::BlendedStore(e, m, d, x + i);
+    vsum = hn::Add(vsum, e);
+  }
+  const auto inv = hn::Div(hn::Set(d, 1.f), hn::SumOfLanes(d, vsum));
+  for (i = 0; i + N <= len; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), inv), d, x + i);
+  if (i < len) {
+    const auto m = hn::FirstN(d, len - i);
+    hn::BlendedStore(hn::Mul(hn::MaskedLoad(m, d, x + i), inv), m, d, x + i);
+  }
+}
+
+// ds[0:len] = scale * p .* (ds - <p, ds>) (softmax backward; ds holds dP on entry).
+inline void SoftmaxBwdRow(const float* HWY_RESTRICT p, float* HWY_RESTRICT ds, size_t len,
+                          float scale) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto vdot = hn::Zero(d);
+  size_t i = 0;
+  for (; i + N <= len; i += N) vdot = hn::MulAdd(hn::LoadU(d, p + i), hn::LoadU(d, ds + i), vdot);
+  if (i < len) {
+    const auto m = hn::FirstN(d, len - i);
+    vdot = hn::MulAdd(hn::MaskedLoad(m, d, p + i), hn::MaskedLoad(m, d, ds + i), vdot);
+  }
+  const auto dot = hn::SumOfLanes(d, vdot);
+  const auto vs = hn::Set(d, scale);
+  for (i = 0; i + N <= len; i += N) {
+    const auto pv = hn::Mul(hn::LoadU(d, p + i), vs);
+    hn::StoreU(hn::Mul(pv, hn::Sub(hn::LoadU(d, ds + i), dot)), d, ds + i);
+  }
+  if (i < len) {
+    const auto m = hn::FirstN(d, len - i);
+    const auto pv = hn::Mul(hn::MaskedLoad(m, d, p + i), vs);
+    hn::BlendedStore(hn::Mul(pv, hn::Sub(hn::MaskedLoad(m, d, ds + i), dot)), m, d, ds + i);
+  }
+}
+
+}  // namespace attention_detail
+
+// q, k: n x d_k; v, o: n x d_v; p: n x n.
+void Attention(const float* q, size_t ldq, const float* k, size_t ldk, const float* v, size_t ldv,
+               float* o, size_t ldo, float* p, size_t n, size_t d_k, size_t d_v, float scale,
+               int causal, int linear) {
+  if (n == 0) return;
+  // S = scale Q K^T  (n x n), straight into p
+  gemm_detail::Gemm(false, true, n, n, d_k, scale, q, ldq, k, ldk, 0.f, p, n);
+  for (size_t r = 0; r < n; ++r) {
+    const size_t len = causal ? r + 1 : n;
+    if (!linear) attention_detail::SoftmaxRow(p + r * n, len);
+    if (len < n) std::memset(p + r * n + len, 0, (n - len) * sizeof(float));
+  }
+  // O = P V  (n x d_v)
+  gemm_detail::Gemm(false, false, n, d_v, n, 1.f, p, n, v, ldv, 0.f, o, ldo);
+}
+
+void AttentionBwd(const float* q, size_t ldq, const float* k, size_t ldk, const float* v,
+                  size_t ldv, const float* p, const float* d_o, size_t lddo, float* dq,
+                  size_t lddq, float* dk, size_t lddk, float* dv, size_t lddv, float* scratch,
+                  size_t n, size_t d_k, size_t d_v, float scale, int causal, int linear) {
+  if (n == 0) return;
+  // dV = P^T dO  (n x d_v)
+  gemm_detail::Gemm(true, false, n, d_v, n, 1.f, p, n, d_o, lddo, 0.f, dv, lddv);
+  // dP = dO V^T  (n x n), in scratch
+  float* ds = scratch;
+  gemm_detail::Gemm(false, true, n, n, d_v, 1.f, d_o, lddo, v, ldv, 0.f, ds, n);
+  // dS = scale * softmax'(dP) (or scale * dP), zero where masked
+  for (size_t r = 0; r < n; ++r) {
+    const size_t len = causal ? r + 1 : n;
+    float* row = ds + r * n;
+    if (!linear) {
+      attention_detail::SoftmaxBwdRow(p + r * n, row, len, scale);
+    } else {
+      for (size_t c = 0; c < len; ++c) row[c] *= scale;
+    }
+    if (len < n) std::memset(row + len, 0, (n - len) * sizeof(float));
+  }
+  // dQ = dS K  (n x d_k);  dK = dS^T Q  (n x d_k)
+  gemm_detail::Gemm(false, false, n, d_k, n, 1.f, ds, n, k, ldk, 0.f, dq, lddq);
+  gemm_detail::Gemm(true, false, n, d_k, n, 1.f, ds, n, q, ldq, 0.f, dk, lddk);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pl
+HWY_AFTER_NAMESPACE();
