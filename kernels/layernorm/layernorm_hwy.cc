@@ -1,0 +1,159 @@
+// layernorm.hwy.<isa>, layernorm_bwd.hwy.<isa>: every target from one source.
+//
+// Accuracy (budget: 1e-6 relative per element). Row sums (mean, variance, and the backward's
+// mean(g), mean(g xhat)) are accumulated in double, the variance in a second pass over
+// x - mean; x - mean is formed against the mean as a float pair (mean_hi + mean_lo), so rows with
+// |mean| >> std (inputs in [90, 100]) keep full relative accuracy. dgamma and dbeta are summed over
+// all rows in double per column block, then added once.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/layernorm/layernorm_hwy.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "phaselab/hwy_wide_sum-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pl {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// x, y: rows x d; gamma, beta: d; mean, rstd: rows.
+void Layernorm(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+               float* rstd, size_t rows, size_t d, float eps) {
+  const hn::ScalableTag<float> df;
+  using V = hn::Vec<decltype(df)>;
+  const size_t N = hn::Lanes(df);
+  const size_t tail = d % N, body = d - tail;
+  const auto mtail = hn::FirstN(df, tail);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    float* yr = y + r * d;
+    // Pass 1: mean.
+    WideSum<decltype(df)> sum;
+    for (size_t j = 0; j < body; j += N) sum.Add(hn::LoadU(df, xr + j));
+    if (tail) sum.Add(hn::MaskedLoad(mtail, df, xr + body));
+    const double m = sum.Total() / double(d);
+    const float m_hi_f = static_cast<float>(m);
+    const V m_hi = hn::Set(df, m_hi_f), m_lo = hn::Set(df, static_cast<float>(m - m_hi_f));
+    // x - mean = (x - m_hi) - m_lo; the first difference is exact when x is near the mean.
+    auto centered = [&](V xv) HWY_ATTR { return hn::Sub(hn::Sub(xv, m_hi), m_lo); };
+    // Pass 2: variance, sum of exact squares in double.
+    WideSum<decltype(df)> ss;
+    for (size_t j = 0; j < body; j += N) {
+      const V c = centered(hn::LoadU(df, xr + j));
+      ss.AddProduct(c, c);
+    }
+    if (tail) {
+      const V c = hn::IfThenElseZero(mtail, centered(hn::MaskedLoad(mtail, df, xr + body)));
+      ss.AddProduct(c, c);
+    }
+    const double rs = 1 / std::sqrt(ss.Total() / double(d) + double(eps));
+    mean[r] = m_hi_f;
+    rstd[r] = static_cast<float>(rs);
+    // Pass 3: y = ((x - mean) rstd) gamma + beta.
+    const V vrs = hn::Set(df, rstd[r]);
+    for (size_t j = 0; j < body; j += N) {
+      const V xhat = hn::Mul(centered(hn::LoadU(df, xr + j)), vrs);
+      hn::StoreU(hn::MulAdd(xhat, hn::LoadU(df, gamma + j), hn::LoadU(df, beta + j)), df, yr + j);
+    }
+    if (tail) {
+      const V xhat = hn::Mul(centered(hn::MaskedLoad(mtail, df, xr + body)), vrs);
+      hn::BlendedStore(hn::MulAdd(xhat, hn::MaskedLoad(mtail, df, gamma + body),
+                                  hn::MaskedLoad(mtail, df, beta + body)),
+                       mtail, df, yr + body);
+    }
+  }
+}
+
+namespace {
+
+// dgamma[j..j+N) += sum_r dy xhat, dbeta[j..j+N) += sum_r dy for one column block of `lanes`
+// columns, summed over rows in double (two accumulators per half).
+template <class DF>
+HWY_INLINE void ParamGradBlock(DF df, const float* dy, const float* x, const float* mean,
+                               const float* rstd, float* dgamma, float* dbeta, size_t rows,
+                               size_t d, size_t j, size_t lanes) {
+  using V = hn::Vec<DF>;
+  const auto m = hn::FirstN(df, lanes);
+  WideSum<DF> sg, sb;
+  for (size_t r = 0; r < rows; ++r) {
+    const V xv = hn::MaskedLoad(m, df, x + r * d + j);
+    const V dyv = hn::MaskedLoad(m, df, dy + r * d + j);
+    const V xhat = hn::Mul(hn::Sub(xv, hn::Set(df, mean[r])), hn::Set(df, rstd[r]));
+    sg.AddProduct(dyv, xhat);
+    sb.Add(dyv);
+  }
+  // Add the double sums to the float outputs, rounding once.
+  const typename WideSum<DF>::DD dd;
+  const size_t NH = hn::Lanes(dd);
+  double g[2 * HWY_MAX_BYTES / sizeof(double)], b[2 * HWY_MAX_BYTES / sizeof(double)];
+  hn::StoreU(sg.lo, dd, g);
+  hn::StoreU(sg.hi, dd, g + NH);
+  hn::StoreU(sb.lo, dd, b);
+  hn::StoreU(sb.hi, dd, b + NH);
+  for (size_t i = 0; i < lanes; ++i) {
+    dgamma[j + i] = static_cast<float>(dgamma[j + i] + g[i]);
+    dbeta[j + i] = static_cast<float>(dbeta[j + i] + b[i]);
+  }
+}
+
+}  // namespace
+
+// dy, x, dx: rows x d; gamma, dgamma, dbeta: d; mean, rstd: rows. Accumulates into dx, dgamma,
+// dbeta: dx += rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma, xhat = (x - mean) rstd.
+void LayernormBwd(const float* dy, const float* x, const float* gamma, const float* mean,
+                  const float* rstd, float* dx, float* dgamma, float* dbeta, size_t rows,
+                  size_t d) {
+  const hn::ScalableTag<float> df;
+  using V = hn::Vec<decltype(df)>;
+  const size_t N = hn::Lanes(df);
+  const size_t tail = d % N, body = d - tail;
+  const auto mtail = hn::FirstN(df, tail);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    const float* dyr = dy + r * d;
+    float* dxr = dx + r * d;
+    const V vm = hn::Set(df, mean[r]), vrs = hn::Set(df, rstd[r]);
+    // Pass 1: mean(g) and mean(g xhat) in double.
+    WideSum<decltype(df)> sg, sgx;
+    for (size_t j = 0; j < body; j += N) {
+      const V g = hn::Mul(hn::LoadU(df, dyr + j), hn::LoadU(df, gamma + j));
+      sg.Add(g);
+      sgx.AddProduct(g, hn::Mul(hn::Sub(hn::LoadU(df, xr + j), vm), vrs));
+    }
+    if (tail) {
+      // Masked lanes load 0, so g = 0 there and they add nothing.
+      const V g = hn::Mul(hn::MaskedLoad(mtail, df, dyr + body), hn::MaskedLoad(mtail, df, gamma + body));
+      sg.Add(g);
+      sgx.AddProduct(g, hn::Mul(hn::Sub(hn::MaskedLoad(mtail, df, xr + body), vm), vrs));
+    }
+    const V mg = hn::Set(df, static_cast<float>(sg.Total() / double(d)));
+    const V mgx = hn::Set(df, static_cast<float>(sgx.Total() / double(d)));
+    // Pass 2: dx += rstd ((g - xhat mean(g xhat)) - mean(g)).
+    auto update = [&](V dyv, V gv, V xv, V dxv) HWY_ATTR {
+      const V xhat = hn::Mul(hn::Sub(xv, vm), vrs);
+      const V inner = hn::Sub(hn::NegMulAdd(xhat, mgx, hn::Mul(dyv, gv)), mg);
+      return hn::MulAdd(vrs, inner, dxv);
+    };
+    for (size_t j = 0; j < body; j += N)
+      hn::StoreU(update(hn::LoadU(df, dyr + j), hn::LoadU(df, gamma + j), hn::LoadU(df, xr + j),
+                        hn::LoadU(df, dxr + j)),
+                 df, dxr + j);
+    if (tail)
+      hn::BlendedStore(update(hn::MaskedLoad(mtail, df, dyr + body),
+                              hn::MaskedLoad(mtail, df, gamma + body),
+                              hn::MaskedLoad(mtail, df, xr + body),
+                              hn::MaskedLoad(mtail, df, dxr + body)),
+                       mtail, df, dxr + body);
+  }
+  // dgamma, dbeta: column blocks, each summed over all rows.
+  for (size_t j = 0; j < d; j += N)
+    ParamGradBlock(df, dy, x, mean, rstd, dgamma, dbeta, rows, d, j, std::min(N, d - j));
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pl
+HWY_AFTER_NAMESPACE();
