@@ -1,0 +1,136 @@
+// adam.hwy.<isa>, adamw.hwy.<isa>: one fused pass over (param, grad, m, v) in float, bias
+// corrections folded into two scalars. sgld.hwy.<isa>: the gradient step plus the noise of
+// gaussian.hwy.<isa> (the same group function, so the same numbers), all targets.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/optim/optim_hwy.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/random/philox-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pl {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+namespace {
+
+// The constants of one Adam step. mhat / (sqrt(vhat) + eps) = (m / c1) / (sqrt(v / c2) + eps),
+// c = 1 - beta^step computed in double.
+struct AdamConsts {
+  float b1, one_minus_b1, b2, one_minus_b2, step_size, inv_c2, eps;
+};
+
+AdamConsts adam_consts(float lr, float beta1, float beta2, float eps, int64_t step) {
+  const double c1 = 1.0 - std::pow(double{beta1}, double(step));
+  const double c2 = 1.0 - std::pow(double{beta2}, double(step));
+  return {beta1,
+          static_cast<float>(1.0 - beta1),
+          beta2,
+          static_cast<float>(1.0 - beta2),
+          static_cast<float>(lr / c1),
+          static_cast<float>(1.0 / c2),
+          eps};
+}
+
+// One Adam/AdamW element-wise update on vectors (SVE vectors cannot live in lambda captures,
+// hence a function). decoupled == false: weight decay folded into g (Adam); true: AdamW.
+template <bool kDecoupled, class D, class V = hn::Vec<D>>
+HWY_INLINE V AdamStep(D d, const AdamConsts& c, float wd, float decay, V p, V g, V& mv, V& vv) {
+  if (!kDecoupled) g = hn::MulAdd(hn::Set(d, wd), p, g);
+  mv = hn::MulAdd(hn::Set(d, c.b1), mv, hn::Mul(hn::Set(d, c.one_minus_b1), g));
+  vv = hn::MulAdd(hn::Set(d, c.b2), vv, hn::Mul(hn::Set(d, c.one_minus_b2), hn::Mul(g, g)));
+  const V ratio =
+      hn::Div(mv, hn::Add(hn::Sqrt(hn::Mul(vv, hn::Set(d, c.inv_c2))), hn::Set(d, c.eps)));
+  if (kDecoupled) p = hn::Mul(p, hn::Set(d, decay));  // AdamW: p (1 - lr wd)
+  return hn::NegMulAdd(hn::Set(d, c.step_size), ratio, p);
+}
+
+// Adam / AdamW over n elements. The tail is a masked vector, so every element sees the same
+// arithmetic.
+template <bool kDecoupled>
+HWY_INLINE void AdamFused(float* HWY_RESTRICT param, const float* HWY_RESTRICT grad,
+                          float* HWY_RESTRICT m, float* HWY_RESTRICT v, size_t n,
+                          const AdamConsts& c, float lr, float wd) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const float decay = static_cast<float>(1.0 - double{lr} * wd);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    auto mv = hn::LoadU(d, m + i), vv = hn::LoadU(d, v + i);
+    const auto p = AdamStep<kDecoupled>(d, c, wd, decay, hn::LoadU(d, param + i),
+                                        hn::LoadU(d, grad + i), mv, vv);
+    hn::StoreU(mv, d, m + i);
+    hn::StoreU(vv, d, v + i);
+    hn::StoreU(p, d, param + i);
+  }
+  if (i < n) {
+    const auto k = hn::FirstN(d, n - i);
+    auto mv = hn::MaskedLoad(k, d, m + i), vv = hn::MaskedLoad(k, d, v + i);
+    const auto p = AdamStep<kDecoupled>(d, c, wd, decay, hn::MaskedLoad(k, d, param + i),
+                                        hn::MaskedLoad(k, d, grad + i), mv, vv);
+    hn::BlendedStore(mv, k, d, m + i);
+    hn::BlendedStore(vv, k, d, v + i);
+    hn::BlendedStore(p, k, d, param + i);
+  }
+}
+
+// theta[i] = theta[i] - eta grad[i] + scale xi[i] for i < n (theta, grad, xi: n).
+HWY_INLINE void SgldUpdate(float* HWY_RESTRICT theta, const float* HWY_RESTRICT grad,
+                           const float* HWY_RESTRICT xi, size_t n, float eta, float scale) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto etav = hn::Set(d, eta), sv = hn::Set(d, scale);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto t = hn::NegMulAdd(etav, hn::LoadU(d, grad + i), hn::LoadU(d, theta + i));
+    hn::StoreU(hn::MulAdd(sv, hn::LoadU(d, xi + i), t), d, theta + i);
+  }
+  if (i < n) {
+    const auto k = hn::FirstN(d, n - i);
+    const auto t = hn::NegMulAdd(etav, hn::MaskedLoad(k, d, grad + i), hn::MaskedLoad(k, d, theta + i));
+    hn::BlendedStore(hn::MulAdd(sv, hn::MaskedLoad(k, d, xi + i), t), k, d, theta + i);
+  }
+}
+
+}  // namespace
+
+// param, grad, m, v: n
+void Adam(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1,
+          float beta2, float eps, float weight_decay, int64_t step) {
+  AdamFused<false>(param, grad, m, v, n, adam_consts(lr, beta1, beta2, eps, step), lr,
+                   weight_decay);
+}
+
+// param, grad, m, v: n
+void Adamw(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1,
+           float beta2, float eps, float weight_decay, int64_t step) {
+  AdamFused<true>(param, grad, m, v, n, adam_consts(lr, beta1, beta2, eps, step), lr,
+                  weight_decay);
+}
+
+// theta, grad: n. The noise is generated a group of Philox blocks at a time into an aligned
+// buffer (the group that gaussian.hwy writes), then applied to the matching elements.
+void Sgld(float* theta, const float* grad, size_t n, float eta, float temperature, uint64_t seed,
+          uint64_t stream, uint64_t counter) {
+  const float scale = static_cast<float>(std::sqrt(2.0 * eta * temperature));
+  const uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  const size_t G = 4 * hn::Lanes(rng::DU());
+  HWY_ALIGN float xi[rng::kMaxGroup];
+  size_t i = 0;
+  while (i < n) {
+    const uint64_t t = counter + i;
+    const size_t lane = static_cast<size_t>(t % 4);
+    rng::GaussianGroup(t / 4, k0, k1, stream, xi);
+    const size_t take = std::min(G - lane, n - i);
+    SgldUpdate(theta + i, grad + i, xi + lane, take, eta, scale);
+    i += take;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pl
+HWY_AFTER_NAMESPACE();
