@@ -1,0 +1,486 @@
+// copy_task: emergence of the copy head, softmax vs linear positional attention.
+// One sweep point = one (attention, L, V, P, ..., seed): trains with Adam from both
+// initialisations (MAP branches, hysteresis), or samples the posterior with SGLD on (W, G) or
+// Langevin/MALA on G with W integrated out (exact marginal). Spec: copy-task.md.
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "copy_common/data.hpp"
+#include "copy_common/order_params.hpp"
+#include "copy_task/model.hpp"
+#include "copy_task/sampler.hpp"
+#include "sdk/phaselab_sdk.hpp"
+
+// The exact marginal lives in copy_common (owned with copy_theory); until it is in the tree the
+// langevin method is refused by validate().
+#if __has_include("copy_common/marginal.hpp")
+#define COPY_TASK_HAS_MARGINAL 1
+#include "copy_task/langevin.hpp"
+#else
+#define COPY_TASK_HAS_MARGINAL 0
+namespace copytask {
+struct MarginalPotential {  // placeholder so the plugin builds; validate() refuses langevin
+  explicit MarginalPotential(const CopyNet&) {
+    throw std::runtime_error("copy_task: exact marginal (copy_common/marginal.hpp) not built");
+  }
+  double action(const double*, double*) const { return NAN; }
+  void attention(const double*, float*) {}
+  void posterior_mean_readout(const double*, float*) {}
+};
+}  // namespace copytask
+#endif
+
+namespace {
+
+using copytask::CopyNet;
+using copytask::NetConfig;
+
+constexpr uint32_t kPos = PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE;
+constexpr uint32_t kNonNeg = PL_RANGE_MIN;
+
+const pl_param_decl kParams[] = {
+    plsdk::enum_param("attention", "softmax", "softmax|linear",
+                      "A = row-softmax(G) or A = G (linear)"),
+    plsdk::int_param("L", 16, "sequence length", 2, 1024),
+    plsdk::int_param("V", 4, "vocabulary size", 2, 4096),
+    plsdk::int_param("P", 1000, "training sequences", 1, 100000000),
+    plsdk::int_param("P_test", 10000, "held-out test sequences (0: none)", 0, 100000000),
+    plsdk::float_param("kappa", 1.0, "likelihood noise variance (temperature)", kPos, 0),
+    plsdk::float_param("sw2", 1.0, "prior variance of the read-out W", kPos, 0),
+    plsdk::float_param("sg2", 1.0, "prior variance of the attention scores G", kPos, 0),
+    plsdk::enum_param("beta_convention", "per_position", "per_position|per_sequence",
+                      "beta = 1/(kappa L_loss) or beta = 1/kappa"),
+    plsdk::enum_param("wrap", "cyclic", "cyclic|drop_first",
+                      "target of position 1: x_L (cyclic) or left out of the loss"),
+    plsdk::bool_param("causal_mask", false, "mask attention to positions l' <= l"),
+    plsdk::enum_param("method", "adam", "adam|sgld|langevin",
+                      "Adam on the MAP objective, SGLD on (W,G), Langevin/MALA on G (exact marginal)"),
+    plsdk::enum_param("init", "both", "both|uniform|copy",
+                      "initialisation(s): G ~ noise, or G = copy_logit S + noise"),
+    plsdk::float_param("init_noise", 0.01, "std of the N(0, s^2) noise added to the initial G",
+                       kNonNeg, 0),
+    plsdk::float_param("w_init", 0.1, "std of the initial read-out W", kNonNeg, 0),
+    plsdk::float_param("copy_logit", 0.0,
+                       "copy init G = copy_logit S; 0 = auto (3 ln L softmax, 1 linear)", kNonNeg,
+                       0),
+    plsdk::float_param("lr", 1e-2, "Adam learning rate", kPos, 0),
+    plsdk::float_param("beta1", 0.9, "Adam beta1", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
+    plsdk::float_param("beta2", 0.999, "Adam beta2", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
+    plsdk::float_param("adam_eps", 1e-8, "Adam epsilon", kPos, 0),
+    plsdk::int_param("max_steps", 20000, "Adam step limit", 1, INT64_MAX),
+    plsdk::float_param("tol", 1e-7, "stop when the relative change of obj over `window` steps <= tol",
+                       kNonNeg, 0),
+    plsdk::int_param("window", 100, "steps between convergence checks", 1, INT64_MAX),
+    plsdk::int_param("batch", 0, "sequences per step (0: full batch)", 0, 100000000),
+    plsdk::float_param("step", 0.0,
+                       "sampler step (SGLD eta / MALA initial eps); 0 = auto", kNonNeg, 0),
+    plsdk::float_param("temperature", 1.0, "sampler temperature T", kPos, 0),
+    plsdk::int_param("burn_in", 2000, "sampler burn-in steps", 0, INT64_MAX),
+    plsdk::int_param("thin", 10, "sampler steps between kept samples", 1, INT64_MAX),
+    plsdk::int_param("samples", 200, "kept samples per chain", 1, 100000000),
+    plsdk::int_param("chains", 1, "sampler chains per initialisation", 1, 1000),
+    plsdk::bool_param("mala", true, "Metropolis correction for the Langevin sampler"),
+    plsdk::bool_param("emit_samples", true, "write every kept sample to samples.csv"),
+};
+
+const char* const kResultCols[] = {
+    "method", "init", "converged", "steps", "objective", "train_mse", "test_mse",
+    "c1", "cG", "abs_cG", "c1_hat", "cG_hat", "coverage", "D", "T", "Q",
+    "branch", "is_map", "coexist",
+    "n_samples", "cG_mean", "cG_var", "abs_cG_mean", "abs_cG_var", "c1_mean", "c1_var",
+    "cG_hat_mean", "cG_hat_var", "ens_coverage", "ens_pca2", "accept_rate", "step_size"};
+const char* const kSpectrumCols[] = {"method", "init", "k", "c_k"};
+const char* const kSampleCols[] = {"method", "init", "chain", "sample", "cG", "abs_cG", "c1",
+                                   "cG_hat", "c1_hat"};
+const pl_table_decl kTables[] = {
+    plsdk::table("results", kResultCols),
+    plsdk::table("spectrum", kSpectrumCols),
+    plsdk::table("samples", kSampleCols),
+};
+constexpr uint32_t kResults = 0, kSpectrum = 1, kSamples = 2;
+
+const pl_plot_decl kPlots[] = {
+    plsdk::plot("cG_branches", "Adam: c_G of both branches vs P", "results", "P", "cG",
+                "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
+    plsdk::plot("cG_map", "Adam: c_G of the MAP branch (lower objective) vs P", "results", "P",
+                "cG", "attention,L,V", "method=adam,is_map=1", PL_PLOT_LOGX),
+    plsdk::plot("abs_cG_branches", "Adam: |c_G| of both branches vs P", "results", "P", "abs_cG",
+                "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
+    plsdk::plot("c1_branches", "Adam: c_1 of both branches vs P", "results", "P", "c1",
+                "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
+    plsdk::plot("objective", "Adam: final MAP objective of both branches vs P", "results", "P",
+                "objective", "attention,L,V,init", "method=adam", PL_PLOT_LOGX | PL_PLOT_LOGY),
+    plsdk::plot("loss", "Adam: train and test MSE per position vs P", "results", "P",
+                "train_mse,test_mse", "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
+    plsdk::plot("sampler_cG_mean", "Samplers: posterior mean of c_G vs P", "results", "P",
+                "cG_mean", "attention,L,V,method,init", "", PL_PLOT_LOGX),
+    plsdk::plot("sampler_cG_var", "Samplers: posterior variance of c_G vs P", "results", "P",
+                "cG_var", "attention,L,V,method,init", "", PL_PLOT_LOGX),
+    plsdk::plot("sampler_abs_cG_var", "Samplers: posterior variance of |c_G| vs P", "results", "P",
+                "abs_cG_var", "attention,L,V,method,init", "", PL_PLOT_LOGX),
+    plsdk::plot("cG_hist_langevin", "Langevin (exact marginal): c_G samples", "samples", "cG", "",
+                "attention,L,P,init", "method=langevin", PL_PLOT_HISTOGRAM),
+    plsdk::plot("cG_hist_sgld", "SGLD: c_G samples", "samples", "cG", "", "attention,L,P,init",
+                "method=sgld", PL_PLOT_HISTOGRAM),
+};
+
+const pl_value& param(const pl_value* v, const char* name) {
+  for (size_t j = 0; j < sizeof(kParams) / sizeof(kParams[0]); ++j)
+    if (!std::strcmp(kParams[j].name, name)) return v[j];
+  throw std::logic_error(std::string("copy_task: no parameter ") + name);
+}
+
+int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
+  if (n != sizeof(kParams) / sizeof(kParams[0])) {
+    std::snprintf(err, len, "copy_task: expected %zu parameters, got %u",
+                  sizeof(kParams) / sizeof(kParams[0]), n);
+    return 1;
+  }
+  const int64_t P = param(v, "P").i, batch = param(v, "batch").i;
+  if (batch > P) {
+    std::snprintf(err, len, "copy_task.batch (%lld) must be <= P (%lld), or 0 for full batch",
+                  (long long)batch, (long long)P);
+    return 1;
+  }
+  const std::string method = param(v, "method").s ? param(v, "method").s : "";
+  if (method == "langevin" && !COPY_TASK_HAS_MARGINAL) {
+    std::snprintf(err, len, "copy_task.method = \"langevin\" needs the exact marginal, which this "
+                  "build does not have");
+    return 1;
+  }
+  if (method == "langevin" && batch != 0) {
+    std::snprintf(err, len, "copy_task.batch must be 0 with method = \"langevin\" (the exact "
+                  "marginal uses all P sequences)");
+    return 1;
+  }
+  return 0;
+}
+
+// Running mean/variance of the kept samples of one initialisation (all its chains).
+struct SampleStats {
+  std::vector<double> cG, abs_cG, c1, cG_hat;
+  std::vector<double> A;               // every kept A, one after another (ensemble coverage)
+  std::vector<double> A_sum;           // sum of A over samples (for the mean's order parameters)
+  void reserve(size_t n, int L) {
+    cG.reserve(n);
+    abs_cG.reserve(n);
+    c1.reserve(n);
+    cG_hat.reserve(n);
+    A.reserve(n * size_t(L) * L);
+    A_sum.assign(size_t(L) * L, 0.0);
+  }
+  void clear() {
+    cG.clear();
+    abs_cG.clear();
+    c1.clear();
+    cG_hat.clear();
+    A.clear();
+    std::fill(A_sum.begin(), A_sum.end(), 0.0);
+  }
+};
+
+void mean_var(const std::vector<double>& x, double* mean, double* var) {
+  const size_t n = x.size();
+  double m = 0;
+  for (double v : x) m += v;
+  m = n ? m / double(n) : NAN;
+  double s = 0;
+  for (double v : x) s += (v - m) * (v - m);
+  *mean = m;
+  *var = n > 1 ? s / double(n - 1) : NAN;
+}
+
+struct BranchResult {
+  std::string init;
+  bool converged = false, ok = true;
+  int64_t steps = 0;
+  double objective = NAN, train_mse = NAN, test_mse = NAN;
+  copyc::OrderParams op;
+  std::vector<double> spectrum;
+  // samplers
+  int64_t n_samples = 0;
+  double cG_mean = NAN, cG_var = NAN, abs_mean = NAN, abs_var = NAN, c1_mean = NAN, c1_var = NAN;
+  double cGh_mean = NAN, cGh_var = NAN, ens_cov = NAN, ens_pca2 = NAN, accept = NAN, step = NAN;
+};
+
+class CopyTask {
+ public:
+  explicit CopyTask(plsdk::Context& cx)
+      : k_(cx.k),
+        cfg_(net_config(cx)),
+        P_(int(cx.i("P"))),
+        P_test_(int(cx.i("P_test"))),
+        method_(cx.s("method")),
+        batch_(int(cx.i("batch"))),
+        net_(cx.k, cfg_,
+             copyc::make_tokens(cx.k, cx.seed(), cx.seed_stream(kDataStream), P_, cfg_.L, cfg_.V),
+             P_, (method_ == "langevin" || batch_ <= 0) ? P_ : batch_),
+        test_tokens_(copyc::make_tokens(cx.k, cx.seed(), cx.seed_stream(kTestStream), P_test_,
+                                        cfg_.L, cfg_.V)),
+        theta_(net_.n_params()),
+        noise_(net_.n_params()),
+        a_(size_t(cfg_.L) * cfg_.L) {
+    const std::string init = cx.s("init");
+    if (init == "both" || init == "uniform") inits_.push_back("uniform");
+    if (init == "both" || init == "copy") inits_.push_back("copy");
+    copy_logit_ = cx.f("copy_logit");
+    if (copy_logit_ <= 0) copy_logit_ = cfg_.softmax ? 3.0 * std::log(double(cfg_.L)) : 1.0;
+    init_noise_ = cx.f("init_noise");
+    w_init_ = cx.f("w_init");
+    if (method_ == "adam") {
+      copytask::AdamConfig a;
+      a.lr = cx.f("lr");
+      a.beta1 = cx.f("beta1");
+      a.beta2 = cx.f("beta2");
+      a.eps = cx.f("adam_eps");
+      a.max_steps = cx.i("max_steps");
+      a.tol = cx.f("tol");
+      a.window = cx.i("window");
+      a.batch = batch_;
+      adam_ = std::make_unique<copytask::AdamTrainer>(net_, a);
+    } else {
+      chains_ = int(cx.i("chains"));
+      const int64_t samples = cx.i("samples");
+      stats_.reserve(size_t(samples) * size_t(chains_), cfg_.L);
+      if (method_ == "sgld") {
+        copytask::SgldConfig s;
+        s.eta = cx.f("step");
+        s.temperature = cx.f("temperature");
+        s.batch = batch_;
+        s.burn_in = cx.i("burn_in");
+        s.thin = cx.i("thin");
+        s.samples = samples;
+        sgld_ = std::make_unique<copytask::SgldSampler>(net_, s);
+      } else {
+        mcfg_.eps = cx.f("step");
+        mcfg_.temperature = cx.f("temperature");
+        mcfg_.metropolis = cx.b("mala");
+        mcfg_.burn_in = cx.i("burn_in");
+        mcfg_.thin = cx.i("thin");
+        mcfg_.samples = samples;
+        marginal_ = std::make_unique<copytask::MarginalPotential>(net_);
+        mala_ = std::make_unique<copytask::Mala>(size_t(cfg_.L) * cfg_.L);
+        gd_.resize(size_t(cfg_.L) * cfg_.L);
+      }
+    }
+    emit_samples_ = cx.b("emit_samples");
+  }
+
+  pl_status run(plsdk::Context& cx) {
+    std::vector<BranchResult> res;
+    for (size_t i = 0; i < inits_.size(); ++i) {
+      BranchResult r;
+      r.init = inits_[i];
+      const double done = double(i) / double(inits_.size());
+      if (method_ == "adam")
+        run_adam(cx, r);
+      else
+        run_sampler(cx, r, done);
+      if (cx.cancelled()) return PL_CANCELLED;
+      if (!r.ok)
+        return cx.fail(method_ + " (" + r.init + " init) left the finite numbers after " +
+                       std::to_string(r.steps) + " steps");
+      res.push_back(std::move(r));
+      cx.progress(double(i + 1) / double(inits_.size()));
+    }
+    emit(cx, res);
+    return PL_OK;
+  }
+
+ private:
+  static constexpr uint64_t kDataStream = 1, kTestStream = 2, kInitStream = 3;
+
+  static NetConfig net_config(plsdk::Context& cx) {
+    NetConfig c;
+    c.L = int(cx.i("L"));
+    c.V = int(cx.i("V"));
+    c.softmax = cx.is("attention", "softmax");
+    c.causal = cx.b("causal_mask");
+    c.wrap = cx.is("wrap", "cyclic") ? copyc::Wrap::cyclic : copyc::Wrap::drop_first;
+    c.kappa = cx.f("kappa");
+    c.sw2 = cx.f("sw2");
+    c.sg2 = cx.f("sg2");
+    c.per_position = cx.is("beta_convention", "per_position");
+    return c;
+  }
+
+  // theta = [W ~ N(0, w_init^2) | G = (copy ? copy_logit S : 0) + N(0, init_noise^2)]. The noise
+  // of chain `chain` is shared by both initialisations, so they differ only by the copy logit.
+  void init_theta(plsdk::Context& cx, const std::string& init, int chain) {
+    const size_t n = net_.n_params();
+    k_.gaussian(noise_.data(), n, cx.seed(), cx.point_stream(kInitStream + 16 * uint64_t(chain)),
+                0);
+    const size_t nw = size_t(cfg_.V) * cfg_.V, L = size_t(cfg_.L);
+    for (size_t i = 0; i < nw; ++i) theta_[i] = float(w_init_) * noise_[i];
+    for (size_t i = 0; i < L * L; ++i) theta_[nw + i] = float(init_noise_) * noise_[nw + i];
+    if (init == "copy")
+      for (size_t l = 0; l < L; ++l) theta_[nw + l * L + (l + L - 1) % L] += float(copy_logit_);
+  }
+
+  void finish_point(BranchResult& r) {
+    net_.attention(theta_.data() + net_.g_off(), a_.data());
+    r.op = copyc::order_params(a_.data(), cfg_.L);
+    r.spectrum = copyc::circulant_spectrum(a_.data(), cfg_.L);
+    r.train_mse = net_.train_mse(theta_.data());
+    r.test_mse = net_.mse_on(theta_.data(), test_tokens_.data(), size_t(P_test_));
+  }
+
+  void run_adam(plsdk::Context& cx, BranchResult& r) {
+    init_theta(cx, r.init, 0);
+    const auto res = adam_->train(theta_.data(), k_, [&] { return cx.cancelled(); });
+    r.ok = res.finite;
+    r.steps = res.steps;
+    r.converged = res.converged;
+    if (!r.ok) return;
+    r.objective = net_.objective(theta_.data(), nullptr);
+    finish_point(r);
+  }
+
+  void record_sample(plsdk::Context& cx, BranchResult& r, int chain, const float* A, int64_t j) {
+    const copyc::OrderParams o = copyc::order_params(A, cfg_.L);
+    stats_.cG.push_back(o.cG);
+    stats_.abs_cG.push_back(std::fabs(o.cG));
+    stats_.c1.push_back(o.c1);
+    stats_.cG_hat.push_back(o.cG_hat);
+    const size_t LL = size_t(cfg_.L) * cfg_.L;
+    stats_.A.insert(stats_.A.end(), A, A + LL);
+    for (size_t i = 0; i < LL; ++i) stats_.A_sum[i] += A[i];
+    if (emit_samples_)
+      cx.emit(kSamples, {method_, r.init, chain, j, o.cG, std::fabs(o.cG), o.c1, o.cG_hat,
+                         o.c1_hat});
+  }
+
+  void run_sampler(plsdk::Context& cx, BranchResult& r, double /*done*/) {
+    stats_.clear();
+    const uint64_t init_id = r.init == "copy" ? 1 : 0;
+    double acc = 0;
+    for (int c = 0; c < chains_ && r.ok; ++c) {
+      init_theta(cx, r.init, c);
+      const uint64_t base = 100 + 8 * (uint64_t(c) * 2 + init_id);
+      auto stop = [&] { return cx.cancelled(); };
+      if (method_ == "sgld") {
+        r.ok = sgld_->run(
+            theta_.data(), k_, cx.seed(), cx.point_stream(base), cx.point_stream(base + 1),
+            [&](const float* A, int64_t j) { record_sample(cx, r, c, A, j); }, stop);
+        r.step = sgld_->eta();
+      } else {
+        // Langevin on G (double); W is integrated out. Start from the same G as the other methods.
+        const size_t nw = size_t(cfg_.V) * cfg_.V;
+        for (size_t i = 0; i < gd_.size(); ++i) gd_[i] = theta_[nw + i];
+        r.ok = mala_->run(
+            [&](const double* G, double* grad) { return marginal_->action(G, grad); }, gd_.data(),
+            mcfg_, k_, cx.seed(), cx.point_stream(base), cx.point_stream(base + 1),
+            [&](const double* G, int64_t j) {
+              marginal_->attention(G, a_.data());
+              record_sample(cx, r, c, a_.data(), j);
+            },
+            stop);
+        acc += mala_->accept_rate();
+        r.step = mala_->eps();
+        // The final state with its posterior-mean read-out, for the train/test MSE columns.
+        for (size_t i = 0; i < gd_.size(); ++i) theta_[nw + i] = float(gd_[i]);
+        marginal_->posterior_mean_readout(gd_.data(), theta_.data());
+      }
+      if (cx.cancelled()) return;
+    }
+    if (!r.ok) return;
+    r.accept = method_ == "langevin" ? acc / chains_ : NAN;
+    r.objective = net_.objective(theta_.data(), nullptr);
+    finish_point(r);  // train/test MSE of the last state of the last chain
+    // Order parameters and spectrum of the posterior mean attention.
+    const size_t LL = size_t(cfg_.L) * cfg_.L;
+    const double n = double(stats_.cG.size());
+    std::vector<double> mean_A(LL);
+    for (size_t i = 0; i < LL; ++i) mean_A[i] = stats_.A_sum[i] / n;
+    r.op = copyc::order_params(mean_A.data(), cfg_.L);
+    r.spectrum = copyc::circulant_spectrum(mean_A.data(), cfg_.L);
+    r.n_samples = int64_t(stats_.cG.size());
+    mean_var(stats_.cG, &r.cG_mean, &r.cG_var);
+    mean_var(stats_.abs_cG, &r.abs_mean, &r.abs_var);
+    mean_var(stats_.c1, &r.c1_mean, &r.c1_var);
+    mean_var(stats_.cG_hat, &r.cGh_mean, &r.cGh_var);
+    const copyc::EnsembleCoverage ec = copyc::ensemble_coverage(stats_.A.data(), stats_.cG.size(), cfg_.L);
+    r.ens_cov = ec.coverage;
+    r.ens_pca2 = ec.pca2_share;
+    r.converged = true;
+    r.steps = 0;
+  }
+
+  void emit(plsdk::Context& cx, const std::vector<BranchResult>& res) {
+    // The copy order parameter that labels branches: c_G (softmax) or |c_G| (linear symmetry).
+    auto order = [&](const BranchResult& r) {
+      const bool sampler = method_ != "adam";
+      const double v = sampler ? (cfg_.softmax ? r.cG_mean : r.abs_mean) : r.op.cG;
+      return cfg_.softmax ? v : std::fabs(v);
+    };
+    int map = -1;
+    bool coexist = false;
+    if (method_ == "adam") {
+      for (size_t i = 0; i < res.size(); ++i)
+        if (map < 0 || res[i].objective < res[size_t(map)].objective) map = int(i);
+    }
+    if (res.size() == 2) {
+      const double d_order = std::fabs(order(res[0]) - order(res[1]));
+      const double d_obj = std::fabs(res[0].objective - res[1].objective);
+      // Adam: two distinct minima (objectives and order parameters differ). Samplers: chains
+      // from the two starts disagree on the mean order parameter (metastability).
+      coexist = method_ == "adam"
+                    ? (d_order > 0.05 && d_obj > 1e-6 * std::fabs(res[0].objective))
+                    : d_order > 0.1;
+    }
+    for (size_t i = 0; i < res.size(); ++i) {
+      const BranchResult& r = res[i];
+      const bool sampler = method_ != "adam";
+      const plsdk::Cell empty;
+      cx.emit(kResults,
+              {method_, r.init, r.converged, r.steps, r.objective, r.train_mse, r.test_mse,
+               r.op.c1, r.op.cG, std::fabs(r.op.cG), r.op.c1_hat, r.op.cG_hat, r.op.coverage, r.op.D,
+               r.op.T, r.op.Q, order(r) > 0.5 ? "high" : "low",
+               method_ == "adam" ? plsdk::Cell(int(i) == map) : empty,
+               res.size() == 2 ? plsdk::Cell(coexist) : empty,
+               sampler ? plsdk::Cell(r.n_samples) : empty,
+               sampler ? plsdk::Cell(r.cG_mean) : empty, sampler ? plsdk::Cell(r.cG_var) : empty,
+               sampler ? plsdk::Cell(r.abs_mean) : empty, sampler ? plsdk::Cell(r.abs_var) : empty,
+               sampler ? plsdk::Cell(r.c1_mean) : empty, sampler ? plsdk::Cell(r.c1_var) : empty,
+               sampler ? plsdk::Cell(r.cGh_mean) : empty, sampler ? plsdk::Cell(r.cGh_var) : empty,
+               sampler ? plsdk::Cell(r.ens_cov) : empty, sampler ? plsdk::Cell(r.ens_pca2) : empty,
+               method_ == "langevin" ? plsdk::Cell(r.accept) : empty,
+               sampler ? plsdk::Cell(r.step) : empty});
+      for (int k = 0; k < cfg_.L; ++k)
+        cx.emit(kSpectrum, {method_, r.init, k, r.spectrum[size_t(k)]});
+    }
+  }
+
+  const pl_kernel_table& k_;
+  NetConfig cfg_;
+  int P_, P_test_;
+  std::string method_;
+  int batch_;
+  CopyNet net_;
+  std::vector<int32_t> test_tokens_;
+  std::vector<float> theta_, noise_, a_;
+  std::vector<std::string> inits_;
+  double copy_logit_ = 0, init_noise_ = 0, w_init_ = 0;
+  std::unique_ptr<copytask::AdamTrainer> adam_;
+  std::unique_ptr<copytask::SgldSampler> sgld_;
+  std::unique_ptr<copytask::MarginalPotential> marginal_;
+  std::unique_ptr<copytask::Mala> mala_;
+  copytask::MalaConfig mcfg_;
+  std::vector<double> gd_;
+  int chains_ = 1;
+  SampleStats stats_;
+  bool emit_samples_ = true;
+};
+
+}  // namespace
+
+PL_DEFINE_PLUGIN(CopyTask, "copy_task", "0.1.0",
+                 "copy task: softmax vs linear positional attention, MAP (Adam) and posterior "
+                 "samplers (SGLD, exact-marginal Langevin)",
+                 kParams, kTables, kPlots, &validate, nullptr)

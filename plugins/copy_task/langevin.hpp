@@ -1,0 +1,56 @@
+// Langevin/MALA on G with the read-out integrated out: an adapter from the copy net's config and
+// data to copyth::ExactMarginal (plugins/copy_common/marginal.hpp, shared with copy_theory).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "copy_common/marginal.hpp"
+#include "copy_task/model.hpp"
+
+namespace copytask {
+
+inline copyth::MarginalConfig marginal_config(const NetConfig& c) {
+  copyth::MarginalConfig m;
+  m.L = c.L;
+  m.V = c.V;
+  m.kappa = c.kappa;
+  m.sw2 = c.sw2;
+  m.sg2 = c.sg2;
+  m.beta = c.per_position ? copyth::BetaConv::per_position : copyth::BetaConv::per_sequence;
+  m.wrap = c.wrap == copyc::Wrap::cyclic ? copyth::Wrap::cyclic : copyth::Wrap::drop_first;
+  m.attention = c.softmax ? copyth::Attention::softmax : copyth::Attention::linear;
+  m.causal = c.causal;
+  return m;
+}
+
+// U(G) = S_data(A(G)) + ||G||^2 / (2 sg2) on the net's training tokens (double precision).
+class MarginalPotential {
+ public:
+  explicit MarginalPotential(const CopyNet& net)
+      : m_(marginal_config(net.config()), net.tokens().data(), net.P()),
+        L_(net.config().L),
+        V_(net.config().V),
+        Ad_(size_t(L_) * L_),
+        Wd_(size_t(V_) * V_) {}
+
+  double action(const double* G, double* grad) const { return m_.action(G, grad); }
+  // A(G) as float (L x L).
+  void attention(const double* G, float* A) {
+    m_.attention_of(G, Ad_.data());
+    for (size_t i = 0; i < Ad_.size(); ++i) A[i] = float(Ad_[i]);
+  }
+  // theta = [W | G] with the posterior-mean read-out W (f = h W^T) of A(G); G left untouched.
+  void posterior_mean_readout(const double* G, float* theta) {
+    m_.attention_of(G, Ad_.data());
+    m_.readout(Ad_.data(), Wd_.data());
+    for (size_t i = 0; i < Wd_.size(); ++i) theta[i] = float(Wd_[i]);
+  }
+
+ private:
+  copyth::ExactMarginal m_;
+  int L_, V_;
+  std::vector<double> Ad_, Wd_;
+};
+
+}  // namespace copytask

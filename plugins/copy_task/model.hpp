@@ -1,0 +1,124 @@
+// The copy-task network and its MAP objective on the kernel table (spec: copy-task.md).
+//   A = softmax_rows(G) (softmax) or G (linear), optional causal mask;   A: L x L
+//   h^mu = A X^mu, f^mu = h^mu W^T;                                       X, h, f: P x L x V
+//   SSE = sum_{mu, l in loss} ||f_l - y_l||^2, y_l = x_{l-1 mod L}
+//   U   = (beta/2) SSE + ||W||^2/(2 sw2) + ||G||^2/(2 sg2)                (potential / -log post)
+//   obj = (2 kappa / P) U = (kappa beta / P) SSE + kappa/(P sw2) ||W||^2 + kappa/(P sg2) ||G||^2
+// Parameters live in one flat buffer theta = [W (V x V) | G (L x L)]. Everything is allocated in
+// the constructor; the per-step calls never allocate.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "copy_common/data.hpp"
+#include "phaselab/kernel_table.h"
+
+namespace copytask {
+
+struct NetConfig {
+  int L = 16, V = 4;
+  bool softmax = true;  // A = softmax_rows(G), else A = G
+  bool causal = false;  // A[l, l'] = 0 for l' > l
+  copyc::Wrap wrap = copyc::Wrap::cyclic;
+  double kappa = 1, sw2 = 1, sg2 = 1;
+  bool per_position = true;  // beta = 1/(kappa L_loss), else beta = 1/kappa
+  double beta() const {
+    return per_position ? 1.0 / (kappa * copyc::loss_positions(L, wrap)) : 1.0 / kappa;
+  }
+};
+
+class CopyNet {
+ public:
+  // tokens: P x L training tokens. max_batch: the largest slice passed to data_grad (P for full
+  // batch). test_chunk: sequences per chunk when evaluating held-out data.
+  CopyNet(const pl_kernel_table& k, const NetConfig& c, std::vector<int32_t> tokens, int P,
+          int max_batch, int test_chunk = 1024);
+
+  const NetConfig& config() const { return c_; }
+  int P() const { return P_; }
+  size_t n_params() const { return size_t(c_.V) * c_.V + size_t(c_.L) * c_.L; }
+  size_t w_off() const { return 0; }
+  size_t g_off() const { return size_t(c_.V) * c_.V; }
+
+  // A (L x L) from G (L x L).
+  void attention(const float* G, float* A) const;
+
+  // SSE over training sequences [mu0, mu0 + n); if grad != nullptr, grad = scale * dSSE/dtheta
+  // (overwritten, both blocks). n <= max_batch.
+  double data_sse(const float* theta, size_t mu0, size_t n, float* grad, double scale);
+
+  // Full-data MAP objective; with grad != nullptr also its gradient (priors included).
+  double objective(const float* theta, float* grad);
+  // The prior part kappa/(P sw2)||W||^2 + kappa/(P sg2)||G||^2 of the objective.
+  double prior_term(const float* theta) const;
+
+  // Per-position mean squared error (summed over the V outputs) on the training set.
+  double train_mse(const float* theta);
+  // The same on other sequences (n x L tokens), evaluated in chunks.
+  double mse_on(const float* theta, const int32_t* tokens, size_t n);
+
+  const std::vector<float>& x() const { return x_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+
+ private:
+  // f (n x L x V) -= y and zero the rows outside the loss; in place on f.
+  void subtract_targets(float* f, const int32_t* tokens, size_t n) const;
+
+  const pl_kernel_table& k_;
+  NetConfig c_;
+  int P_, max_batch_, test_chunk_;
+  std::vector<int32_t> tokens_;  // P x L
+  std::vector<float> x_;         // P x L x V one-hot
+  std::vector<float> a_, da_;    // L x L
+  std::vector<float> h_, f_, dh_;  // max_batch x L x V
+  std::vector<float> xt_, ht_, ft_;  // test_chunk x L x V
+};
+
+// ---------------------------------------------------------------- Adam on the MAP objective
+struct AdamConfig {
+  double lr = 1e-2, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  int64_t max_steps = 20000;
+  double tol = 1e-7;       // stop when |obj(t) - obj(t - window)| <= tol |obj(t)|
+  int64_t window = 100;
+  int batch = 0;           // sequences per step; 0 = full batch
+  bool train_attention = true;  // false: G stays fixed (e.g. uniform attention, read-out only)
+};
+
+struct AdamResult {
+  bool converged = false;
+  bool finite = true;
+  int64_t steps = 0;
+  double objective = 0;
+};
+
+// Optimiser state, allocated once per run.
+class AdamTrainer {
+ public:
+  AdamTrainer(CopyNet& net, const AdamConfig& cfg);
+  // Trains theta in place. `stop` is polled every window steps (cancellation); may be empty.
+  template <typename Stop>
+  AdamResult train(float* theta, const pl_kernel_table& k, Stop&& stop);
+
+ private:
+  CopyNet& net_;
+  AdamConfig cfg_;
+  std::vector<float> grad_, m_, v_;
+};
+
+// ---------------------------------------------------------------- SGLD on (W, G)
+struct SgldConfig {
+  double eta = 0;          // step; 0 = auto: 0.1 V / (beta P L_loss) (= 0.1 kappa V / P per position)
+  double temperature = 1;
+  int batch = 0;           // 0 = full batch
+  int64_t burn_in = 2000, thin = 10, samples = 200;
+  bool train_attention = true;  // false: G stays fixed and only W is sampled (tests)
+};
+
+// Auto SGLD step for a config (see SgldConfig::eta).
+double auto_sgld_step(const NetConfig& c, int P);
+
+}  // namespace copytask
+
+#include "copy_task/model_inl.hpp"

@@ -1,0 +1,548 @@
+// copy_task suite: order parameters (closed forms), data, the MAP objective and its gradient
+// (double-precision finite differences of an independent double implementation), the uniform
+// plateau (1 - 1/V)(1 - 1/L), samplers on targets with known moments, and the plugin end to end
+// through a fake host (determinism, MAP marker).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "copy_common/data.hpp"
+#include "copy_common/order_params.hpp"
+#include "copy_task/model.hpp"
+#include "copy_task/sampler.hpp"
+#include "copy_task/test_kernels.hpp"
+#include "phaselab_plugin.h"
+
+extern "C" const pl_plugin phaselab_plugin_entry;
+
+namespace {
+
+bool close(double got, double ref, double atol, double rtol) {
+  return std::isfinite(got) && std::fabs(got - ref) <= atol + rtol * std::fabs(ref);
+}
+
+std::vector<double> shift_matrix(int L, double cG, double c1) {
+  std::vector<double> A(size_t(L) * L, c1 / L);
+  for (int l = 0; l < L; ++l) A[size_t(l) * L + (l + L - 1) % L] += cG;
+  return A;
+}
+
+}  // namespace
+
+TEST_CASE("kernel table: stand-ins only for kernels not in the registry") {
+  std::string missing;
+  const pl_kernel_table k = copytest::kernel_table("", &missing);
+  MESSAGE("kernels from local stand-ins: " << (missing.empty() ? "none" : missing));
+  CHECK(bool(k.posattn));
+  CHECK(bool(k.dot));
+}
+
+TEST_CASE("order parameters: closed forms on the plane and the spectrum") {
+  for (int L : {2, 5, 16}) {
+    const copyc::OrderParams u = copyc::order_params(shift_matrix(L, 0, 1).data(), L);
+    CHECK(close(u.c1, 1, 1e-12, 0));
+    CHECK(close(u.cG, 0, 1e-12, 0));
+    CHECK(close(u.coverage, 1, 1e-12, 0));
+    const copyc::OrderParams s = copyc::order_params(shift_matrix(L, 1, 0).data(), L);
+    CHECK(close(s.c1, 0, 1e-12, 0));
+    CHECK(close(s.cG, 1, 1e-12, 0));
+    CHECK(close(s.D, L, 1e-12, 0));
+    CHECK(close(s.Q, L, 1e-12, 0));
+    const auto mix = shift_matrix(L, 0.3, 0.7);
+    const copyc::OrderParams m = copyc::order_params(mix.data(), L);
+    CHECK(close(m.c1, 0.7, 1e-12, 0));
+    CHECK(close(m.cG, 0.3, 1e-12, 0));
+    CHECK(close(m.c1_hat, (m.T) / L, 1e-12, 0));
+    CHECK(close(m.coverage, 1, 1e-12, 0));
+    // Orthonormal coordinates reproduce ||A||^2 on the plane.
+    CHECK(close(m.c1_hat * m.c1_hat + m.cG_hat * m.cG_hat, m.Q, 1e-12, 1e-12));
+    const auto cs = copyc::circulant_spectrum(shift_matrix(L, 1, 0).data(), L);
+    CHECK(close(cs[1 % L], 1, 1e-12, 0));
+    const auto cu = copyc::circulant_spectrum(shift_matrix(L, 0, 1).data(), L);
+    for (int k = 0; k < L; ++k) CHECK(close(cu[k], 1.0 / L, 1e-12, 0));
+  }
+  // Identity: c_0 = 1, off the plane except its J/L part: coverage = (1/L^2*L^2/L... ) -> 1/L.
+  const int L = 8;
+  std::vector<double> I(L * L, 0.0);
+  for (int l = 0; l < L; ++l) I[l * L + l] = 1;
+  CHECK(close(copyc::circulant_spectrum(I.data(), L)[0], 1, 1e-12, 0));
+  // <I, J/L> = 1, <I, S - J/L> = -1, so coverage = (1 + 1/(L-1)) / L.
+  CHECK(close(copyc::order_params(I.data(), L).coverage, (1 + 1.0 / (L - 1)) / L, 1e-12, 0));
+}
+
+TEST_CASE("ensemble coverage: in-plane ensembles are covered, isotropic noise is not") {
+  const int L = 6, n = 50;
+  std::mt19937_64 g(3);
+  std::normal_distribution<double> N(0, 1);
+  std::vector<double> plane, iso;
+  for (int s = 0; s < n; ++s) {
+    const auto A = shift_matrix(L, N(g), N(g));
+    plane.insert(plane.end(), A.begin(), A.end());
+    for (int i = 0; i < L * L; ++i) iso.push_back(N(g));
+  }
+  const auto ep = copyc::ensemble_coverage(plane.data(), n, L);
+  CHECK(close(ep.coverage, 1, 1e-9, 0));
+  CHECK(close(ep.pca2_share, 1, 1e-6, 0));
+  const auto ei = copyc::ensemble_coverage(iso.data(), n, L);
+  // 2 of L^2 = 36 isotropic directions: about 2/36, generously bounded.
+  CHECK(ei.coverage < 0.15);
+  CHECK(ei.pca2_share < 0.35);
+  CHECK(ei.pca2_share > 2.0 / 36);
+  // A rank-2 ensemble off the plane: pca2 = 1, coverage ~ 0.
+  std::vector<double> r2;
+  for (int s = 0; s < n; ++s) {
+    std::vector<double> A(L * L, 0.0);
+    A[0] = N(g);  // entries (0,0) and (1,2): orthogonal to J/L and S after centring? (0,0) has a
+    A[1 * L + 3] = N(g);  // J/L part 1/L each; the rest lies off the plane
+    A[0 * L + 1] = -A[0];  // cancels the J/L part of (0,0)
+    A[1 * L + 4] = -A[1 * L + 3];
+    r2.insert(r2.end(), A.begin(), A.end());
+  }
+  const auto e2 = copyc::ensemble_coverage(r2.data(), n, L);
+  CHECK(close(e2.pca2_share, 1, 1e-6, 0));
+  CHECK(close(e2.coverage, 0, 1e-9, 0));
+}
+
+TEST_CASE("tokens: range, uniform frequencies, stream determinism; targets") {
+  const pl_kernel_table k = copytest::kernel_table();
+  const int P = 500, L = 16, V = 5;
+  const auto t = copyc::make_tokens(k, 7, 11, P, L, V);
+  REQUIRE(t.size() == size_t(P * L));
+  std::vector<int> count(V, 0);
+  for (int32_t x : t) {
+    REQUIRE(x >= 0);
+    REQUIRE(x < V);
+    ++count[x];
+  }
+  // chi^2 with V-1 = 4 dof: 30 is far in the tail (p ~ 5e-6).
+  double chi2 = 0;
+  const double e = double(P * L) / V;
+  for (int c : count) chi2 += (c - e) * (c - e) / e;
+  CHECK(chi2 < 30);
+  CHECK(copyc::make_tokens(k, 7, 11, P, L, V) == t);
+  CHECK(copyc::make_tokens(k, 7, 12, P, L, V) != t);
+  // Prefix property: fewer sequences are the first rows of more.
+  const auto t2 = copyc::make_tokens(k, 7, 11, 10, L, V);
+  CHECK(std::equal(t2.begin(), t2.end(), t.begin()));
+
+  std::vector<float> y(size_t(2) * L * V);
+  copyc::one_hot_targets(t.data(), 2, L, V, copyc::Wrap::drop_first, y.data());
+  for (int mu = 0; mu < 2; ++mu)
+    for (int l = 0; l < L; ++l) {
+      float s = 0;
+      for (int v = 0; v < V; ++v) s += y[(size_t(mu) * L + l) * V + v];
+      CHECK(s == (l == 0 ? 0.0f : 1.0f));
+      if (l > 0) CHECK(y[(size_t(mu) * L + l) * V + t[size_t(mu) * L + l - 1]] == 1.0f);
+    }
+}
+
+namespace {
+
+// Independent double-precision MAP objective (spec formula), straight from the tokens.
+double objective_double(const copytask::NetConfig& c, const std::vector<int32_t>& tok, int P,
+                        const std::vector<double>& th) {
+  const int L = c.L, V = c.V;
+  const double* W = th.data();
+  const double* G = th.data() + V * V;
+  std::vector<double> A(L * L, 0.0);
+  for (int l = 0; l < L; ++l) {
+    const int n = c.causal ? l + 1 : L;
+    if (c.softmax) {
+      double mx = -1e300, s = 0;
+      for (int j = 0; j < n; ++j) mx = std::max(mx, G[l * L + j]);
+      for (int j = 0; j < n; ++j) s += std::exp(G[l * L + j] - mx);
+      for (int j = 0; j < n; ++j) A[l * L + j] = std::exp(G[l * L + j] - mx) / s;
+    } else {
+      for (int j = 0; j < n; ++j) A[l * L + j] = G[l * L + j];
+    }
+  }
+  const int R = c.wrap == copyc::Wrap::cyclic ? L : L - 1;
+  const double beta = c.per_position ? 1.0 / (c.kappa * R) : 1.0 / c.kappa;
+  double sse = 0;
+  for (int mu = 0; mu < P; ++mu)
+    for (int l = (c.wrap == copyc::Wrap::cyclic ? 0 : 1); l < L; ++l) {
+      std::vector<double> h(V, 0.0);
+      for (int j = 0; j < L; ++j) h[tok[mu * L + j]] += A[l * L + j];
+      const int y = tok[mu * L + (l + L - 1) % L];
+      for (int o = 0; o < V; ++o) {
+        double f = 0;
+        for (int v = 0; v < V; ++v) f += W[o * V + v] * h[v];
+        const double r = f - (o == y ? 1.0 : 0.0);
+        sse += r * r;
+      }
+    }
+  double ww = 0, gg = 0;
+  for (int i = 0; i < V * V; ++i) ww += W[i] * W[i];
+  for (int i = 0; i < L * L; ++i) gg += G[i] * G[i];
+  return c.kappa * beta / P * sse + c.kappa / (P * c.sw2) * ww + c.kappa / (P * c.sg2) * gg;
+}
+
+}  // namespace
+
+TEST_CASE("MAP objective and gradient vs a double implementation and finite differences") {
+  const pl_kernel_table k = copytest::kernel_table();
+  const int L = 5, V = 3, P = 7;
+  for (int variant = 0; variant < 6; ++variant) {
+    copytask::NetConfig c;
+    c.L = L;
+    c.V = V;
+    c.softmax = variant % 2 == 0;
+    c.causal = variant >= 4;
+    c.wrap = (variant / 2) % 2 ? copyc::Wrap::drop_first : copyc::Wrap::cyclic;
+    c.per_position = variant != 3;
+    c.kappa = 0.7;
+    c.sw2 = 1.3;
+    c.sg2 = 0.8;
+    CAPTURE(variant);
+    const auto tok = copyc::make_tokens(k, 5, 9 + variant, P, L, V);
+    copytask::CopyNet net(k, c, tok, P, P);
+    std::mt19937 g(variant);
+    std::normal_distribution<float> N(0, 0.7f);
+    std::vector<float> th(net.n_params()), grad(net.n_params());
+    for (auto& x : th) x = N(g);
+    std::vector<double> thd(th.begin(), th.end());
+    const double obj = net.objective(th.data(), grad.data());
+    const double ref = objective_double(c, tok, P, thd);
+    CHECK(close(obj, ref, 1e-6, 1e-5));
+    double gmax = 0;
+    for (float x : grad) gmax = std::max(gmax, double(std::fabs(x)));
+    for (size_t i = 0; i < th.size(); ++i) {
+      const double hstep = 1e-5;
+      auto tp = thd, tm = thd;
+      tp[i] += hstep;
+      tm[i] -= hstep;
+      const double fd = (objective_double(c, tok, P, tp) - objective_double(c, tok, P, tm)) / (2 * hstep);
+      CAPTURE(i);
+      CHECK(close(grad[i], fd, 1e-4 * gmax, 2e-3));
+    }
+    // Mini-batch slices add up to the full SSE.
+    copytask::CopyNet net2(k, c, tok, P, 3);
+    CHECK(close(net2.objective(th.data(), nullptr), ref, 1e-6, 1e-5));
+  }
+}
+
+TEST_CASE("uniform attention with the optimal read-out reaches the plateau (1-1/V)(1-1/L)") {
+  const pl_kernel_table k = copytest::kernel_table();
+  for (auto LV : {std::pair<int, int>{8, 4}, std::pair<int, int>{4, 3}}) {
+    const int L = LV.first, V = LV.second, P = 2000;
+    CAPTURE(L);
+    copytask::NetConfig c;
+    c.L = L;
+    c.V = V;
+    copytask::CopyNet net(k, c, copyc::make_tokens(k, 1, 1, P, L, V), P, P);
+    std::vector<float> th(net.n_params(), 0.0f);  // G = 0: A = J/L exactly; W from 0
+    copytask::AdamConfig a;
+    a.lr = 0.05;
+    a.max_steps = 3000;
+    a.tol = 1e-9;
+    a.train_attention = false;
+    copytask::AdamTrainer tr(net, a);
+    const auto r = tr.train(th.data(), k, [] { return false; });
+    CHECK(r.finite);
+    const double plateau = (1 - 1.0 / V) * (1 - 1.0 / L);
+    const double train = net.train_mse(th.data());
+    const auto test_tok = copyc::make_tokens(k, 1, 2, P, L, V);
+    const double test = net.mse_on(th.data(), test_tok.data(), P);
+    MESSAGE("L=" << L << " V=" << V << " plateau " << plateau << " train " << train << " test "
+                 << test << " steps " << r.steps);
+    // Finite P: over-fitting share ~ V^2/(P L) <= 1e-3, sampling noise ~ 3e-3.
+    CHECK(close(train, plateau, 0.012, 0));
+    CHECK(close(test, plateau, 0.012, 0));
+    // The attention was not trained.
+    for (int i = 0; i < L * L; ++i) CHECK(th[net.g_off() + i] == 0.0f);
+  }
+}
+
+TEST_CASE("MALA and unadjusted Langevin recover the mean and variance of a Gaussian target") {
+  const pl_kernel_table k = copytest::kernel_table();
+  const std::vector<double> mean = {1.0, -2.0, 0.5}, sd = {0.5, 1.0, 2.0};
+  auto U = [&](const double* x, double* g) {
+    double u = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      const double z = (x[i] - mean[i]) / sd[i];
+      u += 0.5 * z * z;
+      g[i] = z / sd[i];
+    }
+    return u;
+  };
+  for (bool metropolis : {true, false}) {
+    CAPTURE(metropolis);
+    copytask::MalaConfig m;
+    m.metropolis = metropolis;
+    m.eps = metropolis ? 0.05 : 0.02;  // ULA: small step, bias of the variance ~ eps / (4 sd^2)
+    m.burn_in = 2000;
+    m.thin = 5;
+    m.samples = 40000;
+    copytask::Mala mala(3);
+    std::vector<double> x = {0, 0, 0};
+    std::vector<std::vector<double>> s(3);
+    const bool ok = mala.run(U, x.data(), m, k, 42, 1, 2,
+                             [&](const double* y, int64_t) {
+                               for (int i = 0; i < 3; ++i) s[i].push_back(y[i]);
+                             },
+                             [] { return false; });
+    REQUIRE(ok);
+    MESSAGE("accept " << mala.accept_rate() << " eps " << mala.eps());
+    for (int i = 0; i < 3; ++i) {
+      double mu = 0, var = 0;
+      for (double v : s[i]) mu += v;
+      mu /= s[i].size();
+      for (double v : s[i]) var += (v - mu) * (v - mu);
+      var /= s[i].size() - 1;
+      CAPTURE(i);
+      CAPTURE(mu);
+      CAPTURE(var);
+      CHECK(close(mu, mean[i], 0.15 * sd[i], 0));
+      CHECK(close(var, sd[i] * sd[i], 0, 0.2));
+    }
+    if (metropolis) CHECK(mala.accept_rate() > 0.3);
+  }
+}
+
+TEST_CASE("SGLD on W at fixed attention recovers the Gaussian posterior of the read-out") {
+  // With A fixed, W | data is Gaussian: per output row o, precision M = I/sw2 + beta C and mean
+  // beta M^{-1} b_o with C = H^T H, b_o = H^T y_o (H: rows h = A x over the loss positions).
+  const pl_kernel_table k = copytest::kernel_table();
+  const int L = 4, V = 2, P = 60;
+  copytask::NetConfig c;
+  c.L = L;
+  c.V = V;
+  c.softmax = false;
+  c.kappa = 2.0;
+  const auto tok = copyc::make_tokens(k, 3, 3, P, L, V);
+  copytask::CopyNet net(k, c, tok, P, P);
+  std::vector<float> th(net.n_params(), 0.0f);
+  // Linear attention G = 0.6 S + 0.4 J/L.
+  for (int l = 0; l < L; ++l)
+    for (int j = 0; j < L; ++j) th[net.g_off() + l * L + j] = 0.4f / L + (j == (l + L - 1) % L ? 0.6f : 0.0f);
+  double C[2][2] = {{0, 0}, {0, 0}}, B[2][2] = {{0, 0}, {0, 0}};  // B[v][o] = sum h_v y_o
+  for (int mu = 0; mu < P; ++mu)
+    for (int l = 0; l < L; ++l) {
+      double h[2] = {0, 0};
+      for (int j = 0; j < L; ++j) h[tok[mu * L + j]] += th[net.g_off() + l * L + j];
+      const int y = tok[mu * L + (l + L - 1) % L];
+      for (int a = 0; a < 2; ++a) {
+        for (int b = 0; b < 2; ++b) C[a][b] += h[a] * h[b];
+        B[a][y] += h[a];
+      }
+    }
+  const double beta = c.beta();
+  const double M[2][2] = {{1 / c.sw2 + beta * C[0][0], beta * C[0][1]},
+                          {beta * C[1][0], 1 / c.sw2 + beta * C[1][1]}};
+  const double det = M[0][0] * M[1][1] - M[0][1] * M[1][0];
+  const double Mi[2][2] = {{M[1][1] / det, -M[0][1] / det}, {-M[1][0] / det, M[0][0] / det}};
+  copytask::SgldConfig s;
+  s.eta = 0.02 / (beta * std::max(C[0][0], C[1][1]) + 1);
+  s.burn_in = 2000;
+  s.thin = 5;
+  s.samples = 20000;
+  s.train_attention = false;
+  copytask::SgldSampler sampler(net, s);
+  std::vector<double> sum(4, 0.0), sq(4, 0.0);
+  int64_t n = 0;
+  REQUIRE(sampler.run(th.data(), k, 9, 1, 2,
+                      [&](const float*, int64_t) {
+                        for (int i = 0; i < 4; ++i) {
+                          sum[i] += th[i];
+                          sq[i] += double(th[i]) * th[i];
+                        }
+                        ++n;
+                      },
+                      [] { return false; }));
+  for (int o = 0; o < 2; ++o)
+    for (int v = 0; v < 2; ++v) {
+      const double mean_ref = beta * (Mi[v][0] * B[0][o] + Mi[v][1] * B[1][o]);
+      const double var_ref = Mi[v][v];
+      const double mean = sum[o * 2 + v] / n, var = sq[o * 2 + v] / n - mean * mean;
+      CAPTURE(o);
+      CAPTURE(v);
+      CAPTURE(mean);
+      CAPTURE(mean_ref);
+      CAPTURE(var);
+      CAPTURE(var_ref);
+      CHECK(close(mean, mean_ref, 0.15 * std::sqrt(var_ref), 0));
+      CHECK(close(var, var_ref, 0, 0.2));
+    }
+}
+
+// ---------------------------------------------------------------- the plugin through a fake host
+namespace {
+
+struct FakeHost {
+  pl_kernel_table k;
+  pl_host host;
+  std::vector<std::vector<std::vector<std::string>>> rows;  // table -> row -> cells as text
+  std::string failure;
+
+  FakeHost() : k(copytest::kernel_table()) {
+    std::memset(&host, 0, sizeof host);
+    host.struct_size = sizeof host;
+    host.abi_version = PL_PLUGIN_ABI_VERSION;
+    host.kernels = &k;
+    host.ctx = this;
+    host.emit = [](void* ctx, uint32_t t, const pl_cell* c, uint32_t n) {
+      auto* self = static_cast<FakeHost*>(ctx);
+      if (t >= phaselab_plugin_entry.num_tables || n != phaselab_plugin_entry.tables[t].num_columns)
+        return 1;
+      std::vector<std::string> row;
+      char buf[64];
+      for (uint32_t i = 0; i < n; ++i) {
+        switch (c[i].kind) {
+          case PL_CELL_NUM: std::snprintf(buf, sizeof buf, "%.17g", c[i].num); row.push_back(buf); break;
+          case PL_CELL_INT: row.push_back(std::to_string(c[i].i)); break;
+          case PL_CELL_STR: row.push_back(c[i].str); break;
+          default: row.push_back("");
+        }
+      }
+      self->rows.resize(phaselab_plugin_entry.num_tables);
+      self->rows[t].push_back(row);
+      return 0;
+    };
+    host.progress = [](void*, double) {};
+    host.cancelled = [](void*) { return 0; };
+    host.log = [](void*, pl_log_level, const char*) {};
+    host.fail = [](void* ctx, const char* r) { static_cast<FakeHost*>(ctx)->failure = r; };
+    host.out_dir = ".";
+    host.threads = 1;
+  }
+
+  // Runs one point: plugin defaults overridden by `over` (name -> text value).
+  pl_status run(const std::map<std::string, std::string>& over, uint64_t seed) {
+    const pl_plugin& p = phaselab_plugin_entry;
+    std::vector<pl_value> vals(p.num_params);
+    std::vector<std::string> keep(p.num_params);
+    for (uint32_t j = 0; j < p.num_params; ++j) {
+      const pl_param_decl& d = p.params[j];
+      pl_value& v = vals[j];
+      v.type = d.type;
+      const auto it = over.find(d.name);
+      switch (d.type) {
+        case PL_PARAM_INT:
+        case PL_PARAM_BOOL:
+          v.i = it != over.end() ? std::stoll(it->second) : d.def_int;
+          v.f = double(v.i);
+          break;
+        case PL_PARAM_FLOAT:
+          v.f = it != over.end() ? std::stod(it->second) : d.def_float;
+          break;
+        default: {
+          keep[j] = it != over.end() ? it->second : d.def_string;
+          v.s = keep[j].c_str();
+          if (d.type == PL_PARAM_ENUM) {
+            const std::string ch = d.choices;
+            int idx = 0;
+            size_t pos = 0;
+            while (true) {
+              const size_t bar = ch.find('|', pos);
+              if (ch.substr(pos, bar - pos) == keep[j]) break;
+              if (bar == std::string::npos) { idx = -1; break; }
+              pos = bar + 1;
+              ++idx;
+            }
+            v.i = idx;
+          }
+        }
+      }
+    }
+    char err[256] = {0};
+    if (p.validate && p.validate(vals.data(), p.num_params, err, sizeof err)) {
+      failure = err;
+      return PL_FAILED;
+    }
+    pl_point pt;
+    std::memset(&pt, 0, sizeof pt);
+    pt.seed = seed;
+    pt.point_key = 12345;
+    pt.params = vals.data();
+    pt.num_params = p.num_params;
+    void* state = nullptr;
+    rows.assign(p.num_tables, {});
+    pl_status st = p.create(&host, &pt, &state);
+    if (st == PL_OK) st = p.run(state, &host, &pt);
+    p.destroy(state);
+    return st;
+  }
+};
+
+int column(const char* name) {
+  const pl_table_decl& t = phaselab_plugin_entry.tables[0];
+  for (uint32_t i = 0; i < t.num_columns; ++i)
+    if (std::string(t.columns[i]) == name) return int(i);
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("plugin: declarations are consistent") {
+  const pl_plugin& p = phaselab_plugin_entry;
+  CHECK(p.abi_version == PL_PLUGIN_ABI_VERSION);
+  CHECK(std::string(p.name) == "copy_task");
+  for (const char* key : {"attention", "L", "V", "P", "P_test", "kappa", "sw2", "sg2",
+                          "beta_convention", "wrap", "causal_mask", "method", "init", "lr",
+                          "max_steps", "tol", "batch", "step", "burn_in", "thin", "samples",
+                          "chains"}) {
+    bool found = false;
+    for (uint32_t j = 0; j < p.num_params; ++j) found |= std::string(p.params[j].name) == key;
+    CAPTURE(key);
+    CHECK(found);
+  }
+  for (const char* col : {"method", "init", "converged", "steps", "objective", "train_mse",
+                          "test_mse", "c1", "cG", "c1_hat", "cG_hat", "coverage", "cG_mean",
+                          "cG_var", "is_map", "coexist", "branch"})
+    CHECK(column(col) >= 0);
+  // Every plot names declared tables and columns.
+  for (uint32_t i = 0; i < p.num_plots; ++i) {
+    bool table = false;
+    for (uint32_t t = 0; t < p.num_tables; ++t) table |= std::string(p.tables[t].name) == p.plots[i].table;
+    CAPTURE(p.plots[i].name);
+    CHECK(table);
+  }
+}
+
+TEST_CASE("plugin: Adam both branches, MAP marker, determinism, seed dependence") {
+  FakeHost h;
+  const std::map<std::string, std::string> cfg = {
+      {"L", "6"}, {"V", "3"}, {"P", "40"}, {"P_test", "50"}, {"max_steps", "400"}};
+  REQUIRE(h.run(cfg, 1) == PL_OK);
+  const auto rows = h.rows;
+  REQUIRE(rows[0].size() == 2);
+  CHECK(rows[1].size() == 2 * 6);  // spectrum: L rows per branch
+  const int im = column("is_map"), io = column("objective"), ii = column("init");
+  CHECK(rows[0][0][ii] == "uniform");
+  CHECK(rows[0][1][ii] == "copy");
+  CHECK(std::stoi(rows[0][0][im]) + std::stoi(rows[0][1][im]) == 1);
+  const int map = rows[0][0][im] == "1" ? 0 : 1;
+  CHECK(std::stod(rows[0][map][io]) <= std::stod(rows[0][1 - map][io]));
+  // Same seed: bit-identical rows; other seed: different data, different rows.
+  REQUIRE(h.run(cfg, 1) == PL_OK);
+  CHECK(h.rows == rows);
+  REQUIRE(h.run(cfg, 2) == PL_OK);
+  CHECK(h.rows[0] != rows[0]);
+}
+
+TEST_CASE("plugin: SGLD rows carry sample statistics; deterministic") {
+  FakeHost h;
+  const std::map<std::string, std::string> cfg = {
+      {"L", "5"}, {"V", "3"}, {"P", "40"}, {"P_test", "20"}, {"method", "sgld"},
+      {"burn_in", "100"}, {"thin", "2"}, {"samples", "30"}, {"chains", "2"}, {"batch", "10"}};
+  REQUIRE(h.run(cfg, 3) == PL_OK);
+  const auto rows = h.rows;
+  REQUIRE(rows[0].size() == 2);
+  CHECK(rows[2].size() == 2 * 2 * 30);  // samples: inits x chains x samples
+  const int in = column("n_samples"), iv = column("cG_var");
+  CHECK(rows[0][0][in] == "60");
+  CHECK(std::stod(rows[0][0][iv]) > 0);
+  REQUIRE(h.run(cfg, 3) == PL_OK);
+  CHECK(h.rows == rows);
+}
+
+TEST_CASE("plugin: validation names the key") {
+  FakeHost h;
+  CHECK(h.run({{"P", "10"}, {"batch", "20"}}, 1) == PL_FAILED);
+  CHECK(h.failure.find("copy_task.batch") != std::string::npos);
+}
