@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Side-by-side speed of the copy-task Adam training: phaselab vs PyTorch (CPU, float32).
+
+Same model and objective in both (spec copy-task.md): A = row-softmax(G), F = A X W^T,
+obj = (1/(P L)) sum ||F - Y||^2 + kappa/(P sw2) ||W||^2 + kappa/(P sg2) ||G||^2 with the priors as
+Adam's L2 weight decay, full batch, lr 1e-2, a fixed number of steps, one thread each.
+
+    python3 bench/copy_vs_torch.py [--build build] [--L 16 --V 4 --P 1000 --steps 1000]
+
+Prints the median wall time of each (--reps repetitions) and the ratio torch / phaselab.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+
+def torch_times(L, V, P, steps, reps, attention):
+    import torch
+
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(1)
+    tok = torch.randint(0, V, (P, L), generator=g)
+    X = torch.nn.functional.one_hot(tok, V).float()  # P x L x V
+    Y = torch.roll(X, shifts=1, dims=1)  # y_l = x_{l-1 mod L}
+    kappa = sw2 = sg2 = 1.0
+    times = []
+    for _ in range(reps):
+        W = (0.1 * torch.randn(V, V, generator=g)).requires_grad_()
+        G = (0.1 * torch.randn(L, L, generator=g)).requires_grad_()
+        opt = torch.optim.Adam([
+            {"params": [W], "weight_decay": 2 * kappa / (P * sw2)},
+            {"params": [G], "weight_decay": 2 * kappa / (P * sg2)},
+        ], lr=1e-2, betas=(0.9, 0.999), eps=1e-8)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            opt.zero_grad(set_to_none=False)
+            A = torch.softmax(G, dim=1) if attention == "softmax" else G
+            H = torch.einsum("lk,pkv->plv", A, X)
+            F = H @ W.T
+            loss = ((F - Y) ** 2).sum() / (P * L)
+            loss.backward()
+            opt.step()
+        times.append(time.perf_counter() - t0)
+    return times, float(loss.detach())
+
+
+def phaselab_times(build, L, V, P, steps, reps, attention):
+    exe = os.path.join(build, "plugins", "copy_task", "phaselab_copy_bench")
+    out = subprocess.run([exe, "--L", str(L), "--V", str(V), "--P", str(P), "--steps", str(steps),
+                          "--reps", str(reps), "--attention", attention],
+                         check=True, capture_output=True, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS="1")).stdout
+    ms = [float(m) for m in re.findall(r"rep \d+: ([0-9.]+) ms", out)]
+    info = re.search(r"target (\S+) posattn (\S+)", out)
+    return [x / 1000 for x in ms], (info.group(1), info.group(2)) if info else ("?", "?")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--L", type=int, default=16)
+    ap.add_argument("--V", type=int, default=4)
+    ap.add_argument("--P", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--attention", default="softmax", choices=["softmax", "linear"])
+    a = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        sys.exit("PyTorch is not installed (pip install torch --index-url https://download.pytorch.org/whl/cpu)")
+    pt, (target, variant) = phaselab_times(a.build, a.L, a.V, a.P, a.steps, a.reps, a.attention)
+    tt, _ = torch_times(a.L, a.V, a.P, a.steps, a.reps, a.attention)
+    mp, mt = statistics.median(pt), statistics.median(tt)
+    print(f"copy task Adam: L={a.L} V={a.V} P={a.P} steps={a.steps} {a.attention}, 1 thread, float32")
+    print(f"phaselab  ({target}, {variant}): median {mp * 1e3:9.2f} ms  ({mp / a.steps * 1e6:8.2f} us/step)")
+    print(f"torch {torch.__version__:<10}: median {mt * 1e3:9.2f} ms  ({mt / a.steps * 1e6:8.2f} us/step)")
+    print(f"ratio torch/phaselab: {mt / mp:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
