@@ -13,28 +13,11 @@
 
 #include "copy_common/data.hpp"
 #include "copy_common/order_params.hpp"
+#include "copy_task/langevin.hpp"
 #include "copy_task/model.hpp"
 #include "copy_task/sampler.hpp"
 #include "sdk/phaselab_sdk.hpp"
 
-// The exact marginal lives in copy_common (owned with copy_theory); until it is in the tree the
-// langevin method is refused by validate().
-#if __has_include("copy_common/marginal.hpp")
-#define COPY_TASK_HAS_MARGINAL 1
-#include "copy_task/langevin.hpp"
-#else
-#define COPY_TASK_HAS_MARGINAL 0
-namespace copytask {
-struct MarginalPotential {  // placeholder so the plugin builds; validate() refuses langevin
-  explicit MarginalPotential(const CopyNet&) {
-    throw std::runtime_error("copy_task: exact marginal (copy_common/marginal.hpp) not built");
-  }
-  double action(const double*, double*) const { return NAN; }
-  void attention(const double*, float*) {}
-  void posterior_mean_readout(const double*, float*) {}
-};
-}  // namespace copytask
-#endif
 
 namespace {
 
@@ -149,11 +132,6 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
     return 1;
   }
   const std::string method = param(v, "method").s ? param(v, "method").s : "";
-  if (method == "langevin" && !COPY_TASK_HAS_MARGINAL) {
-    std::snprintf(err, len, "copy_task.method = \"langevin\" needs the exact marginal, which this "
-                  "build does not have");
-    return 1;
-  }
   if (method == "langevin" && batch != 0) {
     std::snprintf(err, len, "copy_task.batch must be 0 with method = \"langevin\" (the exact "
                   "marginal uses all P sequences)");

@@ -13,6 +13,7 @@
 
 #include "copy_common/data.hpp"
 #include "copy_common/order_params.hpp"
+#include "copy_task/langevin.hpp"
 #include "copy_task/model.hpp"
 #include "copy_task/sampler.hpp"
 #include "copy_task/test_kernels.hpp"
@@ -253,6 +254,11 @@ TEST_CASE("uniform attention with the optimal read-out reaches the plateau (1-1/
     // Finite P: over-fitting share ~ V^2/(P L) <= 1e-3, sampling noise ~ 3e-3.
     CHECK(close(train, plateau, 0.012, 0));
     CHECK(close(test, plateau, 0.012, 0));
+    // Second oracle: the exact least-squares (posterior-mean) read-out at the same A = J/L.
+    copyth::ExactMarginal em(copytask::marginal_config(c), net.tokens().data(), P);
+    std::vector<double> Au(size_t(L) * L, 1.0 / L);
+    const double ls = em.train_mse(Au.data());
+    CHECK(close(train, ls, 2e-3, 0));
     // The attention was not trained.
     for (int i = 0; i < L * L; ++i) CHECK(th[net.g_off() + i] == 0.0f);
   }
@@ -545,4 +551,24 @@ TEST_CASE("plugin: validation names the key") {
   FakeHost h;
   CHECK(h.run({{"P", "10"}, {"batch", "20"}}, 1) == PL_FAILED);
   CHECK(h.failure.find("copy_task.batch") != std::string::npos);
+}
+
+TEST_CASE("plugin: exact-marginal Langevin (MALA) rows; deterministic") {
+  FakeHost h;
+  const std::map<std::string, std::string> cfg = {
+      {"L", "5"}, {"V", "3"}, {"P", "60"}, {"P_test", "20"}, {"method", "langevin"},
+      {"burn_in", "200"}, {"thin", "2"}, {"samples", "50"}};
+  REQUIRE(h.run(cfg, 4) == PL_OK);
+  const auto rows = h.rows;
+  REQUIRE(rows[0].size() == 2);
+  CHECK(rows[2].size() == 2 * 50);
+  const double acc = std::stod(rows[0][0][column("accept_rate")]);
+  CHECK(acc > 0.2);
+  CHECK(acc <= 1.0);
+  REQUIRE(h.run(cfg, 4) == PL_OK);
+  CHECK(h.rows == rows);
+  // langevin uses all P sequences: a batch is refused by validate().
+  auto bad = cfg;
+  bad["batch"] = "10";
+  CHECK(h.run(bad, 4) == PL_FAILED);
 }
