@@ -296,9 +296,15 @@ std::vector<Branch> linear_minima(const Model& m, double P) {
       if (std::hypot(b.x1 - x[0], b.x2 - x[1]) < 1e-5 * (1 + std::hypot(x[0], x[1]))) dup = true;
     if (dup) continue;
     Branch b = make(x[0], x[1]);
-    b.name = x[1] >= x[0] ? "copy" : "uniform";
     out.push_back(b);
   }
+  // Nonzero minima: the lowest action is "copy" (it grows continuously out of A = 0), the others
+  // are metastable ("meta").
+  int best = -1;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].name != "zero" && (best < 0 || out[i].action < out[size_t(best)].action)) best = int(i);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].name != "zero") out[i].name = int(i) == best ? "copy" : "meta";
   flag_global(out);
   return out;
 }

@@ -66,7 +66,7 @@ double softmax_action(const Model& m, double P, double Delta, double* dDelta = n
 
 // ---------------------------------------------------------------- branches and transitions
 struct Branch {
-  std::string name;  // softmax: "low"/"high"; linear: "zero"/"copy"/"uniform"
+  std::string name;  // softmax: "low"/"high"; linear: "zero"/"copy" (lowest nonzero)/"meta"
   double x1 = 0, x2 = 0;  // softmax: (Delta, -); linear: (c1, cG)
   double action = 0;
   PopStats st;
