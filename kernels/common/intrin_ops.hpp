@@ -1,0 +1,168 @@
+// Hand-written intrinsics: the thin per-ISA vector layer shared by the intrin_<isa> variants.
+// Each *_intrin.cc file is compiled once per instruction set (intrin_avx2_sources,
+// intrin_avx512_sources, intrin_neon_sources, each with only that ISA's flags); this header picks
+// the ISA from the flags of the translation unit and opens the matching namespace
+// pl::intrin_<isa>. The kernels themselves choose their register tiles per ISA (kMr, kNrv below).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define PL_INTRIN_NS intrin_avx512
+#define PL_INTRIN_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define PL_INTRIN_NS intrin_avx2
+#define PL_INTRIN_AVX2 1
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define PL_INTRIN_NS intrin_neon
+#define PL_INTRIN_NEON 1
+#else
+#error "intrinsics variants are compiled only for AVX2, AVX-512 and aarch64 NEON"
+#endif
+
+namespace pl::PL_INTRIN_NS {
+
+#if PL_INTRIN_AVX512
+using V = __m512;
+constexpr size_t kW = 16;
+// gemm register tile: kMr rows x kNrv vectors of C in registers (24 of the 32 zmm).
+constexpr int kMr = 6, kNrv = 4;
+inline V zero() { return _mm512_setzero_ps(); }
+inline V set1(float x) { return _mm512_set1_ps(x); }
+inline V load(const float* p) { return _mm512_loadu_ps(p); }
+inline void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+inline __mmask16 first_n(size_t n) { return static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1); }
+// The first n (< kW) lanes; the others read as 0 (nothing beyond p + n is touched).
+inline V load_n(const float* p, size_t n) { return _mm512_maskz_loadu_ps(first_n(n), p); }
+inline void store_n(float* p, V v, size_t n) { _mm512_mask_storeu_ps(p, first_n(n), v); }
+inline V add(V a, V b) { return _mm512_add_ps(a, b); }
+inline V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+inline V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }    // a b + c
+inline V fnma(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a b
+inline V max(V a, V b) { return _mm512_max_ps(a, b); }
+inline V min(V a, V b) { return _mm512_min_ps(a, b); }
+inline float reduce_add(V v) { return _mm512_reduce_add_ps(v); }
+inline float reduce_max(V v) { return _mm512_reduce_max_ps(v); }
+// Lanes whose index (base + lane) is > limit are replaced by `fill` (causal masks).
+inline V mask_after(V v, size_t base, size_t limit, V fill) {
+  if (base + kW - 1 <= limit) return v;
+  const size_t keep = limit + 1 > base ? limit + 1 - base : 0;
+  return _mm512_mask_blend_ps(first_n(keep), fill, v);
+}
+// 2^n for integer-valued n in [-126, 127].
+inline V pow2i(V n) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+}
+#elif PL_INTRIN_AVX2
+using V = __m256;
+constexpr size_t kW = 8;
+// gemm register tile: 6 x 2 vectors of C (12 of the 16 ymm, 2 for B, 1 broadcast).
+constexpr int kMr = 6, kNrv = 2;
+inline V zero() { return _mm256_setzero_ps(); }
+inline V set1(float x) { return _mm256_set1_ps(x); }
+inline V load(const float* p) { return _mm256_loadu_ps(p); }
+inline void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+inline __m256i first_n(size_t n) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), idx);
+}
+inline V load_n(const float* p, size_t n) { return _mm256_maskload_ps(p, first_n(n)); }
+inline void store_n(float* p, V v, size_t n) { _mm256_maskstore_ps(p, first_n(n), v); }
+inline V add(V a, V b) { return _mm256_add_ps(a, b); }
+inline V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+inline V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+inline V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+inline V fnma(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
+inline V max(V a, V b) { return _mm256_max_ps(a, b); }
+inline V min(V a, V b) { return _mm256_min_ps(a, b); }
+inline float reduce_add(V v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float reduce_max(V v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline V mask_after(V v, size_t base, size_t limit, V fill) {
+  if (base + kW - 1 <= limit) return v;
+  const size_t keep = limit + 1 > base ? limit + 1 - base : 0;
+  return _mm256_blendv_ps(fill, v, _mm256_castsi256_ps(first_n(keep)));
+}
+inline V pow2i(V n) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+#elif PL_INTRIN_NEON
+using V = float32x4_t;
+constexpr size_t kW = 4;
+// gemm register tile: 6 x 4 vectors of C (24 of the 32 q registers).
+constexpr int kMr = 6, kNrv = 4;
+inline V zero() { return vdupq_n_f32(0.0f); }
+inline V set1(float x) { return vdupq_n_f32(x); }
+inline V load(const float* p) { return vld1q_f32(p); }
+inline void store(float* p, V v) { vst1q_f32(p, v); }
+inline V load_n(const float* p, size_t n) {
+  float buf[4] = {0, 0, 0, 0};
+  std::memcpy(buf, p, n * sizeof(float));
+  return vld1q_f32(buf);
+}
+inline void store_n(float* p, V v, size_t n) {
+  float buf[4];
+  vst1q_f32(buf, v);
+  std::memcpy(p, buf, n * sizeof(float));
+}
+inline V add(V a, V b) { return vaddq_f32(a, b); }
+inline V sub(V a, V b) { return vsubq_f32(a, b); }
+inline V mul(V a, V b) { return vmulq_f32(a, b); }
+inline V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }
+inline V fnma(V a, V b, V c) { return vfmsq_f32(c, a, b); }
+inline V max(V a, V b) { return vmaxq_f32(a, b); }
+inline V min(V a, V b) { return vminq_f32(a, b); }
+inline float reduce_add(V v) { return vaddvq_f32(v); }
+inline float reduce_max(V v) { return vmaxvq_f32(v); }
+inline V mask_after(V v, size_t base, size_t limit, V fill) {
+  if (base + kW - 1 <= limit) return v;
+  const uint32x4_t idx = {0, 1, 2, 3};
+  const int64_t keep = int64_t(limit) + 1 - int64_t(base);
+  const uint32x4_t m = vcltq_u32(idx, vdupq_n_u32(static_cast<uint32_t>(keep < 0 ? 0 : keep)));
+  return vbslq_f32(m, v, fill);
+}
+inline V pow2i(V n) {
+  return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23));
+}
+#endif
+
+// exp(x), <= 2 ULP where the result is a normal float: n = round(x / ln 2) (1.5 * 2^23 shifter),
+// r = x - n ln 2 in two parts (Cody-Waite), exp(r) = 1 + r + r^2 P(r) (Cephes coefficients),
+// times 2^n as two factors 2^(n/2) 2^(n - n/2), so results near overflow and subnormal results
+// come out right. Inputs are clamped to [-104, 89], beyond which exp is 0 / +inf in float.
+inline V exp(V x) {
+  x = min(max(x, set1(-104.0f)), set1(89.0f));
+  const V shifter = set1(12582912.0f);
+  const V n = sub(fma(x, set1(1.44269504088896341f), shifter), shifter);
+  V r = fnma(n, set1(0.693359375f), x);
+  r = fnma(n, set1(-2.12194440e-4f), r);
+  V p = set1(1.9875691500e-4f);
+  p = fma(p, r, set1(1.3981999507e-3f));
+  p = fma(p, r, set1(8.3334519073e-3f));
+  p = fma(p, r, set1(4.1665795894e-2f));
+  p = fma(p, r, set1(1.6666665459e-1f));
+  p = fma(p, r, set1(5.0000001201e-1f));
+  const V e = add(fma(p, mul(r, r), r), set1(1.0f));
+  // n is an exact integer in [-150, 128]; halves rounded down / up stay in the normal range.
+  const V half = set1(0.5f);
+  const V n1 = sub(fma(n, half, shifter), shifter);  // round(n / 2)
+  const V n2 = sub(n, n1);
+  return mul(mul(e, pow2i(n1)), pow2i(n2));
+}
+
+}  // namespace pl::PL_INTRIN_NS

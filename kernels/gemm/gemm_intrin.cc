@@ -1,0 +1,119 @@
+// gemm.intrin.<isa>: C = alpha op(A) op(B) + beta C with a register-tiled micro-kernel, written
+// with the intrinsics of kernels/common/intrin_ops.hpp. Compiled once per ISA (AVX2, AVX-512,
+// NEON); the tile is kMr rows x kNrv vectors of C held in registers for the whole of k.
+//   op(B) is packed once per call into column panels of kNr = kNrv * kW floats (k x kNr each,
+//   zero-padded), so the micro-kernel's loads of B are contiguous whatever trans_b is;
+//   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a.
+#include <algorithm>
+#include <array>
+#include <utility>
+#include <vector>
+
+#include "kernels/common/intrin_ops.hpp"
+
+namespace pl::PL_INTRIN_NS {
+namespace {
+
+constexpr size_t kNr = kNrv * kW;
+
+// bp (k x kNr) = op(B)[0:k, j0 : j0 + nr), zero-padded to kNr columns.
+void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t j0, size_t nr, float* bp) {
+  if (!trans_b) {  // op(B)[p, j] = b[p * ldb + j]
+    for (size_t p = 0; p < k; ++p) {
+      std::memcpy(bp + p * kNr, b + p * ldb + j0, nr * sizeof(float));
+      std::fill(bp + p * kNr + nr, bp + (p + 1) * kNr, 0.0f);
+    }
+  } else {  // op(B)[p, j] = b[j * ldb + p]
+    for (size_t p = 0; p < k; ++p) std::fill(bp + p * kNr + nr, bp + (p + 1) * kNr, 0.0f);
+    for (size_t j = 0; j < nr; ++j) {
+      const float* src = b + (j0 + j) * ldb;
+      for (size_t p = 0; p < k; ++p) bp[p * kNr + j] = src[p];
+    }
+  }
+}
+
+// C[0:MR, 0:nr) = alpha * op(A)[0:MR, 0:k) bp + beta C (C not read when beta == 0).
+// op(A)[i, p] = a[i * lda + p] (TA false) or a[p * lda + i] (TA true).
+template <int MR, bool TA>
+void micro(size_t k, const float* a, size_t lda, const float* bp, float* c, size_t ldc, size_t nr,
+           float alpha, float beta) {
+  V acc[MR][kNrv];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < kNrv; ++v) acc[i][v] = zero();
+  for (size_t p = 0; p < k; ++p) {
+    V bv[kNrv];
+#pragma GCC unroll 8
+    for (int v = 0; v < kNrv; ++v) bv[v] = load(bp + p * kNr + v * kW);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const V ai = set1(TA ? a[p * lda + i] : a[i * lda + p]);
+#pragma GCC unroll 8
+      for (int v = 0; v < kNrv; ++v) acc[i][v] = fma(ai, bv[v], acc[i][v]);
+    }
+  }
+  const V va = set1(alpha), vb = set1(beta);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 8
+    for (int v = 0; v < kNrv; ++v) {
+      const size_t j = v * kW;
+      if (j >= nr) break;
+      float* cp = c + i * ldc + j;
+      const size_t cols = nr - j;
+      V r = mul(acc[i][v], va);
+      if (cols >= kW) {
+        if (beta != 0.0f) r = fma(vb, load(cp), r);
+        store(cp, r);
+      } else {
+        if (beta != 0.0f) r = fma(vb, load_n(cp, cols), r);
+        store_n(cp, r, cols);
+      }
+    }
+  }
+}
+
+using MicroFn = void (*)(size_t, const float*, size_t, const float*, float*, size_t, size_t, float,
+                         float);
+
+template <bool TA, int... MR>
+constexpr std::array<MicroFn, sizeof...(MR)> micro_table(std::integer_sequence<int, MR...>) {
+  return {&micro<MR + 1, TA>...};
+}
+
+}  // namespace
+
+// C (m x n) = alpha op(A) op(B) + beta C; op(A): m x k, op(B): k x n, all row-major.
+void Gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
+          size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // op(A) op(B) is the zero matrix
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  static constexpr auto kMicroN = micro_table<false>(std::make_integer_sequence<int, kMr>());
+  static constexpr auto kMicroT = micro_table<true>(std::make_integer_sequence<int, kMr>());
+  const auto& table = trans_a ? kMicroT : kMicroN;
+
+  const size_t panels = (n + kNr - 1) / kNr;
+  thread_local std::vector<float> packed;
+  if (packed.size() < panels * k * kNr) packed.resize(panels * k * kNr);
+  for (size_t jp = 0; jp < panels; ++jp)
+    pack_b(trans_b, b, ldb, k, jp * kNr, std::min(kNr, n - jp * kNr), packed.data() + jp * k * kNr);
+
+  // Row blocks outside, panels inside: the kMr rows of A stay in L1 while packed B (k x n)
+  // streams from L2.
+  for (size_t i0 = 0; i0 < m; i0 += kMr) {
+    const size_t mr = std::min<size_t>(kMr, m - i0);
+    const float* ai = trans_a ? a + i0 : a + i0 * lda;
+    for (size_t jp = 0; jp < panels; ++jp) {
+      const size_t j0 = jp * kNr;
+      table[mr - 1](k, ai, lda, packed.data() + jp * k * kNr, c + i0 * ldc + j0, ldc,
+                    std::min(kNr, n - j0), alpha, beta);
+    }
+  }
+}
+
+}  // namespace pl::PL_INTRIN_NS
