@@ -5,6 +5,13 @@
 // pl::intrin_<isa>. The kernels themselves choose their register tiles per ISA (kMr, kNrv below).
 #pragma once
 
+// GCC 12 warns about the _mm512_undefined_*() pass-through operands inside its own AVX-512
+// intrinsics (GCC bug 105593, fixed in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && defined(__AVX512F__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -56,6 +63,15 @@ inline V mask_after(V v, size_t base, size_t limit, V fill) {
   return _mm512_mask_blend_ps(first_n(keep), fill, v);
 }
 // 2^n for integer-valued n in [-126, 127].
+// Double-precision accumulation of float vectors (row sums that must stay within 1e-6).
+struct DSum {
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  void add(V v) {
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+  }
+  double total() const { return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi)); }
+};
 inline V pow2i(V n) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
@@ -98,6 +114,18 @@ inline V mask_after(V v, size_t base, size_t limit, V fill) {
   const size_t keep = limit + 1 > base ? limit + 1 - base : 0;
   return _mm256_blendv_ps(fill, v, _mm256_castsi256_ps(first_n(keep)));
 }
+struct DSum {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  void add(V v) {
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  }
+  double total() const {
+    const __m256d s = _mm256_add_pd(lo, hi);
+    __m128d t = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t)));
+  }
+};
 inline V pow2i(V n) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
@@ -136,6 +164,14 @@ inline V mask_after(V v, size_t base, size_t limit, V fill) {
   const uint32x4_t m = vcltq_u32(idx, vdupq_n_u32(static_cast<uint32_t>(keep < 0 ? 0 : keep)));
   return vbslq_f32(m, v, fill);
 }
+struct DSum {
+  float64x2_t lo = vdupq_n_f64(0.0), hi = vdupq_n_f64(0.0);
+  void add(V v) {
+    lo = vaddq_f64(lo, vcvt_f64_f32(vget_low_f32(v)));
+    hi = vaddq_f64(hi, vcvt_high_f64_f32(v));
+  }
+  double total() const { return vaddvq_f64(vaddq_f64(lo, hi)); }
+};
 inline V pow2i(V n) {
   return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23));
 }
@@ -163,6 +199,29 @@ inline V exp(V x) {
   const V n1 = sub(fma(n, half, shifter), shifter);  // round(n / 2)
   const V n2 = sub(n, n1);
   return mul(mul(e, pow2i(n1)), pow2i(n2));
+}
+
+// e^(scale x - m) with the exponent t = scale x - m carried as an exact float pair
+// (t_hi, t_lo) (FMA for the product, TwoSum for the difference): rounding scale x to float alone
+// would cost |t| 6e-8 relative in e^t. e^t = exp(t_hi) (1 + t_lo). Below t = -104 e^t is 0 in
+// float; there t_lo is dropped (it may be NaN when scale x - m overflowed to -inf).
+inline V exp_shifted(V x, V vscale, V neg_m) {
+  const V p = mul(vscale, x);
+  const V p_lo = fma(vscale, x, sub(zero(), p));  // exact: scale x = p + p_lo
+  const V t_hi = add(p, neg_m);
+  const V b = sub(t_hi, p);
+  const V err = add(sub(p, sub(t_hi, b)), sub(neg_m, b));
+  const V low = set1(-104.0f);
+  V t_lo = add(err, p_lo);
+#if PL_INTRIN_AVX512
+  t_lo = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(t_hi, low, _CMP_GE_OQ), t_lo);
+#elif PL_INTRIN_AVX2
+  t_lo = _mm256_and_ps(_mm256_cmp_ps(t_hi, low, _CMP_GE_OQ), t_lo);
+#else
+  t_lo = vreinterpretq_f32_u32(vandq_u32(vcgeq_f32(t_hi, low), vreinterpretq_u32_f32(t_lo)));
+#endif
+  const V e = exp(max(t_hi, low));
+  return fma(e, t_lo, e);
 }
 
 }  // namespace pl::PL_INTRIN_NS

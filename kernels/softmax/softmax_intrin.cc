@@ -1,7 +1,9 @@
 // softmax_rows.intrin.<isa>: numerically stable row softmax with the intrinsics of
 // kernels/common/intrin_ops.hpp, compiled once per ISA (AVX2, AVX-512, NEON).
 // Rows of up to kRegVecs vectors stay in registers between the max, exp-sum and normalise
-// steps (one load, one store per element); longer rows take three passes over memory.
+// steps (one load and one store per element); longer rows take three passes over memory.
+// Accuracy as the Highway variant: exponent as an exact float pair (exp_shifted), row sum in
+// double, reciprocal rounded once.
 #include <algorithm>
 
 #include "kernels/common/intrin_ops.hpp"
@@ -12,31 +14,30 @@ namespace {
 
 constexpr size_t kRegVecs = 8;  // rows up to 8 vectors (128 floats on AVX-512) in registers
 
-// y[0:len) = softmax(scale * x[0:len)), len <= kRegVecs * kW.
+// y[0:len) = softmax(scale * x[0:len)), 0 < len <= kRegVecs * kW.
 inline void row_in_registers(const float* x, float* y, size_t len, float scale) {
   const V vs = set1(scale);
   const V neg_inf = set1(-__builtin_inff());
-  V t[kRegVecs];
+  V t[kRegVecs] = {};  // only the first nv are used
   V m = neg_inf;
   const size_t nv = (len + kW - 1) / kW;
 #pragma GCC unroll 8
   for (size_t j = 0; j < kRegVecs; ++j) {
     if (j >= nv) break;
     const size_t c = j * kW;
-    t[j] = mul(c + kW <= len ? load(x + c) : load_n(x + c, len - c), vs);
-    // Lanes past the end are masked to -inf so they drop out of the max and give exp() = 0.
-    t[j] = mask_after(t[j], c, len - 1, neg_inf);
-    m = max(m, t[j]);
+    t[j] = c + kW <= len ? load(x + c) : load_n(x + c, len - c);
+    // Lanes past the end drop out of the max.
+    m = max(m, mask_after(mul(t[j], vs), c, len - 1, neg_inf));
   }
-  const V vm = set1(reduce_max(m));
-  V s = zero();
+  const V neg_m = set1(-reduce_max(m));
+  DSum s;
 #pragma GCC unroll 8
   for (size_t j = 0; j < kRegVecs; ++j) {
     if (j >= nv) break;
-    t[j] = mask_after(exp(sub(t[j], vm)), j * kW, len - 1, zero());
-    s = add(s, t[j]);
+    t[j] = mask_after(exp_shifted(t[j], vs, neg_m), j * kW, len - 1, zero());
+    s.add(t[j]);
   }
-  const V inv = set1(1.0f / reduce_add(s));
+  const V inv = set1(static_cast<float>(1.0 / s.total()));
 #pragma GCC unroll 8
   for (size_t j = 0; j < kRegVecs; ++j) {
     if (j >= nv) break;
@@ -49,7 +50,8 @@ inline void row_in_registers(const float* x, float* y, size_t len, float scale) 
 // The same for any len: max pass, exp pass (writing y, summing), normalise pass.
 inline void row_streaming(const float* x, float* y, size_t len, float scale) {
   const V vs = set1(scale);
-  V m0 = set1(-__builtin_inff()), m1 = m0;
+  const V neg_inf = set1(-__builtin_inff());
+  V m0 = neg_inf, m1 = neg_inf;
   size_t c = 0;
   for (; c + 2 * kW <= len; c += 2 * kW) {
     m0 = max(m0, mul(load(x + c), vs));
@@ -57,25 +59,21 @@ inline void row_streaming(const float* x, float* y, size_t len, float scale) {
   }
   for (; c < len; c += kW) {
     const V t = mul(c + kW <= len ? load(x + c) : load_n(x + c, len - c), vs);
-    m0 = max(m0, mask_after(t, c, len - 1, set1(-__builtin_inff())));
+    m0 = max(m0, mask_after(t, c, len - 1, neg_inf));
   }
-  const V vm = set1(reduce_max(max(m0, m1)));
-  V s0 = zero(), s1 = zero();
-  for (c = 0; c + 2 * kW <= len; c += 2 * kW) {
-    const V e0 = exp(sub(mul(load(x + c), vs), vm));
-    const V e1 = exp(sub(mul(load(x + c + kW), vs), vm));
-    store(y + c, e0);
-    store(y + c + kW, e1);
-    s0 = add(s0, e0);
-    s1 = add(s1, e1);
+  const V neg_m = set1(-reduce_max(max(m0, m1)));
+  DSum s;
+  for (c = 0; c + kW <= len; c += kW) {
+    const V e = exp_shifted(load(x + c), vs, neg_m);
+    store(y + c, e);
+    s.add(e);
   }
-  for (; c < len; c += kW) {
-    const size_t w = std::min(kW, len - c);
-    const V e = exp(sub(mul(load_n(x + c, w), vs), vm));
-    store_n(y + c, e, w);
-    s0 = add(s0, mask_after(e, c, len - 1, zero()));
+  if (c < len) {
+    const V e = mask_after(exp_shifted(load_n(x + c, len - c), vs, neg_m), c, len - 1, zero());
+    store_n(y + c, e, len - c);
+    s.add(e);
   }
-  const V inv = set1(1.0f / reduce_add(add(s0, s1)));
+  const V inv = set1(static_cast<float>(1.0 / s.total()));
   for (c = 0; c + kW <= len; c += kW) store(y + c, mul(load(y + c), inv));
   if (c < len) store_n(y + c, mul(load_n(y + c, len - c), inv), len - c);
 }
