@@ -385,15 +385,30 @@ Transition find_transition(const Model& m, bool softmax, double P_lo, double P_h
   auto coexist = [&](double P) { return probe(m, softmax, P).n >= 2 ? 1.0 : -1.0; };
   if (first >= 0) {
     t.order = "first";
-    t.P_low = first > 0 ? bisect(coexist, Ps[first - 1], Ps[first], rel_tol) : Ps[first];
-    t.P_spinodal = last < n - 1 ? bisect(coexist, Ps[last], Ps[last + 1], rel_tol) : Ps[last];
-    // Branch switch: S_high - S_low changes sign inside the coexistence window.
+    // Brackets [outside, inside] of both window edges; the inner ends are verified coexistence.
+    double in_lo = Ps[first], in_hi = Ps[last];
+    if (first > 0) {
+      const auto br = bisect_bracket(coexist, Ps[first - 1], Ps[first], rel_tol);
+      t.P_low = std::sqrt(br.first * br.second);
+      in_lo = br.second;
+    } else {
+      t.P_low = Ps[first];
+    }
+    if (last < n - 1) {
+      const auto br = bisect_bracket(coexist, Ps[last], Ps[last + 1], rel_tol);
+      t.P_spinodal = std::sqrt(br.first * br.second);
+      in_hi = br.first;
+    } else {
+      t.P_spinodal = Ps[last];
+    }
+    // Branch switch: S_high - S_low changes sign inside the coexistence window (normally
+    // positive at its lower edge, where the high branch is born, and negative at the upper).
     auto dS = [&](double P) {
       const Probe p = probe(m, softmax, P);
-      return p.n >= 2 ? p.s_high - p.s_low : (P < t.P_low * (1 + 1e-9) ? 1.0 : -1.0);
+      return p.n >= 2 ? p.s_high - p.s_low : (P < in_lo ? 1.0 : -1.0);
     };
-    const double a = t.P_low * (1 + 0.25 * rel_tol), b = t.P_spinodal * (1 - 0.25 * rel_tol);
-    t.P_star = (dS(a) > 0) == (dS(b) > 0) ? (dS(a) > 0 ? t.P_spinodal : t.P_low) : bisect(dS, a, b, rel_tol);
+    const double da = dS(in_lo), db = dS(in_hi);
+    t.P_star = (da > 0) == (db > 0) ? (da > 0 ? t.P_spinodal : t.P_low) : bisect(dS, in_lo, in_hi, rel_tol);
     const Probe p = probe(m, softmax, t.P_star);
     t.a_jump = p.n >= 2 ? p.a_high - p.a_low : 0.0;
     return t;

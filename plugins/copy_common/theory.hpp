@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "copy_common/marginal.hpp"
@@ -89,6 +90,23 @@ Transition find_transition(const Model& m, bool softmax, double P_lo, double P_h
 
 // Bisection for a sign change of f on [lo, hi] (f(lo) and f(hi) of opposite sign) until
 // hi/lo - 1 < rel_tol (lo > 0: geometric midpoints) or hi - lo < rel_tol |lo| otherwise.
+// bisect_bracket returns the final bracket [lo, hi] (f(lo) has the sign of the original f(lo)).
+template <class F>
+std::pair<double, double> bisect_bracket(F&& f, double lo, double hi, double rel_tol) {
+  double flo = f(lo);
+  for (int it = 0; it < 400; ++it) {
+    if (lo > 0 ? hi / lo - 1 < rel_tol : hi - lo < rel_tol * std::fabs(lo) + 1e-300) break;
+    const double mid = lo > 0 ? std::sqrt(lo * hi) : 0.5 * (lo + hi);
+    const double fm = f(mid);
+    if ((fm > 0) == (flo > 0)) {
+      lo = mid;
+      flo = fm;
+    } else {
+      hi = mid;
+    }
+  }
+  return {lo, hi};
+}
 template <class F>
 double bisect(F&& f, double lo, double hi, double rel_tol) {
   double flo = f(lo);

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Theory next to experiment for the copy task: runs copy_task (Adam, both initialisations) and
+# copy_theory on the same (attention, L, V, kappa, sw2, sg2) and overlays the theory branches on
+# the measured c_G and training MSE (figures/*.png in the output folder).
+#   scripts/copy_theory_vs_experiment.sh [OUT_DIR] [EXPERIMENT.toml] [THEORY.toml]
+# The two configs must agree on attention, L, V, kappa, sw2, sg2 (the defaults do). Coupled through
+# the results.csv files only (columns looked up by name). Needs gnuplot.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${PHASELAB_BUILD:-$root/build}
+phaselab=${PHASELAB:-$build/driver/phaselab}
+out=${1:-$root/runs/copy_theory_vs_experiment-$(date +%Y%m%d-%H%M%S)}
+exp_cfg=${2:-$root/configs/copy_task_for_theory.toml}
+th_cfg=${3:-$root/configs/copy_theory_vs_experiment.toml}
+
+"$phaselab" run "$th_cfg" --out "$out/theory" --quiet
+"$phaselab" run "$exp_cfg" --out "$out/experiment" --quiet
+mkdir -p "$out/figures"
+
+# pick FILE FILTER COLS: rows of a CSV whose columns match FILTER ("k=v,k=v"; a missing column
+# matches anything), printing COLS ("x,y") space-separated.
+pick() {
+  awk -F, -v filt="$2" -v cols="$3" '
+    NR == 1 { for (i = 1; i <= NF; ++i) h[$i] = i; nf = split(filt, f, ","); nc = split(cols, c, ","); next }
+    { ok = 1
+      for (k = 1; k <= nf; ++k) { split(f[k], kv, "="); if ((kv[1] in h) && $(h[kv[1]]) != kv[2]) ok = 0 }
+      if (!ok) next
+      line = ""; for (k = 1; k <= nc; ++k) { v = $(h[c[k]]); if (v == "") next; line = line (k > 1 ? " " : "") v }
+      print line }' "$1"
+}
+# distinct values of column COL in FILE
+values() { awk -F, -v col="$2" 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == col) c = i; next } { print $c }' "$1" | sort -u; }
+
+th="$out/theory/results.csv"
+ex="$out/experiment/results.csv"
+L=$(pick "$th" "" L | head -1); [ -n "$L" ] || L=$(grep -m1 '^L *=' "$th_cfg" | tr -dc 0-9)
+V=$(pick "$th" "" V | head -1); [ -n "$V" ] || V=$(grep -m1 '^V *=' "$th_cfg" | tr -dc 0-9)
+dat="$out/figures/data"
+mkdir -p "$dat"
+for att in $(values "$th" attention); do
+  for y in cG train_mse; do
+    plots=()
+    for br in $(values "$th" branch); do
+      pick "$th" "attention=$att,branch=$br" "P,$y" | sort -g > "$dat/th_${att}_${y}_${br}.dat"
+      [ -s "$dat/th_${att}_${y}_${br}.dat" ] &&
+        plots+=("'$dat/th_${att}_${y}_${br}.dat' using 1:2 with lines lw 2 title 'theory: $br'")
+    done
+    pick "$th" "attention=$att,is_global=1" "P,$y" | sort -g > "$dat/th_${att}_${y}_global.dat"
+    plots+=("'$dat/th_${att}_${y}_global.dat' using 1:2 with lines lw 1 dt 2 lc rgb 'black' title 'theory: global'")
+    if [ "$y" = train_mse ]; then
+      pick "$th" "attention=$att,is_global=1" "P,train_mse_exact" | sort -g > "$dat/th_${att}_mse_exact.dat"
+      [ -s "$dat/th_${att}_mse_exact.dat" ] &&
+        plots+=("'$dat/th_${att}_mse_exact.dat' using 1:2 with lines lw 1 lc rgb 'gray' title 'theory: global, exact finite-P read-out'")
+    fi
+    for init in $(values "$ex" init); do
+      pick "$ex" "attention=$att,init=$init,method=adam" "P,$y" | sort -g > "$dat/ex_${att}_${y}_${init}.dat"
+      [ -s "$dat/ex_${att}_${y}_${init}.dat" ] &&
+        plots+=("'$dat/ex_${att}_${y}_${init}.dat' using 1:2 with points pt 7 ps 1 title 'Adam, init $init'")
+    done
+    list=$(IFS=,; echo "${plots[*]}")
+    gnuplot <<GP
+set terminal pngcairo size 900,600 noenhanced
+set output '$out/figures/${att}_${y}_theory_vs_adam.png'
+set title '$att attention, L=$L V=$V: $y vs P (theory branches over Adam runs)'
+set logscale x
+set xlabel 'P'
+set ylabel '$y'
+set key outside right
+set grid
+plot $list
+GP
+  done
+done
+echo "theory:     $out/theory (transitions.csv: P*, spinodal, order)"
+echo "experiment: $out/experiment"
+echo "figures:    $out/figures/"
