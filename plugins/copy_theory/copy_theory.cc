@@ -65,8 +65,8 @@ const char* const kResultCols[] = {
     "action", "train_mse", "exact_P", "S_data", "S_pop", "rel_diff", "rel_diff_reduced",
     "train_mse_exact"};
 const char* const kTransCols[] = {"P_star", "P_spinodal", "P_low", "order", "P_closed", "P_plane",
-                                  "cG_jump", "P_star_over_L_ln2L", "P_star_over_V2",
-                                  "P_star_over_closed", "seconds"};
+                                  "cG_jump", "P_star_over_L_ln2L", "P_star_over_L_lnL",
+                                  "P_star_over_V2", "P_star_over_closed", "seconds"};
 const pl_table_decl kTables[] = {
     plsdk::table("results", kResultCols),
     plsdk::table("transition_points", kTransCols),
@@ -128,7 +128,7 @@ std::string fmt(double x) {
 std::mutex g_trans_mutex;
 const char* const kTransHeader =
     "point,seed,attention,L,V,kappa,sw2,sg2,beta_convention,wrap,P_star,P_spinodal,P_low,order,"
-    "P_closed,P_plane,cG_jump,P_star_over_L_ln2L,P_star_over_V2";
+    "P_closed,P_plane,cG_jump,P_star_over_L_ln2L,P_star_over_L_lnL,P_star_over_V2";
 
 class CopyTheory {
  public:
@@ -232,16 +232,18 @@ class CopyTheory {
     if (transitions_) {
       const double lnL = std::log(double(L));
       const double r1 = t.P_star / (L * lnL * lnL), r2 = t.P_star / (double(m_.V) * m_.V);
+      const double r3 = t.P_star / (L * lnL);
       const double rc = t.P_star / linear_threshold_closed(m_);
       const double secs = now() - t0;
       cx.emit(kTrans, {num(t.P_star), num(t.P_spinodal), num(t.P_low), t.order, num(t.P_closed),
-                       num(t.P_plane), num(t.a_jump), num(r1), num(r2), num(rc), secs});
+                       num(t.P_plane), num(t.a_jump), num(r1), num(r3), num(r2), num(rc), secs});
       std::ostringstream row;
       row << cx.point_index() << ',' << cx.seed() << ',' << (softmax_ ? "softmax" : "linear") << ','
           << L << ',' << m_.V << ',' << fmt(m_.kappa) << ',' << fmt(m_.sw2) << ',' << fmt(m_.sg2)
           << ',' << cx.s("beta_convention") << ',' << cx.s("wrap") << ',' << fmt(t.P_star) << ','
           << fmt(t.P_spinodal) << ',' << fmt(t.P_low) << ',' << t.order << ',' << fmt(t.P_closed)
-          << ',' << fmt(t.P_plane) << ',' << fmt(t.a_jump) << ',' << fmt(r1) << ',' << fmt(r2);
+          << ',' << fmt(t.P_plane) << ',' << fmt(t.a_jump) << ',' << fmt(r1) << ',' << fmt(r3) << ','
+          << fmt(r2);
       append_transition(cx.out_dir(), row.str());
     }
     cx.progress(1.0);
@@ -363,19 +365,20 @@ pl_status finish(const pl_host* host, const char* run_dir) {
   std::map<std::string, std::vector<Pt>> by_V, by_L;  // key: attention|fixed value|kappa|sw2|sg2
   for (const auto& r : rows) {
     const auto f = split(r.second);
-    if (f.size() < 19 || f[10].empty() || f[13] == "none") continue;
+    if (f.size() < 20 || f[10].empty() || f[13] == "none") continue;
     const Pt p{std::atof(f[3].c_str()), std::atof(f[4].c_str()), std::atof(f[10].c_str())};
-    const std::string rest = f[5] + "|" + f[6] + "|" + f[7] + "|" + f[8] + "|" + f[9];
+    // fits only within one order: first-order points and crossovers follow different laws
+    const std::string rest = f[5] + "|" + f[6] + "|" + f[7] + "|" + f[8] + "|" + f[9] + "|" + f[13];
     by_V[f[2] + "|V|" + f[4] + "|" + rest].push_back(p);
     by_L[f[2] + "|L|" + f[3] + "|" + rest].push_back(p);
   }
   std::ofstream out(std::string(run_dir) + "/scaling_fit.csv", std::ios::trunc);
-  out << "attention,fixed,fixed_value,kappa,sw2,sg2,beta_convention,wrap,varied,n,exponent,"
-         "exponent_of_ratio,ratio_min,ratio_max,ratio_name\n";
+  out << "attention,fixed,fixed_value,kappa,sw2,sg2,beta_convention,wrap,order,varied,n,exponent,"
+         "exponent_of_ratio,ratio_min,ratio_max,ratio_name,exponent_of_ratio_L_lnL\n";
   auto emit_fit = [&](const std::string& key, std::vector<Pt> v, bool vary_L) {
     std::sort(v.begin(), v.end(), [&](const Pt& a, const Pt& b) { return vary_L ? a.L < b.L : a.V < b.V; });
     // drop duplicate x (several seeds give the same theory)
-    std::vector<double> x, y, ratio;
+    std::vector<double> x, y, ratio, ratio2;
     for (const auto& p : v) {
       const double xv = vary_L ? p.L : p.V;
       if (!x.empty() && x.back() == xv) continue;
@@ -383,6 +386,7 @@ pl_status finish(const pl_host* host, const char* run_dir) {
       y.push_back(p.P);
       const double lnL = std::log(p.L);
       ratio.push_back(vary_L ? p.P / (p.L * lnL * lnL) : p.P / (p.V * p.V));
+      ratio2.push_back(p.P / (p.L * lnL));
     }
     if (x.size() < 2) return;
     std::vector<std::string> parts;
@@ -400,10 +404,12 @@ pl_status finish(const pl_host* host, const char* run_dir) {
     }
     const auto mm = std::minmax_element(ratio.begin(), ratio.end());
     out << parts[0] << ',' << parts[1] << ',' << parts[2] << ',' << parts[3] << ',' << parts[4] << ','
-        << parts[5] << ',' << parts[6] << ',' << parts[7] << ',' << (vary_L ? "L" : "V") << ','
+        << parts[5] << ',' << parts[6] << ',' << parts[7] << ',' << parts[8] << ','
+        << (vary_L ? "L" : "V") << ','
         << x.size() << ',' << fmt(loglog_slope(x, y)) << ',' << fmt(loglog_slope(x, ratio)) << ','
         << fmt(*mm.first) << ',' << fmt(*mm.second) << ','
-        << (vary_L ? "P_star/(L ln^2 L)" : "P_star/V^2") << '\n';
+        << (vary_L ? "P_star/(L ln^2 L)" : "P_star/V^2") << ','
+        << (vary_L ? fmt(loglog_slope(x, ratio2)) : std::string()) << '\n';
   };
   for (const auto& g : by_V) emit_fit(g.first, g.second, true);
   for (const auto& g : by_L) emit_fit(g.first, g.second, false);
