@@ -3,6 +3,7 @@
 # copy_theory on the same (attention, L, V, kappa, sw2, sg2) and overlays the theory branches on
 # the measured c_G and training MSE (figures/*.png in the output folder).
 #   scripts/copy_theory_vs_experiment.sh [OUT_DIR] [EXPERIMENT.toml] [THEORY.toml]
+# PLOT_ONLY=1 redraws the figures from OUT_DIR/theory and OUT_DIR/experiment without running.
 # The two configs must agree on attention, L, V, kappa, sw2, sg2 (the defaults do). Coupled through
 # the results.csv files only (columns looked up by name). Needs gnuplot.
 set -euo pipefail
@@ -13,28 +14,35 @@ out=${1:-$root/runs/copy_theory_vs_experiment-$(date +%Y%m%d-%H%M%S)}
 exp_cfg=${2:-$root/configs/copy_task_for_theory.toml}
 th_cfg=${3:-$root/configs/copy_theory_vs_experiment.toml}
 
-"$phaselab" run "$th_cfg" --out "$out/theory" --quiet
-"$phaselab" run "$exp_cfg" --out "$out/experiment" --quiet
+if [ "${PLOT_ONLY:-0}" != 1 ]; then
+  "$phaselab" run "$th_cfg" --out "$out/theory" --quiet
+  "$phaselab" run "$exp_cfg" --out "$out/experiment" --quiet
+fi
 mkdir -p "$out/figures"
 
 # pick FILE FILTER COLS: rows of a CSV whose columns match FILTER ("k=v,k=v"; a missing column
-# matches anything), printing COLS ("x,y") space-separated.
+# matches anything), printing COLS ("x,y") space-separated; rows with an empty or missing column in
+# COLS are skipped.
 pick() {
   awk -F, -v filt="$2" -v cols="$3" '
+    { sub(/\r$/, "") }
     NR == 1 { for (i = 1; i <= NF; ++i) h[$i] = i; nf = split(filt, f, ","); nc = split(cols, c, ","); next }
     { ok = 1
       for (k = 1; k <= nf; ++k) { split(f[k], kv, "="); if ((kv[1] in h) && $(h[kv[1]]) != kv[2]) ok = 0 }
       if (!ok) next
-      line = ""; for (k = 1; k <= nc; ++k) { v = $(h[c[k]]); if (v == "") next; line = line (k > 1 ? " " : "") v }
+      line = ""
+      for (k = 1; k <= nc; ++k) { if (!(c[k] in h)) next; v = $(h[c[k]]); if (v == "") next; line = line (k > 1 ? " " : "") v }
       print line }' "$1"
 }
 # distinct values of column COL in FILE
-values() { awk -F, -v col="$2" 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == col) c = i; next } { print $c }' "$1" | sort -u; }
+values() { awk -F, -v col="$2" '{ sub(/\r$/, "") } NR == 1 { for (i = 1; i <= NF; ++i) if ($i == col) c = i; next } c { print $c }' "$1" | sort -u; }
+# a scalar key of a config file (key = value), for the figure titles
+key() { awk -F= -v k="$2" '{ gsub(/[ \t"]/, "", $1) } $1 == k { gsub(/[ \t"]/, "", $2); print $2; exit }' "$1"; }
 
 th="$out/theory/results.csv"
 ex="$out/experiment/results.csv"
-L=$(pick "$th" "" L | head -1); [ -n "$L" ] || L=$(grep -m1 '^L *=' "$th_cfg" | tr -dc 0-9)
-V=$(pick "$th" "" V | head -1); [ -n "$V" ] || V=$(grep -m1 '^V *=' "$th_cfg" | tr -dc 0-9)
+L=$(key "$th_cfg" L)
+V=$(key "$th_cfg" V)
 dat="$out/figures/data"
 mkdir -p "$dat"
 for att in $(values "$th" attention); do
@@ -42,20 +50,23 @@ for att in $(values "$th" attention); do
     plots=()
     for br in $(values "$th" branch); do
       pick "$th" "attention=$att,branch=$br" "P,$y" | sort -g > "$dat/th_${att}_${y}_${br}.dat"
-      [ -s "$dat/th_${att}_${y}_${br}.dat" ] &&
+      if [ -s "$dat/th_${att}_${y}_${br}.dat" ]; then
         plots+=("'$dat/th_${att}_${y}_${br}.dat' using 1:2 with lines lw 2 title 'theory: $br'")
+      fi
     done
     pick "$th" "attention=$att,is_global=1" "P,$y" | sort -g > "$dat/th_${att}_${y}_global.dat"
     plots+=("'$dat/th_${att}_${y}_global.dat' using 1:2 with lines lw 1 dt 2 lc rgb 'black' title 'theory: global'")
     if [ "$y" = train_mse ]; then
       pick "$th" "attention=$att,is_global=1" "P,train_mse_exact" | sort -g > "$dat/th_${att}_mse_exact.dat"
-      [ -s "$dat/th_${att}_mse_exact.dat" ] &&
+      if [ -s "$dat/th_${att}_mse_exact.dat" ]; then
         plots+=("'$dat/th_${att}_mse_exact.dat' using 1:2 with lines lw 1 lc rgb 'gray' title 'theory: global, exact finite-P read-out'")
+      fi
     fi
     for init in $(values "$ex" init); do
       pick "$ex" "attention=$att,init=$init,method=adam" "P,$y" | sort -g > "$dat/ex_${att}_${y}_${init}.dat"
-      [ -s "$dat/ex_${att}_${y}_${init}.dat" ] &&
+      if [ -s "$dat/ex_${att}_${y}_${init}.dat" ]; then
         plots+=("'$dat/ex_${att}_${y}_${init}.dat' using 1:2 with points pt 7 ps 1 title 'Adam, init $init'")
+      fi
     done
     list=$(IFS=,; echo "${plots[*]}")
     gnuplot <<GP
@@ -65,7 +76,7 @@ set title '$att attention, L=$L V=$V: $y vs P (theory branches over Adam runs)'
 set logscale x
 set xlabel 'P'
 set ylabel '$y'
-set key outside right
+set key top right opaque box
 set grid
 plot $list
 GP
