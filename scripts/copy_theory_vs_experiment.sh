@@ -48,20 +48,28 @@ mkdir -p "$dat"
 for att in $(values "$th" attention); do
   for y in cG train_mse; do
     plots=()
-    for br in $(values "$th" branch); do
-      pick "$th" "attention=$att,branch=$br" "P,$y" | sort -g > "$dat/th_${att}_${y}_${br}.dat"
-      if [ -s "$dat/th_${att}_${y}_${br}.dat" ]; then
-        plots+=("'$dat/th_${att}_${y}_${br}.dat' using 1:2 with lines lw 2 title 'theory: $br'")
+    # rest_logits (softmax reduced action) may be swept: one set of theory curves per value
+    rests=$(values "$th" rest_logits)
+    [ "$att" = linear ] && rests=$(echo "$rests" | head -1)
+    for rl in ${rests:-any}; do
+      rf="" tag=""
+      if [ "$rl" != any ]; then rf=",rest_logits=$rl"; [ "$att" = softmax ] && tag=" (rest logits $rl)"; fi
+      for br in $(values "$th" branch); do
+        f="$dat/th_${att}_${y}_${br}_${rl}.dat"
+        pick "$th" "attention=$att,branch=$br$rf" "P,$y" | sort -g > "$f"
+        if [ -s "$f" ]; then plots+=("'$f' using 1:2 with lines lw 2 title 'theory$tag: $br'"); fi
+      done
+      f="$dat/th_${att}_${y}_global_${rl}.dat"
+      pick "$th" "attention=$att,is_global=1$rf" "P,$y" | sort -g > "$f"
+      plots+=("'$f' using 1:2 with lines lw 1 dt 2 lc rgb 'black' title 'theory$tag: global'")
+      if [ "$y" = train_mse ]; then
+        f="$dat/th_${att}_mse_exact_${rl}.dat"
+        pick "$th" "attention=$att,is_global=1$rf" "P,train_mse_exact" | sort -g > "$f"
+        if [ -s "$f" ]; then
+          plots+=("'$f' using 1:2 with lines lw 1 lc rgb 'gray' title 'theory$tag: global, exact finite-P read-out'")
+        fi
       fi
     done
-    pick "$th" "attention=$att,is_global=1" "P,$y" | sort -g > "$dat/th_${att}_${y}_global.dat"
-    plots+=("'$dat/th_${att}_${y}_global.dat' using 1:2 with lines lw 1 dt 2 lc rgb 'black' title 'theory: global'")
-    if [ "$y" = train_mse ]; then
-      pick "$th" "attention=$att,is_global=1" "P,train_mse_exact" | sort -g > "$dat/th_${att}_mse_exact.dat"
-      if [ -s "$dat/th_${att}_mse_exact.dat" ]; then
-        plots+=("'$dat/th_${att}_mse_exact.dat' using 1:2 with lines lw 1 lc rgb 'gray' title 'theory: global, exact finite-P read-out'")
-      fi
-    fi
     for init in $(values "$ex" init); do
       pick "$ex" "attention=$att,init=$init,method=adam" "P,$y" | sort -g > "$dat/ex_${att}_${y}_${init}.dat"
       if [ -s "$dat/ex_${att}_${y}_${init}.dat" ]; then
@@ -76,7 +84,7 @@ set title '$att attention, L=$L V=$V: $y vs P (theory branches over Adam runs)'
 set logscale x
 set xlabel 'P'
 set ylabel '$y'
-set key top right opaque box
+set key outside below
 set grid
 plot $list
 GP

@@ -120,12 +120,12 @@ double linear_threshold_plane(const Model& m, double rel_tol) {
 
 // ---------------------------------------------------------------- softmax
 SoftRow softmax_row(const Model& m, double Delta) {
-  const double L = m.L, sg2 = m.sg2;
-  // Z = e^Delta (1 + r), r = (L-1) e^{sg2/2 - Delta}: stable for large Delta.
-  const double r = (L - 1) * std::exp(0.5 * sg2 - Delta);
+  const double L = m.L, s2 = m.rest_variance();
+  // Z = e^Delta (1 + r), r = (L-1) e^{s2/2 - Delta}: stable for large Delta.
+  const double r = (L - 1) * std::exp(0.5 * s2 - Delta);
   SoftRow s;
   s.a = 1 / (1 + r);
-  s.q_rest = (L - 1) * std::exp(2 * sg2 - 2 * Delta) / ((1 + r) * (1 + r));
+  s.q_rest = (L - 1) * std::exp(2 * s2 - 2 * Delta) / ((1 + r) * (1 + r));
   s.da = s.a * (1 - s.a);        // d a/dDelta
   s.dq_rest = -2 * s.q_rest * s.a;  // d ln Z/dDelta = a
   return s;

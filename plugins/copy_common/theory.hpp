@@ -23,6 +23,10 @@ struct Model {
   double kappa = 1, sw2 = 1, sg2 = 1;
   BetaConv beta_conv = BetaConv::per_position;
   Wrap wrap = Wrap::cyclic;
+  // Softmax reduced action: variance of the L-1 off-copy logits. < 0: sg2 (the spec's
+  // prior-typical logits); 0: all zero (uniform attention at Delta = 0, closer to a MAP/Adam run).
+  double rest_var = -1;
+  double rest_variance() const { return rest_var < 0 ? sg2 : rest_var; }
   int R() const { return loss_rows(L, wrap); }
   double beta() const { return beta_of(kappa, R(), beta_conv); }
 };
@@ -55,8 +59,9 @@ double linear_threshold_closed(const Model& m);
 double linear_threshold_plane(const Model& m, double rel_tol = 1e-10);
 
 // ---------------------------------------------------------------- softmax attention
-// One copy logit Delta per row, the other L-1 logits i.i.d. N(0, sg2), self-averaged:
-// Z = e^Delta + (L-1) e^{sg2/2}, a = e^Delta/Z, q_rest = (L-1) e^{2 sg2}/Z^2.
+// One copy logit Delta per row, the other L-1 logits i.i.d. N(0, s2), self-averaged:
+// Z = e^Delta + (L-1) e^{s2/2}, a = e^Delta/Z, q_rest = (L-1) e^{2 s2}/Z^2, s2 = rest_variance()
+// (the spec: s2 = sg2).
 struct SoftRow {
   double a, q_rest, da, dq_rest;  // and their Delta-derivatives
 };

@@ -47,6 +47,8 @@ const pl_param_decl kParams[] = {
                       "beta = 1/(kappa L_loss) or 1/kappa"),
     plsdk::enum_param("wrap", "cyclic", "cyclic|drop_first",
                       "target of position 1: x_L (cyclic) or left out of the loss"),
+    plsdk::enum_param("rest_logits", "prior", "prior|zero",
+                      "softmax reduced action: off-copy logits N(0, sg2) self-averaged (spec) or 0"),
     plsdk::float_param("P_min", 10.0, "smallest P of the branch grid", kPos, 0),
     plsdk::float_param("P_max", 1e5, "largest P of the branch grid", kPos, 0),
     plsdk::int_param("num_P", 41, "points of the log-spaced P grid (0: no branch rows)", 0, 100000),
@@ -141,6 +143,7 @@ class CopyTheory {
     m_.beta_conv = parse_beta(cx.s("beta_convention"));
     m_.wrap = parse_wrap(cx.s("wrap"));
     softmax_ = cx.is("attention", "softmax");
+    if (cx.is("rest_logits", "zero")) m_.rest_var = 0;
     const double P_min = cx.f("P_min"), P_max = cx.f("P_max");
     const int n = int(cx.i("num_P"));
     for (int i = 0; i < n; ++i)
@@ -202,7 +205,7 @@ class CopyTheory {
               for (int j = 0; j < L; ++j)
                 G[size_t(l) * L + j] = l < first ? 0.0
                                        : j == (l + L - 1) % L ? x.x1
-                                                              : std::sqrt(m_.sg2) * z[size_t(l) * L + j];
+                                                              : std::sqrt(m_.rest_variance()) * z[size_t(l) * L + j];
             em->attention_of(G.data(), A.data());
           } else {
             const int first = L - m_.R();
