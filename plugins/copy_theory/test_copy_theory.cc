@@ -378,6 +378,21 @@ TEST_CASE("reduced actions: gradients vs finite differences") {
   }
 }
 
+TEST_CASE("softmax reduced action with zero rest logits is the exact S_pop of A = softmax(Delta S)") {
+  Model m;
+  m.L = 9;
+  m.V = 5;
+  m.rest_var = 0;
+  for (double d : {0.0, 1.3, 4.0}) {
+    std::vector<double> A(size_t(m.L) * m.L);
+    const double z = std::exp(d) + (m.L - 1);
+    for (int l = 0; l < m.L; ++l)
+      for (int j = 0; j < m.L; ++j) A[size_t(l) * m.L + j] = (j == (l + m.L - 1) % m.L ? std::exp(d) : 1.0) / z;
+    for (double P : {20.0, 700.0})
+      CHECK(near(softmax_action(m, P, d), m.R() * d * d / (2 * m.sg2) + s_pop(m, P, stats_of(m, A.data())), 1e-10, 1e-12));
+  }
+}
+
 TEST_CASE("bisection locates a known root to the requested accuracy") {
   const double root = std::cbrt(2.0);
   for (double tol : {1e-3, 1e-8, 1e-12}) {
