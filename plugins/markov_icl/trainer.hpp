@@ -1,0 +1,287 @@
+// One Markov-ICL training run: chains, online batches, evaluation sets with their predictor
+// outputs, the model, AdamW by module (lr multipliers, freezing) and the phase metric.
+// Everything is allocated in the constructor; train_step() and evaluate() do not allocate.
+#pragma once
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "chains.hpp"
+#include "model.hpp"
+#include "predictors.hpp"
+
+namespace mk {
+
+inline uint64_t mix64(uint64_t x) {  // SplitMix64 finaliser (as the SDK's)
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+inline uint64_t derive(uint64_t a, uint64_t b) { return mix64(a ^ mix64(b)); }
+
+struct TrainConfig {
+  ModelConfig model;
+  int K = 8;
+  bool infinite = false;  // a fresh chain per sequence (K unused)
+  double alpha = 1, alpha1 = 1;
+  int batch = 64, chunks = 8, n_eval = 1000;
+  int64_t steps = 20000;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
+  int64_t warmup = 0;
+  std::map<std::string, double> lr_mult;  // module group -> multiplier
+  std::vector<std::string> freeze;        // module groups not trained
+  double late_frac = 0.25;                // the late window: last quarter of positions
+  uint64_t chain_seed = 0;                // the chains (shared across seeds and model sizes)
+  uint64_t seed = 0;                      // init and training data
+};
+
+// Parses "a=1.5,b=0.1" into the map; throws on a malformed entry.
+inline std::map<std::string, double> parse_mults(const std::string& s) {
+  std::map<std::string, double> m;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.find_first_not_of(" ") == std::string::npos) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("expected module=value, got '" + item + "'");
+    auto trim = [](std::string x) {
+      x.erase(0, x.find_first_not_of(' '));
+      x.erase(x.find_last_not_of(' ') + 1);
+      return x;
+    };
+    m[trim(item.substr(0, eq))] = std::stod(item.substr(eq + 1));
+  }
+  return m;
+}
+inline std::vector<std::string> parse_list(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (!item.empty()) v.push_back(item);
+  }
+  return v;
+}
+// Whether `g` names at least one module of the model.
+inline bool known_group(const ModelConfig& c, const std::string& g) {
+  for (const auto& m : modules(c))
+    if (in_group(m.name, g)) return true;
+  return false;
+}
+
+// An evaluation set: sequences (n x (N + 1)), the predictors' q and sum_j q log q per position.
+struct EvalSet {
+  int n = 0;
+  std::vector<int32_t> seq;
+  std::vector<float> q;      // n x N x kNumPred x C
+  std::vector<float> qlogq;  // n x N x kNumPred
+  double bayes[kNumPred] = {0, 0, 0, 0, 0};  // cross-entropy of each predictor on the set
+};
+
+struct EvalResult {
+  double loss[2] = {0, 0};  // ID, OOD
+  double kl[2][kNumPred], kl_late[2][kNumPred];
+  int phase = 0, phase_late = 0, phase_ood = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainConfig& tc, const pl_kernel_table& k)
+      : tc_(tc), k_(k), model_(tc.model, &k_, tc.batch, tc.chunks) {
+    const ModelConfig& mc = tc.model;
+    const int C = mc.C, N = mc.N;
+    if (!tc.infinite) {  // the K training chains: chain k from stream k of purpose 1
+      chains_.resize(tc.K, C);
+      chains_.generate(k_, derive(tc.chain_seed, 1), 0, tc.alpha);
+    }
+    batch_seq_.assign(size_t(tc.batch) * (N + 1), 0);
+    if (tc.infinite) {
+      seq_chain_.resize(size_t(tc.batch));
+      for (auto& c : seq_chain_) c.resize(1, C);
+    }
+    // initial weights: N(0,1) from the seed's init stream
+    std::vector<float> z(model_.num_params());
+    k_.gaussian(z.data(), z.size(), derive(tc.seed, 2), 0, 0);
+    model_.init_from_normals(z.data());
+    adam_m_.assign(model_.num_params(), 0.f);
+    adam_v_.assign(model_.num_params(), 0.f);
+    for (const auto& m : modules(mc)) {
+      bool frozen = false;
+      double mult = 1;
+      for (const auto& f : tc.freeze) frozen |= in_group(m.name, f);
+      for (const auto& [g, v] : tc.lr_mult)
+        if (in_group(m.name, g)) mult *= v;
+      if (!frozen) groups_.push_back({m.off, m.len, mult, m.decay});
+    }
+    // evaluation sets: ID from the training chains (fresh chains if infinite), OOD from fresh
+    // chains of the same ensemble, one per sequence. Depend on chain_seed only.
+    make_eval(id_, tc.infinite ? nullptr : &chains_, derive(tc.chain_seed, 3));
+    make_eval(ood_, nullptr, derive(tc.chain_seed, 4));
+    logp_.assign(size_t(tc.batch) * N * C, 0.0);
+  }
+
+  Model<float>& model() { return model_; }
+  const Chains& chains() const { return chains_; }
+  const EvalSet& eval_set(int s) const { return s == 0 ? id_ : ood_; }
+  bool mem_defined() const { return !tc_.infinite; }
+
+  // Fills the batch for `step` (each sequence from its own stream (seed, step, b)).
+  void make_batch(int64_t step) {
+    const int N = tc_.model.N;
+    const uint64_t data_seed = derive(tc_.seed, 5);
+    tbb::parallel_for(0, tc_.batch, [&](int b) {
+      Rng r(k_, data_seed, derive(uint64_t(step), uint64_t(b)));
+      int32_t* x = batch_seq_.data() + size_t(b) * (N + 1);
+      if (tc_.infinite) {
+        Chains& c = seq_chain_[size_t(b)];
+        c.make(0, r, tc_.alpha);
+        c.sample(0, r, N + 1, x);
+      } else {
+        chains_.sample(int(r.below(uint64_t(tc_.K))), r, N + 1, x);
+      }
+    });
+  }
+
+  // One AdamW step at 1-based `step`; returns the training loss of the batch.
+  double train_step(int64_t step) {
+    make_batch(step);
+    const double loss = model_.forward_backward(batch_seq_.data(), tc_.batch);
+    double lr = tc_.lr;
+    if (tc_.warmup > 0 && step <= tc_.warmup) lr *= double(step) / double(tc_.warmup);
+    for (const auto& g : groups_)
+      k_.adamw(model_.params.data() + g.off, model_.grads.data() + g.off, adam_m_.data() + g.off,
+               adam_v_.data() + g.off, g.len, float(lr * g.mult), float(tc_.beta1), float(tc_.beta2),
+               float(tc_.eps), g.decay ? float(tc_.weight_decay) : 0.f, step);
+    return loss;
+  }
+
+  // Losses and KL(q_A || p_net) averaged over sequences and positions (and the late window).
+  EvalResult evaluate() {
+    EvalResult r;
+    for (int s = 0; s < 2; ++s) eval_one(s == 0 ? id_ : ood_, r.loss[s], r.kl[s], r.kl_late[s]);
+    const int na = mem_defined() ? kNumPred : kMem2;
+    auto argmin = [&](const double* v) {
+      int best = 0;
+      for (int a = 1; a < na; ++a)
+        if (v[a] < v[best]) best = a;
+      return best;
+    };
+    r.phase = argmin(r.kl[0]);
+    r.phase_late = argmin(r.kl_late[0]);
+    r.phase_ood = argmin(r.kl[1]);
+    return r;
+  }
+
+ private:
+  struct Group {
+    size_t off, len;
+    double mult;
+    bool decay;
+  };
+
+  void make_eval(EvalSet& e, const Chains* train, uint64_t seed) {
+    const int C = tc_.model.C, N = tc_.model.N, n = tc_.n_eval;
+    e.n = n;
+    e.seq.assign(size_t(n) * (N + 1), 0);
+    e.q.assign(size_t(n) * N * kNumPred * C, 0.f);
+    e.qlogq.assign(size_t(n) * N * kNumPred, 0.f);
+    std::vector<double> bayes(size_t(n) * kNumPred, 0.0);
+    tbb::parallel_for(0, n, [&](int i) {
+      Rng r(k_, seed, uint64_t(i));
+      int32_t* x = e.seq.data() + size_t(i) * (N + 1);
+      if (train) {
+        train->sample(int(r.below(uint64_t(train->K))), r, N + 1, x);
+      } else {
+        Chains fresh;
+        fresh.resize(1, C);
+        fresh.make(0, r, tc_.alpha);
+        fresh.sample(0, r, N + 1, x);
+      }
+      PredictorScratch s;
+      std::vector<double> q(size_t(N) * kNumPred * C);
+      predict(mem_defined() ? &chains_ : nullptr, x, N, C, tc_.alpha, tc_.alpha1, s, q.data());
+      for (int t = 0; t < N; ++t)
+        for (int a = 0; a < kNumPred; ++a) {
+          const double* qa = q.data() + (size_t(t) * kNumPred + a) * C;
+          double ql = 0;
+          for (int j = 0; j < C; ++j) {
+            ql += qa[j] * std::log(std::fmax(qa[j], 1e-8));
+            e.q[((size_t(i) * N + t) * kNumPred + a) * C + j] = float(qa[j]);
+          }
+          e.qlogq[(size_t(i) * N + t) * kNumPred + a] = float(ql);
+          bayes[size_t(i) * kNumPred + a] -= std::log(std::fmax(qa[x[t + 1]], 1e-8));
+        }
+    });
+    for (int a = 0; a < kNumPred; ++a) {
+      double s = 0;
+      for (int i = 0; i < n; ++i) s += bayes[size_t(i) * kNumPred + a];
+      e.bayes[a] = s / (double(n) * N);
+    }
+  }
+
+  void eval_one(const EvalSet& e, double& loss, double* kl, double* kl_late) {
+    const int C = tc_.model.C, N = tc_.model.N, B = tc_.batch;
+    const int late0 = N - std::max(1, int(std::lround(tc_.late_frac * N)));
+    double L = 0, K[kNumPred] = {0, 0, 0, 0, 0}, KL[kNumPred] = {0, 0, 0, 0, 0};
+    for (int b0 = 0; b0 < e.n; b0 += B) {
+      const int nb = std::min(B, e.n - b0);
+      const int32_t* seq = e.seq.data() + size_t(b0) * (N + 1);
+      L += model_.forward(seq, nb) * double(nb) * N;
+      model_.log_probs(nb, logp_.data());
+      for (int b = 0; b < nb; ++b)
+        for (int t = 0; t < N; ++t) {
+          const double* lp = logp_.data() + (size_t(b) * N + t) * C;
+          const size_t base = (size_t(b0 + b) * N + t) * kNumPred;
+          for (int a = 0; a < kNumPred; ++a) {
+            const float* q = e.q.data() + (base + a) * C;
+            double cross = 0;
+            for (int j = 0; j < C; ++j) cross += double(q[j]) * lp[j];
+            const double d = double(e.qlogq[base + a]) - cross;  // KL(q || p_net)
+            K[a] += d;
+            if (t >= late0) KL[a] += d;
+          }
+        }
+    }
+    loss = L / (double(e.n) * N);
+    for (int a = 0; a < kNumPred; ++a) {
+      kl[a] = K[a] / (double(e.n) * N);
+      kl_late[a] = KL[a] / (double(e.n) * (N - late0));
+    }
+  }
+
+  TrainConfig tc_;
+  pl_kernel_table k_;
+  Model<float> model_;
+  Chains chains_;
+  std::vector<Chains> seq_chain_;
+  std::vector<int32_t> batch_seq_;
+  std::vector<float> adam_m_, adam_v_;
+  std::vector<Group> groups_;
+  EvalSet id_, ood_;
+  std::vector<double> logp_;
+};
+
+// Log-spaced checkpoint steps in [0, steps]: 0, then round(steps^(i / (n - 1))), deduplicated.
+inline std::vector<int64_t> checkpoint_steps(int64_t steps, int n) {
+  std::vector<int64_t> v = {0};
+  for (int i = 0; i < n; ++i) {
+    const double e = n > 1 ? double(i) / (n - 1) : 1.0;
+    const int64_t s = int64_t(std::llround(std::pow(double(steps), e)));
+    if (s > v.back()) v.push_back(s);
+  }
+  if (v.back() != steps) v.push_back(steps);
+  return v;
+}
+
+}  // namespace mk
