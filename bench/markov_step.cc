@@ -1,0 +1,127 @@
+// Times one markov_icl training step (batch sampling, forward, backward, AdamW) on the kernel
+// table and prints one line of key=value pairs; bench/markov_vs_torch.py runs it beside PyTorch.
+//   markov_step [--threads T] [--d 64] [--N 128] [--batch 64] [--heads 1] [--reps 20]
+//               [--chunks 8] [--target NAME] [--peak]
+// FLOPs counted: matrix products only (linear layers 2 m n k; attention the causal half,
+// 2 N(N+1)/2 d per product), backward = 2 x forward.
+#include <tbb/global_control.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "markov_icl/trainer.hpp"
+#include "phaselab/kernels.hpp"
+
+namespace {
+
+double flops_per_step(const mk::ModelConfig& c, int B) {
+  const double R = double(B) * c.N, d = c.d, f = c.ffn;
+  double fwd = 0;
+  for (int l = 0; l < c.layers; ++l) {
+    fwd += 2 * R * d * 3 * d + 2 * R * d * d;                      // qkv, output projection
+    if (c.mlp) fwd += 2 * (2 * R * d * f);                          // fc, proj
+    fwd += double(B) * 2 * (2.0 * c.N * (c.N + 1) / 2 * d);         // Q K^T and P V (causal)
+  }
+  fwd += 2 * R * d * c.C;  // unembedding
+  return 3 * fwd;
+}
+
+#if defined(__x86_64__)
+// Single-core FMA throughput: 12 independent 16-lane accumulators (2 FMA ports x latency 4..6).
+__attribute__((target("avx512f"))) double peak_avx512(double seconds) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  const auto t0 = std::chrono::steady_clock::now();
+  long iters = 0;
+  double el = 0;
+  do {
+    for (int r = 0; r < 100000; ++r)
+      for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    iters += 100000;
+    el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (el < seconds);
+  float sink = 0;
+  for (int i = 0; i < 12; ++i) sink += _mm512_reduce_add_ps(acc[i]);
+  if (sink == 12345.f) std::puts("");
+  return double(iters) * 12 * 16 * 2 / el;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1, reps = 20, batch = 64, chunks = 8;
+  bool peak = false;
+  std::string target;
+  mk::ModelConfig mc;
+  mc.d = 64;
+  mc.N = 128;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
+    if (a == "--threads") threads = next();
+    else if (a == "--d") mc.d = next();
+    else if (a == "--N") mc.N = next();
+    else if (a == "--batch") batch = next();
+    else if (a == "--heads") mc.heads = next();
+    else if (a == "--reps") reps = next();
+    else if (a == "--chunks") chunks = next();
+    else if (a == "--target" && i + 1 < argc) target = argv[++i];
+    else if (a == "--peak") peak = true;
+    else {
+      std::fprintf(stderr, "usage: markov_step [--threads T] [--d D] [--N N] [--batch B] [--heads H] "
+                           "[--reps R] [--chunks C] [--target NAME] [--peak]\n");
+      return 2;
+    }
+  }
+  mc.ffn = 4 * mc.d;
+  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, size_t(std::max(1, threads)));
+  pl_kernel_table t{};
+  std::string err;
+  if (!pl::select_kernels(target, &t, &err)) {
+    std::fprintf(stderr, "markov_step: %s\n", err.c_str());
+    if (err.rfind("no variant of kernel", 0) != 0) return 2;
+#define PL_KERNEL(kname, Camel, ret, params)                                         \
+  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), target)) \
+    t.kname = reinterpret_cast<ret(*) params>(v->fn);
+#include "phaselab/kernels.def"
+#undef PL_KERNEL
+  }
+  const int filled = mk::fill_missing(&t);
+  mk::TrainConfig tc;
+  tc.model = mc;
+  tc.K = 64;
+  tc.batch = batch;
+  tc.chunks = chunks;
+  tc.n_eval = 1;
+  tc.steps = reps + 3;
+  mk::Trainer tr(tc, t);
+  std::vector<double> ms;
+  for (int s = 1; s <= reps + 3; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    tr.train_step(s);
+    const double e = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 3) ms.push_back(e);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2], fl = flops_per_step(mc, batch);
+  std::printf("impl=phaselab threads=%d d=%d N=%d batch=%d heads=%d median_ms=%.3f min_ms=%.3f "
+              "flops=%.4g gflops=%.2f fallback_kernels=%d target=%s",
+              threads, mc.d, mc.N, batch, mc.heads, med, ms.front(), fl, fl / med * 1e-6, filled,
+              t.target ? t.target : "?");
+#if defined(__x86_64__)
+  if (peak && __builtin_cpu_supports("avx512f")) std::printf(" peak_gflops_1core=%.1f", peak_avx512(1.0) * 1e-9);
+#endif
+  std::printf("\n");
+  return 0;
+}
