@@ -1,20 +1,20 @@
-// phaselab driver (first cut: `kernels`, `--version`, `--help`).
+// phaselab: the command-line driver. Commands: list, kernels, check, run (see cli.cc for the
+// options and driver/run.cc for what a run writes).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "driver/cli.hpp"
+#include "driver/config.hpp"
+#include "driver/plugins.hpp"
+#include "driver/run.hpp"
+#include "driver/text.hpp"
+#include "driver/version.h"
 #include "phaselab/kernels.hpp"
 
+namespace phaselab {
 namespace {
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
-  }
-  return o;
-}
 
 int cmd_kernels(bool json) {
   const std::string best = pl::best_target();
@@ -22,14 +22,14 @@ int cmd_kernels(bool json) {
     std::printf("{\n  \"best_target\": \"%s\",\n  \"kernels\": [\n", best.c_str());
     for (int k = 0; k < pl::kNumKernels; ++k) {
       const pl::Variant* sel = pl::selected_variant(k, "");
-      std::printf("    {\"kernel\": \"%s\", \"selected\": \"%s\", \"variants\": [\n",
-                  pl::kernel_name(k), sel ? json_escape(sel->name).c_str() : "");
+      std::printf("    {\"kernel\": \"%s\", \"selected\": %s, \"variants\": [\n", pl::kernel_name(k),
+                  json_string(sel ? sel->name : "").c_str());
       bool first = true;
       for (const auto& v : pl::variants()) {
         if (v.kernel != k) continue;
-        std::printf("%s      {\"name\": \"%s\", \"backend\": \"%s\", \"isa\": \"%s\", "
+        std::printf("%s      {\"name\": %s, \"backend\": \"%s\", \"isa\": \"%s\", "
                     "\"supported\": %s, \"selected\": %s}",
-                    first ? "" : ",\n", json_escape(v.name).c_str(), v.backend, v.isa,
+                    first ? "" : ",\n", json_string(v.name).c_str(), v.backend, v.isa,
                     v.supported ? "true" : "false", (&v == sel) ? "true" : "false");
         first = false;
       }
@@ -51,18 +51,189 @@ int cmd_kernels(bool json) {
   return 0;
 }
 
+const char* type_name(pl_param_type t) {
+  switch (t) {
+    case PL_PARAM_INT: return "int";
+    case PL_PARAM_FLOAT: return "float";
+    case PL_PARAM_BOOL: return "bool";
+    case PL_PARAM_STRING: return "string";
+    default: return "enum";
+  }
+}
+
+int cmd_list() {
+  const auto path = plugin_search_path();
+  const auto files = discover_plugins(path);
+  int shown = 0;
+  for (const auto& f : files) {
+    Plugin p;
+    std::string why;
+    if (!load_plugin(f, &p, &why)) {
+      std::fprintf(stderr, "phaselab: warning: skipping %s: %s\n", f.name.c_str(), why.c_str());
+      continue;
+    }
+    const pl_plugin& e = p.entry;
+    std::printf("%s%s %s  %s\n    %s\n", shown ? "\n" : "", e.name, e.version ? e.version : "",
+                e.description ? e.description : "", p.path.c_str());
+    std::printf("  keys ([%s] or [sweep]):\n", e.name);
+    for (uint32_t i = 0; i < e.num_params; ++i) {
+      const pl_param_decl& d = e.params[i];
+      std::printf("    %-16s %-6s = %-12s %s%s%s\n", d.name, type_name(d.type),
+                  describe_default(d).c_str(), d.help ? d.help : "",
+                  (d.type == PL_PARAM_INT || d.type == PL_PARAM_FLOAT || d.type == PL_PARAM_ENUM)
+                      ? "; "
+                      : "",
+                  (d.type == PL_PARAM_INT || d.type == PL_PARAM_FLOAT || d.type == PL_PARAM_ENUM)
+                      ? describe_expected(d).c_str()
+                      : "");
+    }
+    std::printf("  tables:");
+    for (uint32_t t = 0; t < e.num_tables; ++t) {
+      std::printf(" %s.csv (", e.tables[t].name);
+      for (uint32_t c = 0; c < e.tables[t].num_columns; ++c)
+        std::printf("%s%s", c ? ", " : "", e.tables[t].columns[c]);
+      std::printf(")%s", t + 1 < e.num_tables ? "," : "");
+    }
+    std::printf("\n");
+    if (e.num_plots) {
+      std::printf("  figures:");
+      for (uint32_t i = 0; i < e.num_plots; ++i)
+        std::printf(" %s%s", e.plots[i].name, i + 1 < e.num_plots ? "," : "");
+      std::printf("\n");
+    }
+    ++shown;
+  }
+  if (!shown) {
+    std::string dirs;
+    for (const auto& d : path) dirs += (dirs.empty() ? "" : ", ") + d;
+    std::printf("no plugins found (searched: %s)\n", dirs.empty() ? "nothing" : dirs.c_str());
+  }
+  return 0;
+}
+
+void print_errors(const std::vector<std::string>& errors) {
+  for (const auto& e : errors) std::fprintf(stderr, "%s\n", e.c_str());
+}
+
+// Reads, loads the plugin and resolves: shared by check and run. Returns 0 or an exit code.
+int prepare(const std::string& file, const std::string& cli_target, Plugin* plugin, RunConfig* cfg) {
+  std::vector<std::string> errors;
+  toml::table t;
+  std::string text;
+  if (!parse_config_file(file, &t, &text, &errors)) {
+    print_errors(errors);
+    return kExitUsage;
+  }
+  std::string name, at;
+  if (!config_plugin_name(t, file, &name, &at, &errors)) {
+    print_errors(errors);
+    return kExitUsage;
+  }
+  const auto path = plugin_search_path();
+  const auto files = discover_plugins(path);
+  const PluginFile* found = nullptr;
+  std::vector<std::string> names;
+  for (const auto& f : files) {
+    names.push_back(f.name);
+    if (f.name == name) found = &f;
+  }
+  if (!found) {
+    std::string msg = at + ": error: plugin " + quoted(name) + " not found";
+    const std::string dym = did_you_mean(name, names);
+    if (!dym.empty()) msg += " (did you mean " + quoted(dym) + "?)";
+    std::string dirs;
+    for (const auto& d : path) dirs += (dirs.empty() ? "" : ":") + d;
+    msg += "; searched " + (dirs.empty() ? std::string("nothing") : dirs) +
+           " (set PHASELAB_PLUGIN_PATH to add folders)";
+    std::fprintf(stderr, "%s\n", msg.c_str());
+    return kExitPlugin;
+  }
+  std::string why;
+  if (!load_plugin(*found, plugin, &why)) {
+    std::fprintf(stderr, "%s: error: plugin %s: %s\n", at.c_str(), quoted(name).c_str(), why.c_str());
+    return kExitPlugin;
+  }
+  cfg->text = text;
+  if (!resolve_config(t, file, *plugin, cfg, &errors) || !validate_points(*cfg, *plugin, &errors)) {
+    print_errors(errors);
+    return kExitUsage;
+  }
+  if (!check_target(cli_target, &why)) {
+    std::fprintf(stderr, "phaselab: error: --target: %s\n", why.c_str());
+    return kExitUsage;
+  }
+  return 0;
+}
+
+int cmd_check(const Args& a) {
+  Plugin plugin;
+  RunConfig cfg;
+  const std::string target = a.has("--target") ? a.options.at("--target") : "";
+  if (int rc = prepare(a.positional[0], target, &plugin, &cfg)) return rc;
+  std::string shape;
+  for (const auto& ax : cfg.sweep) shape += std::to_string(ax.values.size()) + " " + ax.key + " x ";
+  std::printf("%s: ok: plugin %s %s, %llu points (%s%zu seed%s)\n", cfg.file.c_str(), cfg.plugin.c_str(),
+              plugin.entry.version ? plugin.entry.version : "",
+              (unsigned long long)count_points(cfg), shape.c_str(), cfg.seeds.size(),
+              cfg.seeds.size() == 1 ? "" : "s");
+  return 0;
+}
+
+int cmd_run(const Args& a, int argc, char** argv) {
+  RunOptions opt;
+  if (a.has("--threads")) {
+    const std::string& s = a.options.at("--threads");
+    char* end = nullptr;
+    const long n = std::strtol(s.c_str(), &end, 10);
+    if (s.empty() || *end || n < 0 || n > 4096) {
+      std::fprintf(stderr, "phaselab run: error: --threads must be an integer >= 0 (0 = all cores), got %s\n",
+                   quoted(s).c_str());
+      return kExitUsage;
+    }
+    opt.threads = n;
+  }
+  if (a.has("--out")) {
+    opt.out = a.options.at("--out");
+    if (opt.out.empty()) {
+      std::fprintf(stderr, "phaselab run: error: --out needs a folder\n");
+      return kExitUsage;
+    }
+  }
+  if (a.has("--target")) opt.target = a.options.at("--target");
+  opt.resume = a.has("--resume");
+  opt.quiet = a.has("--quiet");
+  for (int i = 0; i < argc; ++i) opt.argv.push_back(argv[i]);
+  Plugin plugin;
+  RunConfig cfg;
+  if (int rc = prepare(a.positional[0], opt.target, &plugin, &cfg)) return rc;
+  return execute_run(cfg, plugin, opt);
+}
+
 }  // namespace
+}  // namespace phaselab
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help")) {
-    std::printf("usage: phaselab kernels [--json]\n");
-    return argc < 2 ? 2 : 0;
+  using namespace phaselab;
+  Args a;
+  if (!parse_args(argc, argv, &a)) return kExitUsage;
+  if (a.command.empty()) {
+    if (a.has("--version")) {
+      std::printf("phaselab %s (git %s)\n", PHASELAB_VERSION, git_commit().c_str());
+      return 0;
+    }
+    if (a.has("--help")) {
+      print_usage(stdout);
+      return 0;
+    }
+    print_usage(stderr);
+    return kExitUsage;
   }
-  if (!std::strcmp(argv[1], "--version")) {
-    std::printf("phaselab %s\n", PHASELAB_VERSION);
+  if (a.has("--help")) {
+    print_command_help(a.command);
     return 0;
   }
-  if (!std::strcmp(argv[1], "kernels")) return cmd_kernels(argc > 2 && !std::strcmp(argv[2], "--json"));
-  std::fprintf(stderr, "phaselab: unknown command '%s'\n", argv[1]);
-  return 2;
+  if (a.command == "kernels") return cmd_kernels(a.has("--json"));
+  if (a.command == "list") return cmd_list();
+  if (a.command == "check") return cmd_check(a);
+  return cmd_run(a, argc, argv);
 }

@@ -11,7 +11,8 @@
 //   static const char* const kCols[] = {"train_mse", "test_mse"};
 //   static const pl_table_decl kTables[] = { plsdk::table("results", kCols) };
 //   static const pl_plot_decl kPlots[] = { ... };
-//   PL_DEFINE_PLUGIN(MyExperiment, "my_exp", "0.1", "one line", kParams, kTables, kPlots, nullptr)
+//   PL_DEFINE_PLUGIN(MyExperiment, "my_exp", "0.1", "one line", kParams, kTables, kPlots,
+//                    nullptr /* validate */, nullptr /* finish */)
 #pragma once
 
 #include <cmath>
@@ -22,6 +23,7 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "phaselab_plugin.h"
@@ -84,6 +86,14 @@ struct Cell {
   Cell(int64_t v) : c{PL_CELL_INT, double(v), v, nullptr} {}      // NOLINT
   Cell(uint64_t v) : c{PL_CELL_INT, double(v), int64_t(v), nullptr} {}  // NOLINT
   Cell(bool v) : c{PL_CELL_INT, v ? 1.0 : 0.0, v ? 1 : 0, nullptr} {}   // NOLINT
+  // Other integer types (unsigned, long long, size_t where it differs from uint64_t, ...).
+  template <typename T,
+            typename std::enable_if<std::is_integral<T>::value && !std::is_same<T, bool>::value &&
+                                        !std::is_same<T, int>::value &&
+                                        !std::is_same<T, int64_t>::value &&
+                                        !std::is_same<T, uint64_t>::value,
+                                    int>::type = 0>
+  Cell(T v) : c{PL_CELL_INT, double(v), int64_t(v), nullptr} {}  // NOLINT
   Cell(const char* s) : c{PL_CELL_STR, 0, 0, s} {}                // NOLINT
   Cell(const std::string& s) : c{PL_CELL_STR, 0, 0, s.c_str()} {}  // NOLINT (s must outlive emit)
 };
@@ -175,18 +185,20 @@ class Context {
 // ---------------------------------------------------------------- glue
 template <typename Experiment>
 struct Glue {
+  // The Context lives in the state, so an Experiment may keep a reference to the one its
+  // constructor received; run() refreshes its host and point pointers.
   struct State {
     Context cx;
     Experiment exp;
+    State(const pl_plugin* plugin, const pl_host* host, const pl_point* point)
+        : cx(plugin, host, point), exp(cx) {}
   };
   static const pl_plugin* self;
 
   static pl_status create(const pl_host* host, const pl_point* point, void** state) {
     *state = nullptr;
     try {
-      Context cx(self, host, point);
-      auto* s = new State{cx, Experiment(cx)};
-      *state = s;
+      *state = new State(self, host, point);
       return PL_OK;
     } catch (const std::exception& e) {
       host->fail(host->ctx, e.what());
@@ -198,8 +210,9 @@ struct Glue {
   static pl_status run(void* state, const pl_host* host, const pl_point* point) {
     try {
       auto* s = static_cast<State*>(state);
-      Context cx(self, host, point);
-      return s->exp.run(cx);
+      s->cx.host_ = host;
+      s->cx.point_ = point;
+      return s->exp.run(s->cx);
     } catch (const std::exception& e) {
       host->fail(host->ctx, e.what());
     } catch (...) {
@@ -242,6 +255,11 @@ const pl_plugin* Glue<Experiment>::self = nullptr;
       {}};                                                                                     \
   template <>                                                                                  \
   const pl_plugin* plsdk::Glue<Experiment>::self = &PL_PLUGIN_ENTRY;
+
+#define PL_DEFINE_PLUGIN_NO_PLOTS(Experiment, name, version, description, params, tables, \
+                                  validate_fn, finish_fn)                                 \
+  PL_DEFINE_PLUGIN_EX(Experiment, name, version, description, params, tables, nullptr, 0u, \
+                      validate_fn, finish_fn)
 
 #define PL_DEFINE_PLUGIN(Experiment, name, version, description, params, tables, plots, \
                          validate_fn, finish_fn)                                        \

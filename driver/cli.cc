@@ -1,0 +1,169 @@
+#include <cstdio>
+
+#include "driver/cli.hpp"
+#include "driver/text.hpp"
+
+namespace phaselab {
+namespace {
+
+struct OptionSpec {
+  const char* name;
+  bool takes_value;
+};
+struct CommandSpec {
+  const char* name;
+  const char* synopsis;
+  int positional;  // expected positional arguments
+  std::vector<OptionSpec> options;
+  const char* help;
+};
+
+const std::vector<CommandSpec>& commands() {
+  static const std::vector<CommandSpec> c = {
+      {"list", "phaselab list", 0, {{"--help", false}},
+       "Lists the plugins found on the search path (the build's plugin folder, then the folders\n"
+       "of PHASELAB_PLUGIN_PATH, colon-separated) with their version, description, the config\n"
+       "keys they accept (type, default, range, help), result tables and figures.\n"},
+      {"kernels", "phaselab kernels [--json]", 0, {{"--json", false}, {"--help", false}},
+       "Lists every kernel with every compiled variant, whether this CPU supports it, and the\n"
+       "one dispatch selects (marked *). --json prints the same as JSON.\n"},
+      {"check", "phaselab check CONFIG.toml [--target NAME]", 1,
+       {{"--target", true}, {"--help", false}},
+       "Validates a config without running it: TOML syntax, every key, type and range against the\n"
+       "plugin's declarations, the sweep, the kernel target, and the plugin's own check of every\n"
+       "sweep point. Prints the number of points. Exit 0 if valid, 2 if not, 3 if the plugin\n"
+       "cannot be loaded.\n"},
+      {"run", "phaselab run CONFIG.toml [--out DIR] [--threads N] [--target NAME] [--resume] [--quiet]", 1,
+       {{"--out", true}, {"--threads", true}, {"--target", true}, {"--resume", false},
+        {"--quiet", false}, {"--help", false}},
+       "Runs every sweep point x seed of the config in parallel and writes the run folder:\n"
+       "  results.csv    one row per point (more if the plugin emits several): sweep keys, seed,\n"
+       "                 then the plugin's columns; appended as each point finishes, rewritten in\n"
+       "                 point order at the end (identical for any --threads)\n"
+       "  <table>.csv    the plugin's other tables, same leading columns\n"
+       "  failures.csv   points that failed (sweep keys, seed, error); only if any failed\n"
+       "  run.json       config, versions, git commit, CPU, kernel variants, threads, times,\n"
+       "                 per-point status and duration, exit status\n"
+       "  figures/       <plot>.png drawn by gnuplot from <plot>.gp and <plot>.dat\n"
+       "options:\n"
+       "  --out DIR      run folder (default: [run] out, else runs/<name>-<UTC timestamp>)\n"
+       "  --threads N    points run in parallel (default: [run] threads; 0 = all cores)\n"
+       "  --target NAME  force a kernel target for the whole run (scalar, avx2, avx512, neon, sve,\n"
+       "                 ...; see `phaselab kernels`); refused if the CPU lacks it\n"
+       "  --resume       continue the run in --out: skip points already in results.csv,\n"
+       "                 run again those that failed or were not run\n"
+       "  --quiet        no progress output (warnings, errors and failures still print)\n"
+       "Ctrl-C stops cleanly: finished points stay in results.csv, run.json says interrupted\n"
+       "(exit 130); a second Ctrl-C aborts at once.\n"
+       "exit status: 0 ok, 2 usage or config error, 3 plugin load or ABI error, 4 a point failed\n"
+       "(recorded with its reason; the other points still ran).\n"},
+  };
+  return c;
+}
+
+const CommandSpec* find_command(const std::string& name) {
+  for (const auto& c : commands())
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+void print_usage(std::FILE* f) {
+  std::fprintf(f,
+               "usage: phaselab COMMAND [ARGS]\n"
+               "\n"
+               "commands:\n"
+               "  list                      plugins found, with their config keys\n"
+               "  kernels [--json]          every kernel variant: supported here? selected?\n"
+               "  check CONFIG.toml         validate a config without running it\n"
+               "  run CONFIG.toml [...]     run a config (--out --threads --target --resume --quiet)\n"
+               "\n"
+               "  phaselab COMMAND --help   help for one command\n"
+               "  phaselab --version        version and git commit\n"
+               "\n"
+               "exit status: 0 ok, 2 usage or config error, 3 plugin load or ABI error,\n"
+               "4 a point failed (the others still ran), 130 interrupted.\n"
+               "plugin search path: the build's plugin folder, then PHASELAB_PLUGIN_PATH.\n");
+}
+
+bool print_command_help(const std::string& command) {
+  const CommandSpec* c = find_command(command);
+  if (!c) return false;
+  std::printf("usage: %s\n\n%s", c->synopsis, c->help);
+  return true;
+}
+
+bool parse_args(int argc, char** argv, Args* out) {
+  *out = Args{};
+  if (argc < 2) return true;
+  const std::string first = argv[1];
+  if (first.rfind("--", 0) == 0 || first == "-h") {
+    if (first == "--help" || first == "-h" || first == "--version") {
+      out->options[first == "-h" ? "--help" : first] = "";
+      return true;
+    }
+    std::fprintf(stderr, "phaselab: error: unknown option %s (try phaselab --help)\n", first.c_str());
+    return false;
+  }
+  const CommandSpec* spec = find_command(first);
+  if (!spec) {
+    std::vector<std::string> names;
+    for (const auto& c : commands()) names.push_back(c.name);
+    const std::string dym = did_you_mean(first, names);
+    std::fprintf(stderr, "phaselab: error: unknown command %s%s (commands: list, kernels, check, run)\n",
+                 quoted(first).c_str(), dym.empty() ? "" : (" (did you mean " + dym + "?)").c_str());
+    return false;
+  }
+  out->command = first;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h") a = "--help";
+    if (a.rfind("--", 0) != 0) {
+      out->positional.push_back(a);
+      continue;
+    }
+    std::string value;
+    bool has_value = false;
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_value = true;
+    }
+    const OptionSpec* o = nullptr;
+    for (const auto& s : spec->options)
+      if (a == s.name) o = &s;
+    if (!o) {
+      std::vector<std::string> names;
+      for (const auto& s : spec->options) names.push_back(s.name);
+      const std::string dym = did_you_mean(a, names);
+      std::fprintf(stderr, "phaselab %s: error: unknown option %s%s\n", spec->name, a.c_str(),
+                   dym.empty() ? "" : (" (did you mean " + dym + "?)").c_str());
+      return false;
+    }
+    if (o->takes_value && !has_value) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "phaselab %s: error: option %s needs a value\n", spec->name, a.c_str());
+        return false;
+      }
+      value = argv[++i];
+    } else if (!o->takes_value && has_value) {
+      std::fprintf(stderr, "phaselab %s: error: option %s takes no value\n", spec->name, a.c_str());
+      return false;
+    }
+    out->options[a] = value;
+  }
+  if (out->has("--help")) return true;
+  if (int(out->positional.size()) != spec->positional) {
+    if (spec->positional == 1 && out->positional.empty())
+      std::fprintf(stderr, "phaselab %s: error: missing CONFIG.toml\nusage: %s\n", spec->name, spec->synopsis);
+    else
+      std::fprintf(stderr, "phaselab %s: error: unexpected argument %s\nusage: %s\n", spec->name,
+                   quoted(out->positional.back()).c_str(), spec->synopsis);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace phaselab

@@ -1,0 +1,24 @@
+// Command-line parsing and help texts. Each command knows its options; an unknown option is a
+// usage error (exit 2) with a did-you-mean.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace phaselab {
+
+struct Args {
+  std::string command;                         // list, kernels, check, run ("" for top level)
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> options;  // "--out" -> "DIR", "--quiet" -> ""
+  bool has(const std::string& o) const { return options.count(o) != 0; }
+};
+
+// Parses argv. On a usage error prints it to stderr and returns false.
+bool parse_args(int argc, char** argv, Args* out);
+void print_usage(std::FILE* f);
+// Help for one command; false if the command is unknown.
+bool print_command_help(const std::string& command);
+
+}  // namespace phaselab

@@ -1,0 +1,524 @@
+#include "driver/config.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "driver/plugins.hpp"
+#include "driver/text.hpp"
+#include "phaselab/kernels.hpp"
+#include "plugins/sdk/phaselab_sdk.hpp"
+
+namespace phaselab {
+namespace {
+
+constexpr uint64_t kMaxPoints = 10'000'000;
+
+std::string where(const std::string& file, const toml::source_region& r) {
+  return file + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
+}
+
+// What a TOML value looks like in a message: "16" for a string, 16, 4.0, true, a list, ...
+std::string found_text(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return quoted(*n.value<std::string>());
+    case toml::node_type::integer: return std::to_string(*n.value<int64_t>());
+    case toml::node_type::floating_point: {
+      std::string s = format_double(*n.value<double>());
+      if (s.find_first_of(".eni") == std::string::npos) s += ".0";  // show it is a float
+      return s;
+    }
+    case toml::node_type::boolean: return *n.value<bool>() ? "true" : "false";
+    case toml::node_type::array: return n.as_array()->empty() ? "an empty list" : "a list";
+    case toml::node_type::table: return "a table";
+    default: return "a date/time";
+  }
+}
+
+bool in_range(const pl_param_decl& d, double v) {
+  if (d.range_flags & PL_RANGE_MIN) {
+    if (d.range_flags & PL_RANGE_MIN_EXCLUSIVE ? !(v > d.min) : !(v >= d.min)) return false;
+  }
+  if (d.range_flags & PL_RANGE_MAX) {
+    if (d.range_flags & PL_RANGE_MAX_EXCLUSIVE ? !(v < d.max) : !(v <= d.max)) return false;
+  }
+  return true;
+}
+
+// Converts one TOML value to a parameter value; false if the type or range is wrong.
+bool convert(const toml::node& n, const pl_param_decl& d, ParamValue* out) {
+  out->type = d.type;
+  switch (d.type) {
+    case PL_PARAM_INT: {
+      auto v = n.value_exact<int64_t>();
+      if (!v || !in_range(d, double(*v))) return false;
+      out->i = *v;
+      out->f = double(*v);
+      return true;
+    }
+    case PL_PARAM_FLOAT: {
+      if (!n.is_number()) return false;
+      const double v = *n.value<double>();
+      if (!std::isfinite(v) || !in_range(d, v)) return false;
+      out->f = v;
+      return true;
+    }
+    case PL_PARAM_BOOL: {
+      auto v = n.value_exact<bool>();
+      if (!v) return false;
+      out->i = *v ? 1 : 0;
+      out->f = double(out->i);
+      return true;
+    }
+    case PL_PARAM_STRING: {
+      auto v = n.value_exact<std::string>();
+      if (!v) return false;
+      out->s = *v;
+      return true;
+    }
+    case PL_PARAM_ENUM: {
+      auto v = n.value_exact<std::string>();
+      if (!v) return false;
+      const auto ch = enum_choices(d);
+      auto it = std::find(ch.begin(), ch.end(), *v);
+      if (it == ch.end()) return false;
+      out->s = *v;
+      out->i = int64_t(it - ch.begin());
+      out->f = double(out->i);
+      return true;
+    }
+  }
+  return false;
+}
+
+ParamValue default_value(const pl_param_decl& d) {
+  ParamValue v;
+  v.type = d.type;
+  switch (d.type) {
+    case PL_PARAM_INT: v.i = d.def_int; v.f = double(d.def_int); break;
+    case PL_PARAM_FLOAT: v.f = d.def_float; break;
+    case PL_PARAM_BOOL: v.i = d.def_int ? 1 : 0; v.f = double(v.i); break;
+    case PL_PARAM_STRING: v.s = d.def_string ? d.def_string : ""; break;
+    case PL_PARAM_ENUM: {
+      v.s = d.def_string ? d.def_string : "";
+      const auto ch = enum_choices(d);
+      v.i = int64_t(std::find(ch.begin(), ch.end(), v.s) - ch.begin());
+      v.f = double(v.i);
+      break;
+    }
+  }
+  return v;
+}
+
+// "must be <expected>, got <found>" with a did-you-mean for enum strings.
+std::string bad_value(const std::string& key, const pl_param_decl& d, const toml::node& n) {
+  std::string msg = key + " must be " + describe_expected(d) + ", got " + found_text(n);
+  if (d.type == PL_PARAM_ENUM) {
+    if (auto s = n.value_exact<std::string>()) {
+      const std::string dym = did_you_mean(*s, enum_choices(d));
+      if (!dym.empty()) msg += " (did you mean " + quoted(dym) + "?)";
+    }
+  }
+  return msg;
+}
+
+std::string unknown_key(const std::string& prefix, const std::string& key,
+                        const std::vector<std::string>& valid) {
+  std::string msg = "unknown key " + prefix + key;
+  const std::string dym = did_you_mean(key, valid);
+  if (!dym.empty()) return msg + " (did you mean " + prefix + dym + "?)";
+  msg += " (valid: ";
+  for (size_t i = 0; i < valid.size(); ++i) msg += (i ? ", " : "") + valid[i];
+  return msg + ")";
+}
+
+int param_index(const Plugin& p, const std::string& key) {
+  for (size_t i = 0; i < p.param_names.size(); ++i)
+    if (p.param_names[i] == key) return int(i);
+  return -1;
+}
+
+bool same_value(const ParamValue& a, const ParamValue& b) {
+  return a.type == b.type && a.i == b.i && a.f == b.f && a.s == b.s;
+}
+
+// Keys of a table in file order (toml++ keeps them sorted by name).
+std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const toml::table& t) {
+  std::vector<std::pair<const toml::key*, const toml::node*>> kv;
+  for (auto&& [k, v] : t) kv.push_back({&k, &v});
+  std::stable_sort(kv.begin(), kv.end(), [](const auto& a, const auto& b) {
+    const auto& x = a.first->source().begin;
+    const auto& y = b.first->source().begin;
+    return x.line != y.line ? x.line < y.line : x.column < y.column;
+  });
+  return kv;
+}
+
+void run_section(const toml::table& run, const std::string& file, RunConfig* cfg,
+                 std::vector<std::string>* errors) {
+  auto err = [&](const toml::source_region& r, const std::string& m) {
+    errors->push_back(where(file, r) + ": error: " + m);
+  };
+  for (auto [k, v] : in_file_order(run)) {
+    const std::string key = std::string(k->str());
+    if (key == "seeds") {
+      cfg->seeds.clear();
+      if (auto n = v->value_exact<int64_t>()) {
+        if (*n < 1 || *n > 1'000'000) {
+          err(v->source(), "run.seeds must be a seed count >= 1 or a non-empty list of seeds, got " +
+                               found_text(*v));
+          continue;
+        }
+        for (int64_t s = 0; s < *n; ++s) cfg->seeds.push_back(uint64_t(s));
+      } else if (const toml::array* a = v->as_array(); a && !a->empty()) {
+        std::set<int64_t> seen;
+        for (const toml::node& e : *a) {
+          auto s = e.value_exact<int64_t>();
+          if (!s || *s < 0)
+            err(e.source(), "run.seeds must list integers >= 0, got " + found_text(e));
+          else if (!seen.insert(*s).second)
+            err(e.source(), "run.seeds lists seed " + std::to_string(*s) + " twice");
+          else
+            cfg->seeds.push_back(uint64_t(*s));
+        }
+      } else {
+        err(v->source(), "run.seeds must be a seed count >= 1 or a non-empty list of seeds, got " +
+                             found_text(*v));
+      }
+    } else if (key == "threads") {
+      auto n = v->value_exact<int64_t>();
+      if (!n || *n < 0 || *n > 4096)
+        err(v->source(), "run.threads must be an integer >= 0 (0: all cores), got " + found_text(*v));
+      else
+        cfg->threads = *n;
+    } else if (key == "out") {
+      auto s = v->value_exact<std::string>();
+      if (!s || s->empty())
+        err(v->source(), "run.out must be a non-empty string (a folder), got " + found_text(*v));
+      else
+        cfg->out = *s;
+    } else if (key == "target") {
+      auto s = v->value_exact<std::string>();
+      std::string why;
+      if (!s)
+        err(v->source(), "run.target must be a kernel target name, got " + found_text(*v));
+      else if (!check_target(*s, &why))
+        err(v->source(), "run.target: " + why);
+      else
+        cfg->target = *s == "best" ? "" : *s;
+    } else {
+      err(k->source(), unknown_key("run.", key, {"seeds", "threads", "out", "target"}));
+    }
+  }
+}
+
+}  // namespace
+
+std::string value_text(const ParamValue& v) {
+  switch (v.type) {
+    case PL_PARAM_INT: return std::to_string(v.i);
+    case PL_PARAM_FLOAT: return format_double(v.f);
+    case PL_PARAM_BOOL: return v.i ? "true" : "false";
+    default: return v.s;
+  }
+}
+
+std::string value_json(const ParamValue& v) {
+  if (v.type == PL_PARAM_STRING || v.type == PL_PARAM_ENUM) return json_string(v.s);
+  return value_text(v);
+}
+
+bool check_target(const std::string& target, std::string* error) {
+  if (target.empty() || target == "best") return true;
+  if (!pl::target_known(target)) {
+    std::string list = "best";
+    for (const auto& t : pl::known_targets()) list += ", " + t;
+    *error = "unknown kernel target " + quoted(target) + " (this build knows: " + list + ")";
+    return false;
+  }
+  if (!pl::target_supported(target)) {
+    *error = "kernel target " + quoted(target) + " is not supported by this CPU (best here: " +
+             pl::best_target() + ")";
+    return false;
+  }
+  return true;
+}
+
+bool parse_config_file(const std::string& file, toml::table* out, std::string* text,
+                       std::vector<std::string>* errors) {
+  std::string why;
+  if (!read_file(file, text, &why)) {
+    errors->push_back("phaselab: error: cannot read config file " + quoted(file) + ": " + why);
+    return false;
+  }
+  try {
+    *out = toml::parse(*text, file);
+  } catch (const toml::parse_error& e) {
+    errors->push_back(where(file, e.source()) + ": error: " + std::string(e.description()));
+    return false;
+  }
+  return true;
+}
+
+bool config_plugin_name(const toml::table& t, const std::string& file, std::string* name,
+                        std::string* at, std::vector<std::string>* errors) {
+  const toml::node* n = t.get("plugin");
+  if (!n) {
+    errors->push_back(file + ":1:1: error: missing key plugin (e.g. plugin = \"copy_task\")");
+    return false;
+  }
+  *at = where(file, n->source());
+  auto s = n->value_exact<std::string>();
+  if (!s || s->empty()) {
+    errors->push_back(*at + ": error: plugin must be a plugin name (a string), got " +
+                      found_text(*n));
+    return false;
+  }
+  *name = *s;
+  return true;
+}
+
+bool resolve_config(const toml::table& t, const std::string& file, const Plugin& plugin,
+                    RunConfig* cfg, std::vector<std::string>* errors) {
+  const size_t errors_before = errors->size();
+  auto err = [&](const toml::source_region& r, const std::string& m) {
+    errors->push_back(where(file, r) + ": error: " + m);
+  };
+  const pl_plugin& p = plugin.entry;
+  const std::string pname = p.name;
+  cfg->file = file;
+  cfg->plugin = pname;
+  cfg->base.clear();
+  for (uint32_t i = 0; i < p.num_params; ++i) cfg->base.push_back(default_value(p.params[i]));
+  cfg->base_set.assign(p.num_params, false);
+  {
+    const size_t slash = file.find_last_of('/');
+    std::string stem = file.substr(slash == std::string::npos ? 0 : slash + 1);
+    if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".toml") == 0)
+      stem.resize(stem.size() - 5);
+    cfg->name = stem;
+  }
+
+  const toml::table* sweep = nullptr;
+  const toml::table* params = nullptr;
+  for (auto [k, v] : in_file_order(t)) {
+    const std::string key = std::string(k->str());
+    if (key == "plugin") continue;
+    if (key == "name") {
+      auto s = v->value_exact<std::string>();
+      if (!s || s->empty() || s->find('/') != std::string::npos)
+        err(v->source(), "name must be a non-empty string without '/', got " + found_text(*v));
+      else
+        cfg->name = *s;
+    } else if (key == "run" || key == "sweep" || key == pname) {
+      const toml::table* tab = v->as_table();
+      if (!tab) {
+        err(v->source(), key + " must be a table ([" + key + "]), got " + found_text(*v));
+        continue;
+      }
+      if (key == "run") run_section(*tab, file, cfg, errors);
+      if (key == "sweep") sweep = tab;
+      if (key == pname) params = tab;
+    } else if (param_index(plugin, key) >= 0) {
+      err(k->source(), "parameter " + key + " belongs in the [" + pname + "] table (or in [sweep])");
+    } else {
+      err(k->source(), unknown_key("", key, {"plugin", "name", "run", "sweep", pname}));
+    }
+  }
+
+  // Scalar values from the plugin's own table.
+  if (params) {
+    for (auto [k, v] : in_file_order(*params)) {
+      const std::string key = std::string(k->str());
+      const int idx = param_index(plugin, key);
+      if (idx < 0) {
+        err(k->source(), unknown_key(pname + ".", key, plugin.param_names));
+        continue;
+      }
+      ParamValue val;
+      if (!convert(*v, p.params[idx], &val)) {
+        err(v->source(), bad_value(pname + "." + key, p.params[idx], *v));
+        continue;
+      }
+      cfg->base[idx] = val;
+      cfg->base_set[idx] = true;
+    }
+  }
+
+  // Sweep lists.
+  cfg->sweep.clear();
+  if (sweep) {
+    std::set<std::string> columns = {"seed"};
+    for (uint32_t ti = 0; ti < p.num_tables; ++ti)
+      for (uint32_t c = 0; c < p.tables[ti].num_columns; ++c) columns.insert(p.tables[ti].columns[c]);
+    for (auto [k, v] : in_file_order(*sweep)) {
+      const std::string key = std::string(k->str());
+      if (key == "seed" || key == "seeds") {
+        err(k->source(), "seeds are not swept here: set them in [run] seeds");
+        continue;
+      }
+      const int idx = param_index(plugin, key);
+      if (idx < 0) {
+        err(k->source(), unknown_key("sweep.", key, plugin.param_names));
+        continue;
+      }
+      const pl_param_decl& d = p.params[idx];
+      if (params && params->contains(key)) {
+        err(k->source(), "duplicate key " + key + ": it is swept in [sweep] and also set in [" +
+                             pname + "] (" + where(file, params->get(key)->source()) +
+                             "); keep one");
+        continue;
+      }
+      if (columns.count(key)) {
+        err(k->source(), "sweep key " + key + " clashes with a result column of plugin " + pname);
+        continue;
+      }
+      const toml::array* a = v->as_array();
+      if (!a || a->empty()) {
+        err(v->source(), "sweep." + key + " must be a non-empty list of " + describe_expected(d) +
+                             " values, got " + found_text(*v));
+        continue;
+      }
+      SweepAxis axis;
+      axis.key = key;
+      axis.param = uint32_t(idx);
+      bool ok = true;
+      for (const toml::node& e : *a) {
+        ParamValue val;
+        if (!convert(e, d, &val)) {
+          err(e.source(), bad_value(pname + "." + key, d, e) + " (in sweep." + key + ")");
+          ok = false;
+          continue;
+        }
+        bool dup = false;
+        for (const auto& prev : axis.values) dup = dup || same_value(prev, val);
+        if (dup) {
+          err(e.source(), "sweep." + key + " lists " + found_text(e) + " twice");
+          ok = false;
+          continue;
+        }
+        axis.values.push_back(val);
+      }
+      if (ok) cfg->sweep.push_back(std::move(axis));
+    }
+  }
+  if (errors->size() == errors_before && count_points(*cfg) > kMaxPoints)
+    errors->push_back(file + ": error: the sweep has " + std::to_string(count_points(*cfg)) +
+                      " points, more than the limit of " + std::to_string(kMaxPoints));
+  return errors->size() == errors_before;
+}
+
+uint64_t count_points(const RunConfig& cfg) {
+  uint64_t n = cfg.seeds.size();
+  for (const auto& a : cfg.sweep) {
+    n *= a.values.size();
+    if (n > kMaxPoints * 1000) break;  // saturate: only compared against the limit
+  }
+  return n;
+}
+
+std::string join_key(const std::vector<std::string>& cells) {
+  std::string k;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (i) k += '\x1f';
+    k += cells[i];
+  }
+  return k;
+}
+
+namespace {
+
+// Visits every sweep combination (without seeds) in run order.
+void for_each_combo(const RunConfig& cfg,
+                    const std::function<void(const std::vector<ParamValue>&,
+                                             const std::vector<size_t>&)>& fn) {
+  std::vector<size_t> pos(cfg.sweep.size(), 0);
+  std::vector<ParamValue> params = cfg.base;
+  while (true) {
+    for (size_t a = 0; a < cfg.sweep.size(); ++a)
+      params[cfg.sweep[a].param] = cfg.sweep[a].values[pos[a]];
+    fn(params, pos);
+    // Odometer: the last key varies fastest.
+    size_t a = cfg.sweep.size();
+    while (a > 0) {
+      --a;
+      if (++pos[a] < cfg.sweep[a].values.size()) break;
+      pos[a] = 0;
+      if (a == 0) return;
+    }
+    if (cfg.sweep.empty()) return;
+  }
+}
+
+uint64_t hash_params(const Plugin& plugin, const std::vector<ParamValue>& params) {
+  // FNV-1a over "name=value;" for every parameter, then mixed: stable across runs and builds.
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string s = plugin.param_names[i] + "=" + value_text(params[i]) + ";";
+    for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  }
+  return plsdk::mix64(h);
+}
+
+std::string combo_label(const RunConfig& cfg, const std::vector<ParamValue>& params) {
+  std::string l;
+  for (const auto& a : cfg.sweep) l += (l.empty() ? "" : " ") + a.key + "=" + value_text(params[a.param]);
+  return l;
+}
+
+}  // namespace
+
+std::vector<Point> enumerate_points(const RunConfig& cfg, const Plugin& plugin) {
+  std::vector<Point> out;
+  for_each_combo(cfg, [&](const std::vector<ParamValue>& params, const std::vector<size_t>&) {
+    const uint64_t h = hash_params(plugin, params);
+    const std::string label = combo_label(cfg, params);
+    for (uint64_t seed : cfg.seeds) {
+      Point pt;
+      pt.index = out.size();
+      pt.seed = seed;
+      pt.params = params;
+      for (const auto& a : cfg.sweep) pt.key_cells.push_back(value_text(params[a.param]));
+      pt.key_cells.push_back(std::to_string(seed));
+      pt.key = join_key(pt.key_cells);
+      pt.point_key = h;
+      pt.label = label + (label.empty() ? "" : " ") + "seed=" + std::to_string(seed);
+      out.push_back(std::move(pt));
+    }
+  });
+  return out;
+}
+
+std::vector<pl_value> to_pl_values(const std::vector<ParamValue>& params) {
+  std::vector<pl_value> v(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    v[i].type = params[i].type;
+    v[i].i = params[i].i;
+    v[i].f = params[i].f;
+    v[i].s = (params[i].type == PL_PARAM_STRING || params[i].type == PL_PARAM_ENUM)
+                 ? params[i].s.c_str()
+                 : nullptr;
+  }
+  return v;
+}
+
+bool validate_points(const RunConfig& cfg, const Plugin& plugin, std::vector<std::string>* errors) {
+  if (!plugin.entry.validate) return true;
+  const size_t before = errors->size();
+  for_each_combo(cfg, [&](const std::vector<ParamValue>& params, const std::vector<size_t>&) {
+    if (errors->size() - before >= 10) return;  // enough to see the pattern
+    const auto v = to_pl_values(params);
+    char buf[1024] = {0};
+    if (plugin.entry.validate(v.data(), uint32_t(v.size()), buf, sizeof buf) != 0) {
+      buf[sizeof buf - 1] = 0;
+      const std::string label = combo_label(cfg, params);
+      errors->push_back(cfg.file + ": error: " + cfg.plugin + ": " +
+                        (buf[0] ? buf : "invalid parameter combination") +
+                        (label.empty() ? "" : " (at " + label + ")"));
+    }
+  });
+  return errors->size() == before;
+}
+
+}  // namespace phaselab

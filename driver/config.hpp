@@ -1,0 +1,90 @@
+// Reading a run config (TOML) against a plugin's declarations. Every problem becomes one
+// "file:line:col: error: ..." line; the caller prints them and exits 2 without running anything.
+//
+//   plugin = "copy_task"        # which plugin; its table below holds scalar parameter values
+//   name = "copy_default"       # optional, names the default output folder
+//   [run]    seeds = 4 (count: seeds 0..3) or [1, 7, 9]; threads = 0 (all cores);
+//            out = "runs/x"; target = "avx2" (kernel target, default best)
+//   [sweep]  every key is a plugin parameter with a non-empty list of values; the run is the
+//            Cartesian product, in file order (last key varies fastest), times the seeds
+//   [copy_task]  scalar parameter values (defaults from the plugin otherwise)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "phaselab_plugin.h"
+
+
+namespace phaselab {
+
+struct Plugin;
+
+struct ParamValue {
+  pl_param_type type = PL_PARAM_INT;
+  int64_t i = 0;  // int, bool (0/1), enum index
+  double f = 0;   // float, and ints converted
+  std::string s;  // string, enum choice
+};
+// CSV text of a value: 16, 0.5, true, softmax.
+std::string value_text(const ParamValue& v);
+// JSON text of a value: 16, 0.5, true, "softmax".
+std::string value_json(const ParamValue& v);
+
+struct SweepAxis {
+  std::string key;
+  uint32_t param = 0;  // index into the plugin's declarations
+  std::vector<ParamValue> values;
+};
+
+struct RunConfig {
+  std::string file;  // as given on the command line (used in messages)
+  std::string text;  // the TOML source, recorded in run.json
+  std::string plugin;
+  std::string name;                // config `name`, else the file's stem
+  std::vector<uint64_t> seeds{0};  // default: one seed, 0
+  int64_t threads = 0;             // 0: all cores
+  std::string out;                 // empty: runs/<name>-<timestamp>
+  std::string target;              // empty: best
+  std::vector<SweepAxis> sweep;    // in file order
+  std::vector<ParamValue> base;    // per declared parameter: plugin table value or default
+  std::vector<bool> base_set;      // set in the plugin's table (else the default)
+};
+
+// Reads and parses the file. On failure appends a message line and returns false.
+bool parse_config_file(const std::string& file, toml::table* out, std::string* text,
+                       std::vector<std::string>* errors);
+// The plugin name from `plugin = "..."` (with its position for messages).
+bool config_plugin_name(const toml::table& t, const std::string& file, std::string* name,
+                        std::string* where, std::vector<std::string>* errors);
+// Checks every key, type and range against the plugin and fills `cfg`. False if any errors.
+bool resolve_config(const toml::table& t, const std::string& file, const Plugin& plugin,
+                    RunConfig* cfg, std::vector<std::string>* errors);
+// Checks a kernel target name ("" or "best" = best); on failure returns a message.
+bool check_target(const std::string& target, std::string* error);
+
+// The sweep point x seed list, in run order: sweep combinations in file order (last key
+// fastest), seeds innermost.
+struct Point {
+  uint64_t index = 0;
+  uint64_t seed = 0;
+  std::vector<ParamValue> params;       // every declared parameter, resolved
+  std::vector<std::string> key_cells;   // sweep values then seed, as written in results.csv
+  std::string key;                      // key_cells joined: identifies the point on --resume
+  uint64_t point_key = 0;               // hash of all parameter values (not the seed)
+  std::string label;                    // "L=16 attention=softmax seed=1"
+};
+uint64_t count_points(const RunConfig& cfg);
+std::vector<Point> enumerate_points(const RunConfig& cfg, const Plugin& plugin);
+std::string join_key(const std::vector<std::string>& cells);
+
+// Calls the plugin's validate() once per sweep combination; appends errors.
+bool validate_points(const RunConfig& cfg, const Plugin& plugin, std::vector<std::string>* errors);
+
+std::vector<pl_value> to_pl_values(const std::vector<ParamValue>& params);
+
+}  // namespace phaselab

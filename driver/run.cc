@@ -1,0 +1,627 @@
+#include "driver/run.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <unordered_map>
+
+#define TBB_PREVIEW_GLOBAL_CONTROL 1
+#include <tbb/global_control.h>
+#include <tbb/info.h>
+#include <tbb/task_arena.h>
+#include <tbb/task_group.h>
+
+#include "driver/figures.hpp"
+#include "driver/json.hpp"
+#include "driver/outputs.hpp"
+#include "driver/progress.hpp"
+#include "driver/text.hpp"
+#include "driver/version.h"
+#include "phaselab/kernels.hpp"
+
+namespace phaselab {
+namespace {
+
+// ---------------------------------------------------------------- Ctrl-C
+std::atomic<int> g_stop{0};
+
+extern "C" void on_signal(int sig) {
+  if (g_stop.exchange(1) != 0) {  // second Ctrl-C: give up at once
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  static const char msg[] =
+      "\nphaselab: stopping: running points are cancelled, finished points are kept "
+      "(Ctrl-C again to abort at once)\n";
+  (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+}
+
+// ---------------------------------------------------------------- folders, times
+bool make_dirs(const std::string& path, std::string* error) {
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
+      *error = std::strerror(errno);
+      return false;
+    }
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *error = "not a directory";
+    return false;
+  }
+  if (::access(path.c_str(), W_OK) != 0) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+std::string utc_now(const char* fmt = "%Y-%m-%dT%H:%M:%SZ") {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, fmt, &tm);
+  return buf;
+}
+
+// ---------------------------------------------------------------- one point
+enum class PointStatus { not_run, ok, failed, cancelled, resumed };
+const char* status_name(PointStatus s) {
+  switch (s) {
+    case PointStatus::ok: return "ok";
+    case PointStatus::failed: return "failed";
+    case PointStatus::cancelled: return "cancelled";
+    case PointStatus::resumed: return "done_before";
+    default: return "not_run";
+  }
+}
+
+struct PointRecord {
+  PointStatus status = PointStatus::not_run;
+  double seconds = 0;
+  size_t rows = 0;
+  std::string error;
+};
+
+struct Shared;
+
+// Host context of one running point (host->ctx).
+struct PointCtx {
+  Shared* sh = nullptr;
+  const Point* pt = nullptr;
+  std::vector<std::vector<Row>> rows;  // per table
+  std::string fail_reason;             // first reason wins
+  std::atomic<double>* fraction = nullptr;
+};
+
+struct Shared {
+  const pl_plugin* plugin = nullptr;
+  Progress* progress = nullptr;
+};
+
+int host_emit(void* ctx, uint32_t table, const pl_cell* cells, uint32_t n) {
+  auto* c = static_cast<PointCtx*>(ctx);
+  const pl_plugin& p = *c->sh->plugin;
+  if (table >= p.num_tables) {
+    if (c->fail_reason.empty())
+      c->fail_reason = "emit to undeclared table " + std::to_string(table);
+    return 1;
+  }
+  const pl_table_decl& td = p.tables[table];
+  if (n != td.num_columns) {
+    if (c->fail_reason.empty())
+      c->fail_reason = std::string("emit to table ") + td.name + " with " + std::to_string(n) +
+                       " cells, declared " + std::to_string(td.num_columns);
+    return 1;
+  }
+  Row row(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    switch (cells[i].kind) {
+      case PL_CELL_NUM:
+        if (!std::isfinite(cells[i].num)) {
+          // A NaN/Inf measurement means the point diverged: fail it rather than write it.
+          if (c->fail_reason.empty())
+            c->fail_reason = "non-finite value " + format_double(cells[i].num) + " in column " +
+                             td.columns[i] + " of table " + td.name;
+          return 1;
+        }
+        row[i] = format_double(cells[i].num);
+        break;
+      case PL_CELL_INT: row[i] = std::to_string(cells[i].i); break;
+      case PL_CELL_STR: row[i] = cells[i].str ? cells[i].str : ""; break;
+      default: break;  // empty
+    }
+  }
+  c->rows[table].push_back(std::move(row));
+  return 0;
+}
+
+void host_progress(void* ctx, double f) {
+  auto* c = static_cast<PointCtx*>(ctx);
+  if (std::isfinite(f)) c->fraction->store(std::min(1.0, std::max(0.0, f)), std::memory_order_relaxed);
+}
+
+int host_cancelled(void*) { return g_stop.load(std::memory_order_relaxed); }
+
+void host_log(void* ctx, pl_log_level level, const char* msg) {
+  auto* c = static_cast<PointCtx*>(ctx);
+  if (level == PL_LOG_DEBUG) return;
+  const std::string line = std::string(c->sh->plugin->name) + " [" + c->pt->label + "]: " +
+                           (level >= PL_LOG_WARN ? (level == PL_LOG_ERROR ? "error: " : "warning: ") : "") +
+                           (msg ? msg : "");
+  if (level >= PL_LOG_WARN) c->sh->progress->warn(line);
+  else c->sh->progress->info(line);
+}
+
+void host_fail(void* ctx, const char* reason) {
+  auto* c = static_cast<PointCtx*>(ctx);
+  if (c->fail_reason.empty()) c->fail_reason = reason && *reason ? reason : "failed (no reason given)";
+}
+
+void write_run_json(const std::string& path, const RunConfig& cfg, const Plugin& plugin,
+                    const RunOptions& opt, const std::vector<Point>& points,
+                    const std::vector<PointRecord>& recs, const pl_kernel_table& kt,
+                    int threads, const std::string& out, const std::string& start,
+                    const std::string& end, double wall, const char* status, int exit_code,
+                    const std::vector<FigureResult>& figures, const std::string& figure_tool) {
+  JsonWriter j;
+  j.begin_object();
+  j.key("phaselab_version").str(PHASELAB_VERSION);
+  j.key("git_commit").str(git_commit());
+  j.key("command").begin_array(true);
+  for (const auto& a : opt.argv) j.str(a);
+  j.end_array();
+  j.key("status").str(status);
+  j.key("exit_status").integer(exit_code);
+  j.key("start_time").str(start);
+  j.key("end_time").str(end);
+  j.key("wall_seconds").num(wall);
+  j.key("out").str(out);
+  j.key("cpu").str(cpu_model());
+  j.key("threads").integer(threads);
+  j.key("plugin").begin_object();
+  j.key("name").str(plugin.entry.name);
+  j.key("version").str(plugin.entry.version ? plugin.entry.version : "");
+  j.key("path").str(plugin.path);
+  j.end_object();
+  j.key("config").begin_object();
+  j.key("file").str(cfg.file);
+  j.key("plugin").str(cfg.plugin);
+  j.key("name").str(cfg.name);
+  j.key("run").begin_object();
+  j.key("seeds").begin_array(true);
+  for (auto s : cfg.seeds) j.uinteger(s);
+  j.end_array();
+  j.key("threads").integer(opt.threads >= 0 ? opt.threads : cfg.threads);
+  j.key("out").str(out);
+  j.key("target").str(kt.target ? kt.target : "");
+  j.key("resume").boolean(opt.resume);
+  j.end_object();
+  j.key("sweep").begin_object();
+  for (const auto& a : cfg.sweep) {
+    j.key(a.key).begin_array(true);
+    for (const auto& v : a.values) j.raw(value_json(v));
+    j.end_array();
+  }
+  j.end_object();
+  // Every parameter's value outside the sweep (the plugin table's, else the default).
+  j.key("params").begin_object();
+  for (size_t i = 0; i < cfg.base.size(); ++i) {
+    bool swept = false;
+    for (const auto& a : cfg.sweep) swept = swept || a.param == i;
+    if (!swept) j.key(plugin.param_names[i]).raw(value_json(cfg.base[i]));
+  }
+  j.end_object();
+  j.key("toml").str(cfg.text);
+  j.end_object();
+  j.key("kernel_target").str(kt.target ? kt.target : "");
+  j.key("kernels").begin_object();
+#define PL_KERNEL(name, Camel, ret, params) j.key(#name).str(kt.variant.name ? kt.variant.name : "");
+#include "phaselab/kernels.def"
+#undef PL_KERNEL
+  j.end_object();
+  size_t counts[5] = {0, 0, 0, 0, 0};
+  for (const auto& r : recs) counts[int(r.status)]++;
+  j.key("counts").begin_object(true);
+  j.key("points").integer(int64_t(points.size()));
+  j.key("ok").integer(int64_t(counts[int(PointStatus::ok)]));
+  j.key("failed").integer(int64_t(counts[int(PointStatus::failed)]));
+  j.key("done_before").integer(int64_t(counts[int(PointStatus::resumed)]));
+  j.key("cancelled").integer(int64_t(counts[int(PointStatus::cancelled)]));
+  j.key("not_run").integer(int64_t(counts[int(PointStatus::not_run)]));
+  j.end_object();
+  j.key("figure_tool").str(figure_tool);
+  j.key("figures").begin_array();
+  for (const auto& f : figures) {
+    j.begin_object(true).key("name").str(f.name);
+    if (!f.png.empty()) j.key("png").str(f.png);
+    if (!f.note.empty()) j.key("note").str(f.note);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("points").begin_array();
+  for (size_t i = 0; i < points.size(); ++i) {
+    const Point& p = points[i];
+    const PointRecord& r = recs[i];
+    j.begin_object(true);
+    j.key("index").uinteger(p.index);
+    for (const auto& a : cfg.sweep) j.key(a.key).raw(value_json(p.params[a.param]));
+    j.key("seed").uinteger(p.seed);
+    j.key("status").str(status_name(r.status));
+    j.key("seconds").num(r.seconds);
+    j.key("rows").integer(int64_t(r.rows));
+    if (!r.error.empty()) j.key("error").str(r.error);
+    j.end_object();
+  }
+  j.end_array();
+  j.end_object();
+  std::string why;
+  write_file_atomic(path, j.text(), &why);
+}
+
+// A table with the kernels this build has; the others stay null. Used only when a kernel has
+// no variant at all (a build where a kernel family is still missing). Returns their names.
+std::vector<std::string> fill_kernel_table(const std::string& target, pl_kernel_table* t) {
+  std::vector<std::string> missing;
+  const std::string tg = target == "best" ? "" : target;
+  std::memset(t, 0, sizeof *t);
+  t->struct_size = sizeof(pl_kernel_table);
+  t->num_kernels = pl::kNumKernels;
+  static std::string shown;
+  shown = tg.empty() ? pl::best_target() : tg;
+  t->target = shown.c_str();
+#define PL_KERNEL(kname, Camel, ret, params)                                          \
+  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), tg)) {     \
+    t->kname = reinterpret_cast<ret(*) params>(v->fn);                                \
+    t->variant.kname = v->name.c_str();                                               \
+  } else {                                                                            \
+    missing.push_back(#kname);                                                        \
+  }
+#include "phaselab/kernels.def"
+#undef PL_KERNEL
+  return missing;
+}
+
+}  // namespace
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, implementer, part;
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string k = line.substr(0, colon), v = line.substr(colon + 1);
+    while (!k.empty() && (k.back() == ' ' || k.back() == '\t')) k.pop_back();
+    while (!v.empty() && v.front() == ' ') v.erase(v.begin());
+    if (k == "model name" || k == "Model" || k == "Hardware") return v;
+    if (k == "CPU implementer" && implementer.empty()) implementer = v;
+    if (k == "CPU part" && part.empty()) part = v;
+  }
+  if (!implementer.empty()) return "arm implementer " + implementer + " part " + part;
+  return "unknown";
+}
+
+std::string git_commit() {
+  const std::string c = PHASELAB_GIT_COMMIT;
+  return c.empty() ? "unknown" : c;
+}
+
+int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt) {
+  const pl_plugin& p = plugin.entry;
+  const auto wall_start = std::chrono::steady_clock::now();
+  const std::string start_time = utc_now();
+
+  // Kernel target: --target, else [run] target, else the best this CPU has.
+  const std::string target = !opt.target.empty() ? opt.target : cfg.target;
+  pl_kernel_table kt;
+  std::string why;
+  if (!check_target(target, &why)) {
+    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
+    return kExitUsage;
+  }
+  std::vector<std::string> missing;
+  if (!pl::select_kernels(target, &kt, &why)) missing = fill_kernel_table(target, &kt);
+
+  std::string out = !opt.out.empty() ? opt.out : cfg.out;
+  if (out.empty()) {
+    if (opt.resume) {
+      std::fprintf(stderr, "phaselab: error: --resume needs the run folder: pass --out DIR or set [run] out\n");
+      return kExitUsage;
+    }
+    out = "runs/" + cfg.name + "-" + utc_now("%Y%m%d-%H%M%S");
+  }
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  if (!make_dirs(out, &why)) {
+    std::fprintf(stderr, "phaselab: error: cannot use output folder %s: %s\n", quoted(out).c_str(),
+                 why.c_str());
+    return kExitUsage;
+  }
+  if (!opt.resume && exists(out + "/results.csv")) {
+    std::fprintf(stderr,
+                 "phaselab: error: %s already holds a run (results.csv); pass --resume to continue "
+                 "it, or choose another --out\n",
+                 out.c_str());
+    return kExitUsage;
+  }
+
+  const std::vector<Point> points = enumerate_points(cfg, plugin);
+  std::unordered_map<std::string, uint64_t> key_index;
+  for (const auto& pt : points) key_index[pt.key] = pt.index;
+  std::vector<std::string> key_header;
+  for (const auto& a : cfg.sweep) key_header.push_back(a.key);
+  key_header.push_back("seed");
+
+  ResultStore store;
+  std::set<uint64_t> done;
+  if (!store.open(out, p, key_header, opt.resume, key_index, &done, &why)) {
+    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
+    return kExitUsage;
+  }
+  std::vector<PointRecord> recs(points.size());
+  std::vector<const Point*> todo;
+  for (const auto& pt : points) {
+    if (done.count(pt.index)) recs[pt.index].status = PointStatus::resumed;
+    else todo.push_back(&pt);
+  }
+
+  int threads = int(opt.threads >= 0 ? opt.threads : cfg.threads);
+  if (threads <= 0) threads = tbb::info::default_concurrency();
+  threads = std::max(1, threads);
+
+  const std::string json_path = out + "/run.json";
+  auto record = [&](const char* status, int code, const std::vector<FigureResult>& figs,
+                    const std::string& tool) {
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    write_run_json(json_path, cfg, plugin, opt, points, recs, kt, threads, out, start_time,
+                   code < 0 ? "" : utc_now(), wall, status, code < 0 ? -1 : code, figs, tool);
+  };
+  record("running", -1, {}, "");
+
+  // Per-worker progress fractions of the running point, for the bar.
+  std::unique_ptr<std::atomic<double>[]> fractions(new std::atomic<double>[size_t(threads)]);
+  for (int w = 0; w < threads; ++w) fractions[size_t(w)] = 0;
+  Progress progress(todo.size(), opt.quiet, [&] {
+    double s = 0;
+    for (int w = 0; w < threads; ++w) s += fractions[size_t(w)].load(std::memory_order_relaxed);
+    return s;
+  });
+  Shared sh{&p, &progress};
+
+  progress.info("phaselab: " + std::string(p.name) + " " + (p.version ? p.version : "") + ": " +
+                std::to_string(points.size()) + " points" +
+                (done.empty() ? "" : " (" + std::to_string(done.size()) + " done before, " +
+                                         std::to_string(todo.size()) + " to run)") +
+                " on " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : "") +
+                ", kernels " + kt.target + " -> " + out);
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    progress.warn("phaselab: warning: this build has no variant of: " + list +
+                  " (a plugin calling one of them will crash)");
+  }
+  if (opt.resume && done.empty() && !points.empty())
+    progress.info("phaselab: nothing to resume in " + out + ", running every point");
+
+  g_stop = 0;
+  struct sigaction sa {}, old_int{}, old_term{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+
+  std::atomic<size_t> next{0};
+  std::atomic<bool> io_error{false};
+  std::string io_why;
+  std::mutex io_mu;
+
+  auto run_point = [&](const Point& pt, int worker) {
+    PointRecord& rec = recs[pt.index];
+    PointCtx ctx;
+    ctx.sh = &sh;
+    ctx.pt = &pt;
+    ctx.rows.resize(p.num_tables);
+    ctx.fraction = &fractions[size_t(worker)];
+    ctx.fraction->store(0);
+    pl_host host{};
+    host.struct_size = sizeof(pl_host);
+    host.abi_version = PL_PLUGIN_ABI_VERSION;
+    host.kernels = &kt;
+    host.ctx = &ctx;
+    host.emit = host_emit;
+    host.progress = host_progress;
+    host.cancelled = host_cancelled;
+    host.log = host_log;
+    host.fail = host_fail;
+    host.out_dir = out.c_str();
+    host.threads = threads;
+    const std::vector<pl_value> values = to_pl_values(pt.params);
+    pl_point point{};
+    point.index = pt.index;
+    point.seed = pt.seed;
+    point.point_key = pt.point_key;
+    point.params = values.data();
+    point.num_params = uint32_t(values.size());
+
+    const auto t0 = std::chrono::steady_clock::now();
+    pl_status st = PL_FAILED;
+    void* state = nullptr;
+    try {  // a plugin that lets a C++ exception escape still only fails its point
+      st = p.create(&host, &point, &state);
+      if (st == PL_OK) st = p.run(state, &host, &point);
+    } catch (const std::exception& e) {
+      st = PL_FAILED;
+      host_fail(&ctx, (std::string("exception escaped the plugin: ") + e.what()).c_str());
+    } catch (...) {
+      st = PL_FAILED;
+      host_fail(&ctx, "exception escaped the plugin");
+    }
+    if (state) p.destroy(state);
+    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ctx.fraction->store(0);
+
+    if (st == PL_OK && ctx.fail_reason.empty()) {
+      rec.status = PointStatus::ok;
+      for (const auto& t : ctx.rows) rec.rows += t.size();
+      std::string err;
+      if (!store.commit(pt.index, pt.key_cells, ctx.rows, &err)) {
+        std::lock_guard<std::mutex> lock(io_mu);
+        io_error = true;
+        io_why = err;
+        g_stop = 1;
+      }
+    } else if (g_stop.load() && st != PL_OK && !io_error) {
+      rec.status = PointStatus::cancelled;  // stopped by Ctrl-C: run it again on --resume
+      return;
+    } else {
+      rec.status = PointStatus::failed;
+      rec.error = !ctx.fail_reason.empty() ? ctx.fail_reason
+                  : st == PL_CANCELLED     ? "plugin returned cancelled without a stop request"
+                                           : "plugin reported failure without a reason";
+      std::string err;
+      if (!store.record_failure(pt.index, pt.key_cells, rec.error, &err)) {
+        std::lock_guard<std::mutex> lock(io_mu);
+        io_error = true;
+        io_why = err;
+        g_stop = 1;
+      }
+    }
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f s", rec.seconds);
+    progress.point_done(rec.status == PointStatus::failed,
+                        pt.label + ": " + (rec.status == PointStatus::ok ? "ok" : "FAILED: " + rec.error) +
+                            " (" + secs + ")");
+  };
+
+  progress.start();
+  {
+    // One worker per thread pulls points in order, so early points finish first.
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
+    tbb::task_arena arena(threads);
+    arena.execute([&] {
+      tbb::task_group g;
+      for (int w = 0; w < threads; ++w)
+        g.run([&, w] {
+          while (!g_stop.load()) {
+            const size_t j = next++;
+            if (j >= todo.size()) break;
+            run_point(*todo[j], w);
+          }
+        });
+      g.wait();
+    });
+  }
+  progress.stop();
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+
+  if (io_error) {
+    store.close();
+    std::fprintf(stderr, "phaselab: error: %s\n", io_why.c_str());
+    record("error", kExitFailed, {}, "");
+    return kExitFailed;
+  }
+  size_t failed = 0, ok = 0;
+  for (const auto& r : recs) {
+    failed += r.status == PointStatus::failed;
+    ok += r.status == PointStatus::ok || r.status == PointStatus::resumed;
+  }
+  if (g_stop.load()) {
+    // Interrupted: the files keep the rows appended so far (complete points only).
+    store.close();
+    std::fprintf(stderr, "phaselab: interrupted: %zu of %zu points done; continue with --resume --out %s\n",
+                 ok, points.size(), out.c_str());
+    record("interrupted", kExitInterrupted, {}, "");
+    return kExitInterrupted;
+  }
+  if (!store.finalize(&why)) {
+    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
+    record("error", kExitFailed, {}, "");
+    return kExitFailed;
+  }
+  int code = failed ? kExitFailed : kExitOk;
+  if (p.finish) {
+    pl_host host{};
+    host.struct_size = sizeof(pl_host);
+    host.abi_version = PL_PLUGIN_ABI_VERSION;
+    host.kernels = &kt;
+    PointCtx ctx;
+    ctx.sh = &sh;
+    Point none;
+    none.label = "finish";
+    ctx.pt = &none;
+    ctx.rows.resize(p.num_tables);
+    std::atomic<double> frac{0};
+    ctx.fraction = &frac;
+    host.ctx = &ctx;
+    host.emit = host_emit;
+    host.progress = host_progress;
+    host.cancelled = host_cancelled;
+    host.log = host_log;
+    host.fail = host_fail;
+    host.out_dir = out.c_str();
+    host.threads = threads;
+    if (p.finish(&host, out.c_str()) != PL_OK) {
+      progress.warn("phaselab: " + std::string(p.name) + " finish failed: " +
+                    (ctx.fail_reason.empty() ? "no reason given" : ctx.fail_reason));
+      code = kExitFailed;
+    }
+  }
+  // Figures from the finished files; the values of parameters that are not columns let
+  // filters on them work.
+  std::map<std::string, std::string> constants;
+  for (size_t i = 0; i < cfg.base.size(); ++i) {
+    bool swept = false;
+    for (const auto& a : cfg.sweep) swept = swept || a.param == i;
+    if (!swept) constants[plugin.param_names[i]] = value_text(cfg.base[i]);
+  }
+  std::string tool;
+  bool have_tool = false;
+  const auto figs = render_figures(p, out, constants, &tool, &have_tool);
+  size_t drawn = 0;
+  for (const auto& f : figs) drawn += !f.png.empty();
+  if (!figs.empty() && !have_tool)
+    progress.warn("phaselab: no figures drawn: " + tool + "; the .gp scripts are in " + out + "/figures");
+  else
+    for (const auto& f : figs)
+      if (f.png.empty()) progress.warn("phaselab: figure " + f.name + " not drawn: " + f.note);
+  record(code == kExitOk ? "ok" : "failed", code, figs, tool);
+
+  if (!opt.quiet || failed) {
+    std::string summary = "phaselab: " + std::to_string(ok) + " of " + std::to_string(points.size()) +
+                          " points ok";
+    if (failed) summary += ", " + std::to_string(failed) + " failed (see " + out + "/failures.csv)";
+    std::fprintf(stderr, "%s\n", summary.c_str());
+  }
+  if (!opt.quiet) {
+    std::printf("results: %s/results.csv\nrun record: %s\n", out.c_str(), json_path.c_str());
+    if (drawn) std::printf("figures: %s/figures/ (%zu drawn)\n", out.c_str(), drawn);
+  }
+  return code;
+}
+
+}  // namespace phaselab

@@ -1,0 +1,96 @@
+// toy: a tiny deterministic plugin for the driver tests. Each point draws n uniform values
+// x_i in [-1, 1) from its own RNG stream and reports sum/mean/max of exp(scale * x_i + shift)
+// computed with the kernel table (value) and in double with std::exp (ref, the oracle).
+// Knobs for failure paths: nan_at (the value becomes NaN when n == nan_at), fail_at (the
+// point calls fail() when n == fail_at), sleep_ms (a slow point that polls cancellation).
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "plugins/sdk/phaselab_sdk.hpp"
+
+namespace {
+
+struct Toy {
+  std::vector<float> x, y;  // [n] inputs and exp outputs
+
+  explicit Toy(plsdk::Context& cx) : x(size_t(cx.i("n"))), y(size_t(cx.i("n"))) {}
+
+  pl_status run(plsdk::Context& cx) {
+    const int64_t n = cx.i("n");
+    const double scale = cx.f("scale"), shift = cx.b("shift") ? 1.0 : 0.0;
+    uint64_t s = cx.point_stream(1);
+    for (auto& v : x) {  // x_i = scale * u_i + shift, u_i uniform in [-1, 1)
+      s = plsdk::mix64(s);
+      const double u = double(s >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+      v = float(scale * u + shift);
+    }
+    // Slow mode: sleep in 10 ms slices, reporting progress and honouring Ctrl-C.
+    const int64_t sleep_ms = cx.i("sleep_ms");
+    for (int64_t t = 0; t < sleep_ms; t += 10) {
+      if (cx.cancelled()) return PL_CANCELLED;
+      cx.progress(double(t) / double(sleep_ms));
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(10, sleep_ms - t)));
+    }
+    if (n == cx.i("fail_at")) return cx.fail("requested failure at n = " + std::to_string(n));
+    cx.k.exp(x.data(), y.data(), size_t(n));
+    const std::string mode = cx.s("mode");
+    double value = mode == "max" ? -INFINITY : 0.0, ref = value;
+    for (int64_t i = 0; i < n; ++i) {
+      const double e = std::exp(double(x[size_t(i)]));
+      if (mode == "max") {
+        value = std::max(value, double(y[size_t(i)]));
+        ref = std::max(ref, e);
+      } else {
+        value += y[size_t(i)];
+        ref += e;
+      }
+    }
+    if (mode == "mean") value /= double(n), ref /= double(n);
+    if (n == cx.i("nan_at")) value = std::numeric_limits<double>::quiet_NaN();
+    cx.emit(0, {value, ref, cx.s("label"), cx.k.variant.exp});
+    const int64_t steps = cx.i("steps");
+    for (int64_t k = 1; k <= steps; ++k) cx.emit(1, {k, value * double(k) / double(steps)});
+    cx.progress(1.0);
+    return PL_OK;
+  }
+};
+
+int validate(const pl_value* p, uint32_t, char* err, size_t len) {
+  // params in declaration order: p[3] is shift, p[2] is mode (index 2 = max)
+  if (p[3].i && p[2].i == 2) {
+    std::snprintf(err, len, "toy.shift = true cannot be combined with toy.mode = \"max\"");
+    return 1;
+  }
+  return 0;
+}
+
+const pl_param_decl kParams[] = {
+    plsdk::int_param("n", 8, "number of values", 1, 100000),
+    plsdk::float_param("scale", 1.0, "multiplier of the uniform values", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0.0),
+    plsdk::enum_param("mode", "sum", "sum|mean|max", "how exp(x) is reduced"),
+    plsdk::bool_param("shift", false, "add 1 to every x"),
+    plsdk::string_param("label", "x", "free text copied into results.csv"),
+    plsdk::int_param("nan_at", -1, "n at which the value becomes NaN (-1: never)"),
+    plsdk::int_param("fail_at", -1, "n at which the point fails with a reason (-1: never)"),
+    plsdk::int_param("sleep_ms", 0, "sleep this long per point, polling cancellation", 0, 600000),
+    plsdk::int_param("steps", 3, "rows per point in history.csv", 1, 1000),
+};
+const char* const kResultCols[] = {"value", "ref", "label", "exp_variant"};
+const char* const kHistoryCols[] = {"step", "partial"};
+const pl_table_decl kTables[] = {plsdk::table("results", kResultCols),
+                                 plsdk::table("history", kHistoryCols)};
+const pl_plot_decl kPlots[] = {
+    plsdk::plot("value_vs_n", "toy value and reference vs n", "results", "n", "value,ref", "mode",
+                "", PL_PLOT_LOGX),
+    plsdk::plot("value_hist", "toy values", "results", "value", "", "mode", "", PL_PLOT_HISTOGRAM),
+    plsdk::plot("history", "partial values", "history", "step", "partial", "n", "mode=sum",
+                PL_PLOT_POINTS),
+};
+
+}  // namespace
+
+PL_DEFINE_PLUGIN(Toy, "toy", "0.1", "tiny deterministic plugin for the driver tests", kParams,
+                 kTables, kPlots, validate, nullptr)

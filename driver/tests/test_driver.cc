@@ -1,0 +1,469 @@
+// Driver tests: run the built `phaselab` binary (PHASELAB_EXE) on configs written to a
+// temporary folder, with the test plugins of PHASELAB_TEST_PLUGINS (toy, badabi, noentry) on
+// the plugin path. Every bad input checks its exit status and its message.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::string env_or(const char* name, const char* def) {
+  const char* v = std::getenv(name);
+  return v ? v : def;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void spit(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+size_t count_lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// A fresh temporary folder per test.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string tmpl = env_or("TMPDIR", "/tmp") + "/phaselab-driver-test-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back(0);
+    REQUIRE(::mkdtemp(buf.data()) != nullptr);
+    path = buf.data();
+  }
+  ~TempDir() {
+    const std::string cmd = "rm -rf '" + path + "'";
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path.c_str());
+  }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+};
+
+// Starts phaselab with `args`; stdout and stderr go to files in `dir`.
+pid_t spawn(const std::vector<std::string>& args, const TempDir& dir, const std::string& tag,
+            bool with_gnuplot) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setenv("PHASELAB_PLUGIN_PATH", env_or("PHASELAB_TEST_PLUGINS", "").c_str(), 1);
+    if (!with_gnuplot) ::setenv("PHASELAB_GNUPLOT", "", 1);  // figures are tested once
+    const int o = ::open((dir / (tag + ".out")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open((dir / (tag + ".err")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    const std::string exe = env_or("PHASELAB_EXE", "phaselab");
+    std::vector<char*> argv{const_cast<char*>(exe.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_rc(pid_t pid) {
+  int st = 0;
+  REQUIRE(::waitpid(pid, &st, 0) == pid);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+Result phaselab(const std::vector<std::string>& args, const TempDir& dir, bool with_gnuplot = false) {
+  static int counter = 0;
+  const std::string tag = "cmd" + std::to_string(counter++);
+  Result r;
+  r.rc = wait_rc(spawn(args, dir, tag, with_gnuplot));
+  r.out = slurp(dir / (tag + ".out"));
+  r.err = slurp(dir / (tag + ".err"));
+  return r;
+}
+
+// Writes `toml` as <dir>/<name>.toml and checks it: returns the result.
+Result check(const TempDir& dir, const std::string& toml, const std::string& name = "bad") {
+  spit(dir / (name + ".toml"), toml);
+  return phaselab({"check", dir / (name + ".toml")}, dir);
+}
+
+// Expects exit status `rc` and `message` somewhere in stderr; `run` must refuse too and
+// create nothing.
+void expect_bad(const TempDir& dir, const std::string& toml, int rc, const std::string& message) {
+  CAPTURE(toml);
+  const Result c = check(dir, toml);
+  CAPTURE(c.err);
+  CHECK(c.rc == rc);
+  CHECK(c.err.find(message) != std::string::npos);
+  const Result r = phaselab({"run", dir / "bad.toml", "--out", dir / "never"}, dir);
+  CHECK(r.rc == rc);
+  CHECK(r.err.find(message) != std::string::npos);
+  CHECK_FALSE(exists(dir / "never"));
+}
+
+const char* kGood = R"(plugin = "toy"
+[run]
+seeds = 2
+[sweep]
+n = [4, 16, 64]
+mode = ["sum", "mean"]
+[toy]
+scale = 0.5
+)";
+
+}  // namespace
+
+TEST_CASE("list shows the toy plugin with its keys and warns about broken ones") {
+  TempDir d;
+  const Result r = phaselab({"list"}, d);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("toy 0.1") != std::string::npos);
+  CHECK(r.out.find("scale") != std::string::npos);
+  CHECK(r.out.find("a number > 0") != std::string::npos);
+  CHECK(r.out.find("one of \"sum\", \"mean\", \"max\"") != std::string::npos);
+  CHECK(r.err.find("skipping badabi") != std::string::npos);
+  CHECK(r.err.find("skipping noentry") != std::string::npos);
+}
+
+TEST_CASE("help, version and usage errors") {
+  TempDir d;
+  Result r = phaselab({"--help"}, d);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("usage: phaselab") != std::string::npos);
+  for (const char* cmd : {"list", "kernels", "check", "run"}) {
+    r = phaselab({cmd, "--help"}, d);
+    CHECK(r.rc == 0);
+    CHECK(r.out.find(std::string("usage: phaselab ") + cmd) != std::string::npos);
+  }
+  r = phaselab({"--version"}, d);
+  CHECK(r.rc == 0);
+  CHECK(r.out.rfind("phaselab ", 0) == 0);
+  CHECK(phaselab({}, d).rc == 2);
+  r = phaselab({"rnu", "x.toml"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("did you mean run?") != std::string::npos);
+  spit(d / "good.toml", kGood);
+  r = phaselab({"run", d / "good.toml", "--thread", "2"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("unknown option --thread (did you mean --threads?)") != std::string::npos);
+  r = phaselab({"run", d / "good.toml", "--threads", "two"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--threads must be an integer >= 0") != std::string::npos);
+  r = phaselab({"run"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("missing CONFIG.toml") != std::string::npos);
+}
+
+TEST_CASE("kernels --json keeps its format") {
+  TempDir d;
+  const Result r = phaselab({"kernels", "--json"}, d);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("\"best_target\"") != std::string::npos);
+  CHECK(r.out.find("{\"kernel\": \"exp\", \"selected\": \"exp.") != std::string::npos);
+  CHECK(r.out.find("{\"name\": \"exp.scalar\", \"backend\": \"scalar\", \"isa\": \"scalar\", "
+                   "\"supported\": true, \"selected\": ") != std::string::npos);
+}
+
+TEST_CASE("check accepts a good config and counts its points") {
+  TempDir d;
+  const Result r = check(d, kGood, "good");
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("ok: plugin toy 0.1, 12 points (3 n x 2 mode x 2 seeds)") != std::string::npos);
+}
+
+TEST_CASE("bad configs: exit status and message, nothing run") {
+  TempDir d;
+  const std::string f = d / "bad.toml";
+  SUBCASE("bad TOML syntax") {
+    expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = [1, 2\n", 2, f + ":3:");
+  }
+  SUBCASE("missing plugin key") {
+    expect_bad(d, "[toy]\nn = 3\n", 2, f + ":1:1: error: missing key plugin");
+  }
+  SUBCASE("wrong type (string for an integer)") {
+    expect_bad(d, "plugin = \"toy\"\n[toy]\nn = \"16\"\n", 2,
+               f + ":3:5: error: toy.n must be an integer in [1, 100000], got \"16\"");
+  }
+  SUBCASE("wrong type (float for an integer)") {
+    expect_bad(d, "plugin = \"toy\"\n[toy]\nn = 4.0\n", 2,
+               f + ":3:5: error: toy.n must be an integer in [1, 100000], got 4.0");
+  }
+  SUBCASE("out of range") {
+    expect_bad(d, "plugin = \"toy\"\n[toy]\nscale = 0.0\n", 2,
+               f + ":3:9: error: toy.scale must be a number > 0, got 0.0");
+  }
+  SUBCASE("out of range inside a sweep list") {
+    expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = [4, 0]\n", 2,
+               f + ":3:9: error: toy.n must be an integer in [1, 100000], got 0 (in sweep.n)");
+  }
+  SUBCASE("unknown key with did-you-mean") {
+    expect_bad(d, "plugin = \"toy\"\n[toy]\nscal = 2.0\n", 2,
+               f + ":3:1: error: unknown key toy.scal (did you mean toy.scale?)");
+  }
+  SUBCASE("unknown sweep key with did-you-mean") {
+    expect_bad(d, "plugin = \"toy\"\n[sweep]\nmdoe = [\"sum\"]\n", 2,
+               f + ":3:1: error: unknown key sweep.mdoe (did you mean sweep.mode?)");
+  }
+  SUBCASE("unknown table with did-you-mean") {
+    expect_bad(d, "plugin = \"toy\"\n[sweeep]\nn = [1]\n", 2,
+               "error: unknown key sweeep (did you mean sweep?)");
+  }
+  SUBCASE("enum value not a choice") {
+    expect_bad(d, "plugin = \"toy\"\n[toy]\nmode = \"summ\"\n", 2,
+               f + ":3:8: error: toy.mode must be one of \"sum\", \"mean\", \"max\", got \"summ\" "
+                   "(did you mean \"sum\"?)");
+  }
+  SUBCASE("unknown plugin") {
+    expect_bad(d, "plugin = \"tox\"\n", 3, f + ":1:10: error: plugin \"tox\" not found (did you mean \"toy\"?)");
+  }
+  SUBCASE("empty sweep list") {
+    expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = []\n", 2,
+               f + ":3:5: error: sweep.n must be a non-empty list of an integer in [1, 100000] values, got an empty list");
+  }
+  SUBCASE("duplicate sweep key (TOML)") {
+    expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = [1]\nn = [2]\n", 2,
+               f + ":4:");
+    CHECK(check(d, "plugin = \"toy\"\n[sweep]\nn = [1]\nn = [2]\n").err.find("cannot redefine") !=
+          std::string::npos);
+  }
+  SUBCASE("key both swept and set") {
+    expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = [1, 2]\n[toy]\nn = 3\n", 2,
+               f + ":3:1: error: duplicate key n: it is swept in [sweep] and also set in [toy]");
+  }
+  SUBCASE("duplicate value in a sweep list") {
+    expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = [4, 8, 4]\n", 2,
+               f + ":3:12: error: sweep.n lists 4 twice");
+  }
+  SUBCASE("seeds: zero count") {
+    expect_bad(d, "plugin = \"toy\"\n[run]\nseeds = 0\n", 2,
+               f + ":3:9: error: run.seeds must be a seed count >= 1 or a non-empty list of seeds, got 0");
+  }
+  SUBCASE("plugin's own check of a point (validate hook)") {
+    expect_bad(d, "plugin = \"toy\"\n[sweep]\nmode = [\"sum\", \"max\"]\n[toy]\nshift = true\n", 2,
+               f + ": error: toy: toy.shift = true cannot be combined with toy.mode = \"max\" (at mode=max)");
+  }
+  SUBCASE("plugin with a wrong ABI version") {
+    expect_bad(d, "plugin = \"badabi\"\n", 3,
+               "was built for plugin ABI version 42, this phaselab speaks version 1");
+  }
+  SUBCASE("library without the entry symbol") {
+    expect_bad(d, "plugin = \"noentry\"\n", 3,
+               "is not a phaselab plugin: it does not export phaselab_plugin_entry");
+  }
+  SUBCASE("kernel target of another architecture in the config") {
+#if defined(__x86_64__)
+    const std::string other = "neon";
+#else
+    const std::string other = "avx2";
+#endif
+    expect_bad(d, "plugin = \"toy\"\n[run]\ntarget = \"" + other + "\"\n", 2,
+               f + ":3:10: error: run.target: unknown kernel target \"" + other + "\"");
+  }
+  SUBCASE("missing config file") {
+    const Result r = phaselab({"check", d / "nope.toml"}, d);
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("error: cannot read config file \"" + d / "nope.toml" +
+                     "\": No such file or directory") != std::string::npos);
+    CHECK(phaselab({"run", d / "nope.toml"}, d).rc == 2);
+  }
+}
+
+TEST_CASE("run refuses a forced kernel target the CPU lacks and an unusable output folder") {
+  TempDir d;
+  spit(d / "good.toml", kGood);
+#if defined(__x86_64__)
+  const std::string other = "sve";
+#else
+  const std::string other = "avx512";
+#endif
+  Result r = phaselab({"run", d / "good.toml", "--target", other, "--out", d / "o1"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("kernel target \"" + other + "\"") != std::string::npos);
+  CHECK_FALSE(exists(d / "o1"));
+  r = phaselab({"run", d / "good.toml", "--target", "bogus"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("unknown kernel target \"bogus\" (this build knows: best, ") != std::string::npos);
+  // A folder below a regular file cannot be created (root ignores permission bits).
+  spit(d / "file", "x");
+  r = phaselab({"run", d / "good.toml", "--out", d / "file/sub"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("cannot use output folder \"" + d / "file/sub" + "\"") != std::string::npos);
+  // An existing run is not overwritten.
+  CHECK(phaselab({"run", d / "good.toml", "--out", d / "o2", "--quiet"}, d).rc == 0);
+  r = phaselab({"run", d / "good.toml", "--out", d / "o2"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("already holds a run") != std::string::npos);
+}
+
+TEST_CASE("run writes results in point order, with values matching the double oracle") {
+  TempDir d;
+  spit(d / "good.toml", kGood);
+  const Result r = phaselab({"run", d / "good.toml", "--out", d / "out", "--threads", "2"}, d);
+  CHECK(r.rc == 0);
+  const std::string csv = slurp(d / "out/results.csv");
+  std::istringstream in(csv);
+  std::string line;
+  std::getline(in, line);
+  CHECK(line == "n,mode,seed,value,ref,label,exp_variant");
+  const char* order[] = {"4,sum,0,", "4,sum,1,", "4,mean,0,", "4,mean,1,", "16,sum,0,", "16,sum,1,",
+                         "16,mean,0,", "16,mean,1,", "64,sum,0,", "64,sum,1,", "64,mean,0,", "64,mean,1,"};
+  for (const char* prefix : order) {
+    REQUIRE(std::getline(in, line));
+    CHECK(line.rfind(prefix, 0) == 0);
+    // value (float kernels) against ref (std::exp in double): a few float ulps per term.
+    double value = 0, ref = 0;
+    char label[16], variant[64];
+    int n = 0, seed = 0;
+    char mode[8];
+    REQUIRE(std::sscanf(line.c_str(), "%d,%7[a-z],%d,%lf,%lf,%15[^,],%63s", &n, mode, &seed, &value,
+                        &ref, label, variant) == 7);
+    CHECK(std::fabs(value - ref) <= 1e-6 + 1e-5 * std::fabs(ref));
+    CHECK(std::string(label) == "x");
+  }
+  CHECK_FALSE(std::getline(in, line));
+  CHECK(count_lines(slurp(d / "out/history.csv")) == 1 + 12 * 3);
+  const std::string json = slurp(d / "out/run.json");
+  for (const char* key : {"\"status\": \"ok\"", "\"exit_status\": 0", "\"git_commit\"", "\"cpu\"",
+                          "\"kernel_target\"", "\"exp\": \"exp.", "\"threads\": 2",
+                          "\"start_time\"", "\"end_time\"", "\"seconds\"", "\"n\": [4, 16, 64]"})
+    CHECK_MESSAGE(json.find(key) != std::string::npos, key);
+}
+
+TEST_CASE("--threads 1 and --threads 2 give identical files") {
+  TempDir d;
+  spit(d / "s.toml",
+       "plugin = \"toy\"\n[run]\nseeds = [3, 1, 2]\n[sweep]\nn = [1, 7, 33, 100]\nmode = [\"sum\", \"max\"]\n");
+  CHECK(phaselab({"run", d / "s.toml", "--out", d / "t1", "--threads", "1"}, d).rc == 0);
+  CHECK(phaselab({"run", d / "s.toml", "--out", d / "t2", "--threads", "2"}, d).rc == 0);
+  const std::string a = slurp(d / "t1/results.csv"), b = slurp(d / "t2/results.csv");
+  CHECK(count_lines(a) == 1 + 4 * 2 * 3);
+  CHECK(a == b);
+  CHECK(slurp(d / "t1/history.csv") == slurp(d / "t2/history.csv"));
+}
+
+TEST_CASE("a NaN point is recorded as failed, the others run, exit 4") {
+  TempDir d;
+  spit(d / "nan.toml",
+       "plugin = \"toy\"\n[sweep]\nn = [4, 16, 64]\n[toy]\nnan_at = 16\n[run]\nseeds = 2\n");
+  const Result r = phaselab({"run", d / "nan.toml", "--out", d / "out"}, d);
+  CHECK(r.rc == 4);
+  CHECK(r.err.find("n=16 seed=0: FAILED: non-finite value nan in column value of table results") !=
+        std::string::npos);
+  const std::string res = slurp(d / "out/results.csv");
+  CHECK(count_lines(res) == 1 + 4);
+  CHECK(res.find("\n16,") == std::string::npos);
+  CHECK(slurp(d / "out/failures.csv") ==
+        "n,seed,error\n16,0,non-finite value nan in column value of table results\n"
+        "16,1,non-finite value nan in column value of table results\n");
+  const std::string json = slurp(d / "out/run.json");
+  CHECK(json.find("\"status\": \"failed\"") != std::string::npos);
+  CHECK(json.find("\"exit_status\": 4") != std::string::npos);
+  CHECK(json.find("\"failed\": 2") != std::string::npos);
+  // A point that fails with its own reason.
+  spit(d / "fail.toml", "plugin = \"toy\"\n[sweep]\nn = [4, 16]\n[toy]\nfail_at = 4\n");
+  const Result f = phaselab({"run", d / "fail.toml", "--out", d / "out2"}, d);
+  CHECK(f.rc == 4);
+  CHECK(slurp(d / "out2/failures.csv") == "n,seed,error\n4,0,requested failure at n = 4\n");
+  CHECK(count_lines(slurp(d / "out2/results.csv")) == 2);
+}
+
+TEST_CASE("Ctrl-C keeps finished rows; --resume completes them like an uninterrupted run") {
+  TempDir d;
+  spit(d / "slow.toml",
+       "plugin = \"toy\"\n[run]\nseeds = 2\n[sweep]\nn = [2, 3, 5, 8]\n[toy]\nsleep_ms = 150\n");
+  const pid_t pid = spawn({"run", d / "slow.toml", "--out", d / "int", "--threads", "2"}, d, "int", false);
+  // Wait until some (not all) points are in results.csv, then interrupt.
+  const auto t0 = std::chrono::steady_clock::now();
+  while (count_lines(slurp(d / "int/results.csv")) < 3 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(pid, SIGINT);
+  CHECK(wait_rc(pid) == 130);
+  const size_t kept = count_lines(slurp(d / "int/results.csv")) - 1;
+  CHECK(kept >= 2);
+  CHECK(kept < 8);
+  const std::string json = slurp(d / "int/run.json");
+  CHECK(json.find("\"status\": \"interrupted\"") != std::string::npos);
+  CHECK(slurp(d / "int.err").find("continue with --resume") != std::string::npos);
+
+  const Result r = phaselab({"run", d / "slow.toml", "--out", d / "int", "--resume", "--threads", "2"}, d);
+  CHECK(r.rc == 0);
+  CHECK(r.err.find(std::to_string(kept) + " done before") != std::string::npos);
+  CHECK(slurp(d / "int/run.json").find("\"done_before\": " + std::to_string(kept)) != std::string::npos);
+  CHECK(phaselab({"run", d / "slow.toml", "--out", d / "full", "--threads", "2"}, d).rc == 0);
+  CHECK(slurp(d / "int/results.csv") == slurp(d / "full/results.csv"));
+  CHECK(slurp(d / "int/history.csv") == slurp(d / "full/history.csv"));
+  // Resuming a complete run runs nothing and changes nothing.
+  const Result again = phaselab({"run", d / "slow.toml", "--out", d / "full", "--resume"}, d);
+  CHECK(again.rc == 0);
+  CHECK(again.err.find("8 done before, 0 to run") != std::string::npos);
+}
+
+TEST_CASE("resume refuses a folder written by a different config") {
+  TempDir d;
+  spit(d / "a.toml", "plugin = \"toy\"\n[sweep]\nn = [2, 3]\n");
+  spit(d / "b.toml", "plugin = \"toy\"\n[sweep]\nn = [2, 4]\n");
+  spit(d / "c.toml", "plugin = \"toy\"\n[sweep]\nmode = [\"sum\"]\n");
+  CHECK(phaselab({"run", d / "a.toml", "--out", d / "o", "--quiet"}, d).rc == 0);
+  Result r = phaselab({"run", d / "b.toml", "--out", d / "o", "--resume"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("(3,0) is not a point of this config") != std::string::npos);
+  r = phaselab({"run", d / "c.toml", "--out", d / "o", "--resume"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("cannot resume") != std::string::npos);
+}
+
+TEST_CASE("figures: drawn with gnuplot when present, the run succeeds without it") {
+  TempDir d;
+  spit(d / "good.toml", kGood);
+  const Result no = phaselab({"run", d / "good.toml", "--out", d / "nofig"}, d, false);
+  CHECK(no.rc == 0);
+  CHECK(no.err.find("no figures drawn: gnuplot not found") != std::string::npos);
+  CHECK(exists(d / "nofig/figures/value_vs_n.gp"));
+  CHECK(exists(d / "nofig/figures/value_vs_n.dat"));
+  CHECK_FALSE(exists(d / "nofig/figures/value_vs_n.png"));
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    MESSAGE("gnuplot not installed: figure drawing not tested");
+    return;
+  }
+  const Result yes = phaselab({"run", d / "good.toml", "--out", d / "fig"}, d, true);
+  CHECK(yes.rc == 0);
+  for (const char* png : {"value_vs_n.png", "value_hist.png", "history.png"}) {
+    struct stat st;
+    CHECK_MESSAGE(::stat((d / "fig/figures/" + png).c_str(), &st) == 0, png);
+    CHECK(st.st_size > 1000);
+    // PNG signature.
+    CHECK(slurp(d / "fig/figures/" + png).compare(0, 4, "\x89PNG") == 0);
+  }
+  // The data file holds the mean over the two seeds per (mode, n).
+  const std::string dat = slurp(d / "fig/figures/value_vs_n.dat");
+  CHECK(dat.find("# mode=sum value") != std::string::npos);
+  CHECK(slurp(d / "fig/run.json").find("\"png\": ") != std::string::npos);
+}

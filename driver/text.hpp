@@ -1,0 +1,34 @@
+// Small text helpers shared by the driver: number formatting, CSV fields, edit distance,
+// JSON string escaping.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace phaselab {
+
+// Shortest text that reads back to the same double ("0.1", "1e-05", "nan", "inf", "-inf").
+std::string format_double(double v);
+
+// One CSV field (RFC 4180): quoted when it holds a comma, quote, CR or LF.
+std::string csv_field(const std::string& s);
+// A CSV line (no trailing newline) from fields.
+std::string csv_line(const std::vector<std::string>& fields);
+// Parses CSV text into records of fields. Returns false on an unterminated quote.
+bool parse_csv(const std::string& text, std::vector<std::vector<std::string>>* records);
+
+// Levenshtein distance, and the closest candidate within a distance that scales with length
+// (empty when nothing is close enough).
+size_t edit_distance(const std::string& a, const std::string& b);
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
+
+// "text" with JSON escapes, quotes included.
+std::string json_string(const std::string& s);
+// `s` as a double-quoted TOML/C-style string for messages: "16".
+std::string quoted(const std::string& s);
+
+bool read_file(const std::string& path, std::string* text, std::string* error);
+// Writes via a temporary file and rename, so readers never see a half-written file.
+bool write_file_atomic(const std::string& path, const std::string& text, std::string* error);
+
+}  // namespace phaselab
