@@ -49,10 +49,13 @@ std::string plugin_name_of(const std::string& file) {
   return file.substr(pre.size(), file.size() - pre.size() - suf.size());
 }
 
+// Config keys and file names: a letter, then letters, digits and '_' (the physics keeps its
+// case: L, P, K, N).
 bool valid_identifier(const char* s) {
-  if (!s || !(*s >= 'a' && *s <= 'z')) return false;
+  auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  if (!s || !letter(*s)) return false;
   for (; *s; ++s)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_')) return false;
+    if (!(letter(*s) || (*s >= '0' && *s <= '9') || *s == '_')) return false;
   return true;
 }
 
@@ -67,7 +70,7 @@ std::string check_declarations(const pl_plugin& p) {
   for (uint32_t i = 0; i < p.num_params; ++i) {
     const pl_param_decl& d = p.params[i];
     if (!valid_identifier(d.name))
-      return "parameter " + std::to_string(i) + " has an invalid name (want [a-z][a-z0-9_]*)";
+      return "parameter " + std::to_string(i) + " has an invalid name (want [A-Za-z][A-Za-z0-9_]*)";
     if (!seen.insert(d.name).second) return std::string("parameter ") + d.name + " declared twice";
     if (!std::strcmp(d.name, "seed")) return "parameter name 'seed' is reserved for the driver";
     if (d.type < PL_PARAM_INT || d.type > PL_PARAM_ENUM)
