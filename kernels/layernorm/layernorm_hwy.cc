@@ -24,6 +24,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 void Layernorm(const float* x, const float* gamma, const float* beta, float* y, float* mean,
                float* rstd, size_t rows, size_t d, float eps) {
   const hn::ScalableTag<float> df;
+  const hn::Repartition<double, decltype(df)> dd;  // row sums
   using V = hn::Vec<decltype(df)>;
   const size_t N = hn::Lanes(df);
   const size_t tail = d % N, body = d - tail;
@@ -32,25 +33,25 @@ void Layernorm(const float* x, const float* gamma, const float* beta, float* y, 
     const float* xr = x + r * d;
     float* yr = y + r * d;
     // Pass 1: mean.
-    WideSum<decltype(df)> sum;
-    for (size_t j = 0; j < body; j += N) sum.Add(hn::LoadU(df, xr + j));
-    if (tail) sum.Add(hn::MaskedLoad(mtail, df, xr + body));
-    const double m = sum.Total() / double(d);
+    auto sum_lo = hn::Zero(dd), sum_hi = hn::Zero(dd);
+    for (size_t j = 0; j < body; j += N) WideAdd(df, hn::LoadU(df, xr + j), sum_lo, sum_hi);
+    if (tail) WideAdd(df, hn::MaskedLoad(mtail, df, xr + body), sum_lo, sum_hi);
+    const double m = WideTotal(dd, sum_lo, sum_hi) / double(d);
     const float m_hi_f = static_cast<float>(m);
     const V m_hi = hn::Set(df, m_hi_f), m_lo = hn::Set(df, static_cast<float>(m - m_hi_f));
     // x - mean = (x - m_hi) - m_lo; the first difference is exact when x is near the mean.
     auto centered = [&](V xv) HWY_ATTR { return hn::Sub(hn::Sub(xv, m_hi), m_lo); };
     // Pass 2: variance, sum of exact squares in double.
-    WideSum<decltype(df)> ss;
+    auto ss_lo = hn::Zero(dd), ss_hi = hn::Zero(dd);
     for (size_t j = 0; j < body; j += N) {
       const V c = centered(hn::LoadU(df, xr + j));
-      ss.AddProduct(c, c);
+      WideAddProduct(df, c, c, ss_lo, ss_hi);
     }
     if (tail) {
       const V c = hn::IfThenElseZero(mtail, centered(hn::MaskedLoad(mtail, df, xr + body)));
-      ss.AddProduct(c, c);
+      WideAddProduct(df, c, c, ss_lo, ss_hi);
     }
-    const double rs = 1 / std::sqrt(ss.Total() / double(d) + double(eps));
+    const double rs = 1 / std::sqrt(WideTotal(dd, ss_lo, ss_hi) / double(d) + double(eps));
     mean[r] = m_hi_f;
     rstd[r] = static_cast<float>(rs);
     // Pass 3: y = ((x - mean) rstd) gamma + beta.
@@ -77,23 +78,24 @@ HWY_INLINE void ParamGradBlock(DF df, const float* dy, const float* x, const flo
                                const float* rstd, float* dgamma, float* dbeta, size_t rows,
                                size_t d, size_t j, size_t lanes) {
   using V = hn::Vec<DF>;
+  const hn::Repartition<double, DF> dd;
   const auto m = hn::FirstN(df, lanes);
-  WideSum<DF> sg, sb;
+  auto sg_lo = hn::Zero(dd), sg_hi = hn::Zero(dd);  // dy xhat
+  auto sb_lo = hn::Zero(dd), sb_hi = hn::Zero(dd);  // dy
   for (size_t r = 0; r < rows; ++r) {
     const V xv = hn::MaskedLoad(m, df, x + r * d + j);
     const V dyv = hn::MaskedLoad(m, df, dy + r * d + j);
     const V xhat = hn::Mul(hn::Sub(xv, hn::Set(df, mean[r])), hn::Set(df, rstd[r]));
-    sg.AddProduct(dyv, xhat);
-    sb.Add(dyv);
+    WideAddProduct(df, dyv, xhat, sg_lo, sg_hi);
+    WideAdd(df, dyv, sb_lo, sb_hi);
   }
   // Add the double sums to the float outputs, rounding once.
-  const typename WideSum<DF>::DD dd;
   const size_t NH = hn::Lanes(dd);
   double g[2 * HWY_MAX_BYTES / sizeof(double)], b[2 * HWY_MAX_BYTES / sizeof(double)];
-  hn::StoreU(sg.lo, dd, g);
-  hn::StoreU(sg.hi, dd, g + NH);
-  hn::StoreU(sb.lo, dd, b);
-  hn::StoreU(sb.hi, dd, b + NH);
+  hn::StoreU(sg_lo, dd, g);
+  hn::StoreU(sg_hi, dd, g + NH);
+  hn::StoreU(sb_lo, dd, b);
+  hn::StoreU(sb_hi, dd, b + NH);
   for (size_t i = 0; i < lanes; ++i) {
     dgamma[j + i] = static_cast<float>(dgamma[j + i] + g[i]);
     dbeta[j + i] = static_cast<float>(dbeta[j + i] + b[i]);
@@ -108,6 +110,7 @@ void LayernormBwd(const float* dy, const float* x, const float* gamma, const flo
                   const float* rstd, float* dx, float* dgamma, float* dbeta, size_t rows,
                   size_t d) {
   const hn::ScalableTag<float> df;
+  const hn::Repartition<double, decltype(df)> dd;  // row sums
   using V = hn::Vec<decltype(df)>;
   const size_t N = hn::Lanes(df);
   const size_t tail = d % N, body = d - tail;
@@ -118,20 +121,21 @@ void LayernormBwd(const float* dy, const float* x, const float* gamma, const flo
     float* dxr = dx + r * d;
     const V vm = hn::Set(df, mean[r]), vrs = hn::Set(df, rstd[r]);
     // Pass 1: mean(g) and mean(g xhat) in double.
-    WideSum<decltype(df)> sg, sgx;
+    auto sg_lo = hn::Zero(dd), sg_hi = hn::Zero(dd);    // g
+    auto sgx_lo = hn::Zero(dd), sgx_hi = hn::Zero(dd);  // g xhat
     for (size_t j = 0; j < body; j += N) {
       const V g = hn::Mul(hn::LoadU(df, dyr + j), hn::LoadU(df, gamma + j));
-      sg.Add(g);
-      sgx.AddProduct(g, hn::Mul(hn::Sub(hn::LoadU(df, xr + j), vm), vrs));
+      WideAdd(df, g, sg_lo, sg_hi);
+      WideAddProduct(df, g, hn::Mul(hn::Sub(hn::LoadU(df, xr + j), vm), vrs), sgx_lo, sgx_hi);
     }
     if (tail) {
       // Masked lanes load 0, so g = 0 there and they add nothing.
       const V g = hn::Mul(hn::MaskedLoad(mtail, df, dyr + body), hn::MaskedLoad(mtail, df, gamma + body));
-      sg.Add(g);
-      sgx.AddProduct(g, hn::Mul(hn::Sub(hn::MaskedLoad(mtail, df, xr + body), vm), vrs));
+      WideAdd(df, g, sg_lo, sg_hi);
+      WideAddProduct(df, g, hn::Mul(hn::Sub(hn::MaskedLoad(mtail, df, xr + body), vm), vrs), sgx_lo, sgx_hi);
     }
-    const V mg = hn::Set(df, static_cast<float>(sg.Total() / double(d)));
-    const V mgx = hn::Set(df, static_cast<float>(sgx.Total() / double(d)));
+    const V mg = hn::Set(df, static_cast<float>(WideTotal(dd, sg_lo, sg_hi) / double(d)));
+    const V mgx = hn::Set(df, static_cast<float>(WideTotal(dd, sgx_lo, sgx_hi) / double(d)));
     // Pass 2: dx += rstd ((g - xhat mean(g xhat)) - mean(g)).
     auto update = [&](V dyv, V gv, V xv, V dxv) HWY_ATTR {
       const V xhat = hn::Mul(hn::Sub(xv, vm), vrs);

@@ -56,6 +56,7 @@ HWY_INLINE void FillZero(D d, float* y, size_t n) {
 // x, y: rows x cols; row r uses its first n(r) = (causal ? min(r + 1, cols) : cols) columns.
 void SoftmaxRows(const float* x, float* y, size_t rows, size_t cols, float scale, int causal) {
   const hn::ScalableTag<float> d;
+  const hn::Repartition<double, decltype(d)> dd;  // row sums
   using V = hn::Vec<decltype(d)>;
   const size_t N = hn::Lanes(d);
   const V vscale = hn::Set(d, scale);
@@ -81,22 +82,22 @@ void SoftmaxRows(const float* x, float* y, size_t rows, size_t cols, float scale
     const V neg_m = hn::Neg(hn::MaxOfLanes(d, hn::Max(mx0, mx1)));
 
     // Pass 2: y = e^(scale x - m), sum in double.
-    WideSum<decltype(d)> sum;
+    auto sum_lo = hn::Zero(dd), sum_hi = hn::Zero(dd);
     for (c = 0; c < body; c += N) {
       const V e = ExpShifted(d, hn::LoadU(d, xr + c), vscale, neg_m);
       hn::StoreU(e, d, yr + c);
-      sum.Add(e);
+      WideAdd(d, e, sum_lo, sum_hi);
     }
     if (tail) {
       // Inactive lanes load 0, whose e^(-m) may be anything: zero them before summing.
       const V e = hn::IfThenElseZero(mtail, ExpShifted(d, hn::MaskedLoad(mtail, d, xr + body),
                                                        vscale, neg_m));
       hn::BlendedStore(e, mtail, d, yr + body);
-      sum.Add(e);
+      WideAdd(d, e, sum_lo, sum_hi);
     }
 
     // Pass 3: y *= 1 / sum (the reciprocal rounded once, from double).
-    const V inv = hn::Set(d, static_cast<float>(1.0 / sum.Total()));
+    const V inv = hn::Set(d, static_cast<float>(1.0 / WideTotal(dd, sum_lo, sum_hi)));
     for (c = 0; c < body; c += N) hn::StoreU(hn::Mul(hn::LoadU(d, yr + c), inv), d, yr + c);
     if (tail)
       hn::BlendedStore(hn::Mul(hn::MaskedLoad(mtail, d, yr + body), inv), mtail, d, yr + body);
@@ -108,6 +109,7 @@ void SoftmaxRows(const float* x, float* y, size_t rows, size_t cols, float scale
 void SoftmaxRowsBwd(const float* y, const float* dy, float* dx, size_t rows, size_t cols,
                     float scale, int causal) {
   const hn::ScalableTag<float> d;
+  const hn::Repartition<double, decltype(d)> dd;  // row sums
   using V = hn::Vec<decltype(d)>;
   const size_t N = hn::Lanes(d);
   const V vscale = hn::Set(d, scale);
@@ -120,11 +122,14 @@ void SoftmaxRowsBwd(const float* y, const float* dy, float* dx, size_t rows, siz
     const auto mtail = hn::FirstN(d, tail);
 
     // Pass 1: s in double (exact products), kept as the float pair s_hi + s_lo.
-    WideSum<decltype(d)> s;
+    auto acc_lo = hn::Zero(dd), acc_hi = hn::Zero(dd);
     size_t c = 0;
-    for (; c < body; c += N) s.AddProduct(hn::LoadU(d, dyr + c), hn::LoadU(d, yr + c));
-    if (tail) s.AddProduct(hn::MaskedLoad(mtail, d, dyr + body), hn::MaskedLoad(mtail, d, yr + body));
-    const double s_d = s.Total();
+    for (; c < body; c += N)
+      WideAddProduct(d, hn::LoadU(d, dyr + c), hn::LoadU(d, yr + c), acc_lo, acc_hi);
+    if (tail)
+      WideAddProduct(d, hn::MaskedLoad(mtail, d, dyr + body), hn::MaskedLoad(mtail, d, yr + body),
+                     acc_lo, acc_hi);
+    const double s_d = WideTotal(dd, acc_lo, acc_hi);
     const float s_hi_f = static_cast<float>(s_d);
     const V s_hi = hn::Set(d, s_hi_f);
     const V s_lo = hn::Set(d, static_cast<float>(s_d - s_hi_f));

@@ -16,41 +16,49 @@ namespace pl {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Two double accumulators holding the lower and upper halves of a float vector's lanes.
-template <class DF>
-struct WideSum {
-  using DD = hn::Repartition<double, DF>;
-  using VD = hn::Vec<DD>;
-  using VF = hn::Vec<DF>;
-  DD dd;
-  VD lo, hi;
+// A double accumulator pair (lo, hi) for a float vector: lo takes the lower half of the lanes,
+// hi the upper half. Free functions, not a struct: SVE vectors cannot be class members.
+// Start with lo = hi = Zero(Repartition<double, DF>()).
 
-  HWY_INLINE HWY_ATTR WideSum() : lo(hn::Zero(DD())), hi(hn::Zero(DD())) {}
+// (lo, hi) += v, every lane exactly widened
+template <class DF, class VD>
+HWY_INLINE void WideAdd(DF df, hn::Vec<DF> v, VD& lo, VD& hi) {
+  const hn::Repartition<double, DF> dd;
+#if HWY_TARGET == HWY_SCALAR
+  (void)df;
+  (void)hi;
+  lo = hn::Add(lo, hn::PromoteTo(dd, v));
+#else
+  const hn::Half<DF> dh;
+  (void)df;
+  lo = hn::Add(lo, hn::PromoteTo(dd, hn::LowerHalf(dh, v)));
+  hi = hn::Add(hi, hn::PromoteTo(dd, hn::UpperHalf(dh, v)));
+#endif
+}
 
-  // acc += v (every lane, exactly widened)
-  HWY_INLINE void Add(VF v) {
+// (lo, hi) += a .* b, the products formed exactly in double
+template <class DF, class VD>
+HWY_INLINE void WideAddProduct(DF df, hn::Vec<DF> a, hn::Vec<DF> b, VD& lo, VD& hi) {
+  const hn::Repartition<double, DF> dd;
 #if HWY_TARGET == HWY_SCALAR
-    lo = hn::Add(lo, hn::PromoteTo(dd, v));
+  (void)df;
+  (void)hi;
+  lo = hn::MulAdd(hn::PromoteTo(dd, a), hn::PromoteTo(dd, b), lo);
 #else
-    const hn::Half<DF> dh;
-    lo = hn::Add(lo, hn::PromoteTo(dd, hn::LowerHalf(dh, v)));
-    hi = hn::Add(hi, hn::PromoteTo(dd, hn::UpperHalf(dh, v)));
+  const hn::Half<DF> dh;
+  (void)df;
+  lo = hn::MulAdd(hn::PromoteTo(dd, hn::LowerHalf(dh, a)), hn::PromoteTo(dd, hn::LowerHalf(dh, b)),
+                  lo);
+  hi = hn::MulAdd(hn::PromoteTo(dd, hn::UpperHalf(dh, a)), hn::PromoteTo(dd, hn::UpperHalf(dh, b)),
+                  hi);
 #endif
-  }
-  // acc += a .* b, the products formed exactly in double
-  HWY_INLINE void AddProduct(VF a, VF b) {
-#if HWY_TARGET == HWY_SCALAR
-    lo = hn::MulAdd(hn::PromoteTo(dd, a), hn::PromoteTo(dd, b), lo);
-#else
-    const hn::Half<DF> dh;
-    lo = hn::MulAdd(hn::PromoteTo(dd, hn::LowerHalf(dh, a)), hn::PromoteTo(dd, hn::LowerHalf(dh, b)),
-                    lo);
-    hi = hn::MulAdd(hn::PromoteTo(dd, hn::UpperHalf(dh, a)), hn::PromoteTo(dd, hn::UpperHalf(dh, b)),
-                    hi);
-#endif
-  }
-  HWY_INLINE double Total() const { return hn::GetLane(hn::SumOfLanes(dd, hn::Add(lo, hi))); }
-};
+}
+
+// The sum of every lane of the pair.
+template <class DD, class VD>
+HWY_INLINE double WideTotal(DD dd, VD lo, VD hi) {
+  return hn::GetLane(hn::SumOfLanes(dd, hn::Add(lo, hi)));
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace pl
