@@ -8,13 +8,15 @@
 #define HWY_TARGET_INCLUDE "kernels/gelu/gelu_hwy.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+// clang-format off
 #include <hwy/contrib/math/math-inl.h>
+// clang-format on
 
 #ifndef PHASELAB_GELU_CONSTANTS_
 #define PHASELAB_GELU_CONSTANTS_
 namespace pl::gelu_detail {
 constexpr double kC1 = 1.5957691216057307117;  // 2 sqrt(2/pi)
-constexpr double kC3 = kC1 * 0.044715;          // 2 sqrt(2/pi) 0.044715
+constexpr double kC3 = kC1 * 0.044715;         // 2 sqrt(2/pi) 0.044715
 constexpr float kC1Hi = static_cast<float>(kC1), kC1Lo = static_cast<float>(kC1 - kC1Hi);
 constexpr float kC3Hi = static_cast<float>(kC3), kC3Lo = static_cast<float>(kC3 - kC3Hi);
 }  // namespace pl::gelu_detail
@@ -42,8 +44,7 @@ HWY_INLINE void Sigmoid(D d, V x, V& xc, V& sigma, V& one_minus_sigma) {
   const V t1 = hn::Mul(c1, xc);
   const V t1_lo = hn::MulAdd(hn::Set(d, kC1Lo), xc, hn::MulSub(c1, xc, t1));
   const V t3 = hn::Mul(c3, x3);
-  const V t3_lo =
-      hn::MulAdd(hn::Set(d, kC3Lo), x3, hn::MulAdd(c3, x3_lo, hn::MulSub(c3, x3, t3)));
+  const V t3_lo = hn::MulAdd(hn::Set(d, kC3Lo), x3, hn::MulAdd(c3, x3_lo, hn::MulSub(c3, x3, t3)));
   // TwoSum: t1 + t3 = z_hi + err exactly.
   const V z_hi = hn::Add(t1, t3);
   const V b = hn::Sub(z_hi, t1);
@@ -56,8 +57,8 @@ HWY_INLINE void Sigmoid(D d, V x, V& xc, V& sigma, V& one_minus_sigma) {
   sigma = hn::Div(one, hn::Add(one, e));
   // 1 - sigma: by subtraction where that is exact enough (sigma < 1/2), else e sigma (never
   // inf * 0 there since e <= 1).
-  one_minus_sigma = hn::IfThenElse(hn::Lt(sigma, hn::Set(d, 0.5f)), hn::Sub(one, sigma),
-                                   hn::Mul(e, sigma));
+  one_minus_sigma =
+      hn::IfThenElse(hn::Lt(sigma, hn::Set(d, 0.5f)), hn::Sub(one, sigma), hn::Mul(e, sigma));
 }
 
 template <class D, class V = hn::Vec<D>>
@@ -100,8 +101,9 @@ void GeluBwd(const float* x, const float* dy, float* dx, size_t n) {
     hn::StoreU(hn::Mul(hn::LoadU(d, dy + i), GeluGradV(d, hn::LoadU(d, x + i))), d, dx + i);
   if (i < n) {
     const auto m = hn::FirstN(d, n - i);
-    hn::BlendedStore(hn::Mul(hn::MaskedLoad(m, d, dy + i), GeluGradV(d, hn::MaskedLoad(m, d, x + i))),
-                     m, d, dx + i);
+    hn::BlendedStore(
+        hn::Mul(hn::MaskedLoad(m, d, dy + i), GeluGradV(d, hn::MaskedLoad(m, d, x + i))), m, d,
+        dx + i);
   }
 }
 

@@ -40,9 +40,9 @@ std::vector<float> test_inputs() {
   auto wide = pltest::uniform(4000, -14.f, 14.f, 12);
   x.insert(x.end(), wide.begin(), wide.end());
   const float big = std::numeric_limits<float>::max();
-  for (float s : {0.f, -0.f, 1e-30f, -1e-30f, 1e-6f, -0.7517916f, -0.75179f, 1.f, -1.f, 5.f, -5.f,
-                  9.5f, -9.5f, 10.f, -10.f, 10.1f, -10.1f, 20.f, -20.f, 25.f, -25.f, 1e30f,
-                  -1e30f, big, -big})
+  for (float s : {0.f,   -0.f, 1e-30f, -1e-30f, 1e-6f,  -0.7517916f, -0.75179f, 1.f,    -1.f,
+                  5.f,   -5.f, 9.5f,   -9.5f,   10.f,   -10.f,       10.1f,     -10.1f, 20.f,
+                  -20.f, 25.f, -25.f,  1e30f,   -1e30f, big,         -big})
     x.push_back(s);
   return x;
 }
@@ -138,7 +138,7 @@ TEST_CASE("gelu_bwd: matches central finite differences of the double forward") 
   for (const auto* v : pltest::runnable(pl::KernelId::gelu_bwd)) {
     CAPTURE(v->name);
     std::vector<float> dx(x.size());
-    pl::as<GeluBwdFn>(*v)(x.data(), dy.data(), dx.data(), x.size());
+    pl::as<GeluBwdFn> (*v)(x.data(), dy.data(), dx.data(), x.size());
     size_t bad = 0;
     for (size_t i = 0; i < x.size(); ++i) {
       const double fd = dy[i] * (gelu_ref(x[i] + h) - gelu_ref(x[i] - h)) / (2 * h);

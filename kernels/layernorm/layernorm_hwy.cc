@@ -130,9 +130,11 @@ void LayernormBwd(const float* dy, const float* x, const float* gamma, const flo
     }
     if (tail) {
       // Masked lanes load 0, so g = 0 there and they add nothing.
-      const V g = hn::Mul(hn::MaskedLoad(mtail, df, dyr + body), hn::MaskedLoad(mtail, df, gamma + body));
+      const V g =
+          hn::Mul(hn::MaskedLoad(mtail, df, dyr + body), hn::MaskedLoad(mtail, df, gamma + body));
       WideAdd(df, g, sg_lo, sg_hi);
-      WideAddProduct(df, g, hn::Mul(hn::Sub(hn::MaskedLoad(mtail, df, xr + body), vm), vrs), sgx_lo, sgx_hi);
+      WideAddProduct(df, g, hn::Mul(hn::Sub(hn::MaskedLoad(mtail, df, xr + body), vm), vrs), sgx_lo,
+                     sgx_hi);
     }
     const V mg = hn::Set(df, static_cast<float>(WideTotal(dd, sg_lo, sg_hi) / double(d)));
     const V mgx = hn::Set(df, static_cast<float>(WideTotal(dd, sgx_lo, sgx_hi) / double(d)));
@@ -147,11 +149,10 @@ void LayernormBwd(const float* dy, const float* x, const float* gamma, const flo
                         hn::LoadU(df, dxr + j)),
                  df, dxr + j);
     if (tail)
-      hn::BlendedStore(update(hn::MaskedLoad(mtail, df, dyr + body),
-                              hn::MaskedLoad(mtail, df, gamma + body),
-                              hn::MaskedLoad(mtail, df, xr + body),
-                              hn::MaskedLoad(mtail, df, dxr + body)),
-                       mtail, df, dxr + body);
+      hn::BlendedStore(
+          update(hn::MaskedLoad(mtail, df, dyr + body), hn::MaskedLoad(mtail, df, gamma + body),
+                 hn::MaskedLoad(mtail, df, xr + body), hn::MaskedLoad(mtail, df, dxr + body)),
+          mtail, df, dxr + body);
   }
   // dgamma, dbeta: column blocks, each summed over all rows.
   for (size_t j = 0; j < d; j += N)

@@ -84,7 +84,8 @@ TEST_CASE("layernorm: every variant vs the double oracle") {
         const auto beta = pltest::uniform(d, -1.f, 1.f, uint32_t(d + 3));
         std::vector<float> y(rows * d + 1, -1.f), mean(rows + 1, -1.f), rstd(rows + 1, -1.f);
         fn(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, d, kEps);
-        const auto ref = forward_ref(to_double(x), to_double(gamma), to_double(beta), rows, d, kEps);
+        const auto ref =
+            forward_ref(to_double(x), to_double(gamma), to_double(beta), rows, d, kEps);
         check_within("layernorm y", y.data(), ref.y, ref.y_tol);
         for (size_t r = 0; r < rows; ++r) {
           CAPTURE(r);
@@ -159,12 +160,13 @@ TEST_CASE("layernorm_bwd: every variant vs the double formula, accumulating") {
           CAPTURE(d);
           CAPTURE(k.offset);
           CAPTURE(rows);
-          const auto x = pltest::uniform(rows * d, k.offset - k.halfwidth,
-                                         k.offset + k.halfwidth, uint32_t(d * 3 + rows));
+          const auto x = pltest::uniform(rows * d, k.offset - k.halfwidth, k.offset + k.halfwidth,
+                                         uint32_t(d * 3 + rows));
           const auto gamma = pltest::uniform(d, 0.5f, 1.5f, uint32_t(d + 1));
           const auto beta = pltest::uniform(d, -1.f, 1.f, uint32_t(d + 2));
           const auto dy = pltest::uniform(rows * d, -1.f, 1.f, uint32_t(d + 4));
-          const auto fwd = forward_ref(to_double(x), to_double(gamma), to_double(beta), rows, d, kEps);
+          const auto fwd =
+              forward_ref(to_double(x), to_double(gamma), to_double(beta), rows, d, kEps);
           const std::vector<float> mean(fwd.mean.begin(), fwd.mean.end());
           const std::vector<float> rstd(fwd.rstd.begin(), fwd.rstd.end());
           // Nonzero starting values: the kernel must add to them.
@@ -173,8 +175,8 @@ TEST_CASE("layernorm_bwd: every variant vs the double formula, accumulating") {
           auto dbeta = pltest::uniform(d + 1, -0.5f, 0.5f, uint32_t(d + 7));
           const float dx_end = dx.back(), dgamma_end = dgamma.back(), dbeta_end = dbeta.back();
           const auto ref = backward_ref(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, d);
-          fn(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
-             dgamma.data(), dbeta.data(), rows, d);
+          fn(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(), dgamma.data(),
+             dbeta.data(), rows, d);
           check_within("layernorm_bwd dx", dx.data(), ref.dx, ref.dx_tol);
           check_within("layernorm_bwd dgamma", dgamma.data(), ref.dgamma, ref.dgamma_tol);
           check_within("layernorm_bwd dbeta", dbeta.data(), ref.dbeta, ref.dbeta_tol);

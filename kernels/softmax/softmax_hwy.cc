@@ -11,7 +11,9 @@
 #define HWY_TARGET_INCLUDE "kernels/softmax/softmax_hwy.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+// clang-format off
 #include <hwy/contrib/math/math-inl.h>
+// clang-format on
 
 #include <algorithm>
 #include <limits>
@@ -90,8 +92,8 @@ void SoftmaxRows(const float* x, float* y, size_t rows, size_t cols, float scale
     }
     if (tail) {
       // Inactive lanes load 0, whose e^(-m) may be anything: zero them before summing.
-      const V e = hn::IfThenElseZero(mtail, ExpShifted(d, hn::MaskedLoad(mtail, d, xr + body),
-                                                       vscale, neg_m));
+      const V e = hn::IfThenElseZero(
+          mtail, ExpShifted(d, hn::MaskedLoad(mtail, d, xr + body), vscale, neg_m));
       hn::BlendedStore(e, mtail, d, yr + body);
       WideAdd(d, e, sum_lo, sum_hi);
     }
