@@ -16,6 +16,8 @@ namespace pl {
 namespace HWY_NAMESPACE {
 namespace attention_detail {
 namespace hn = hwy::HWY_NAMESPACE;
+using gemm_detail::LoadPart;  // partial vectors that never touch memory past the end
+using gemm_detail::StorePart;
 
 // x[0:len] = softmax(x[0:len]) (the scale is already in x); stable: subtracts the row max.
 inline void SoftmaxRow(float* HWY_RESTRICT x, size_t len) {
@@ -27,7 +29,7 @@ inline void SoftmaxRow(float* HWY_RESTRICT x, size_t len) {
   for (; i + N <= len; i += N) vmax = hn::Max(vmax, hn::LoadU(d, x + i));
   if (i < len) {
     const auto m = hn::FirstN(d, len - i);
-    vmax = hn::Max(vmax, hn::IfThenElse(m, hn::MaskedLoad(m, d, x + i), ninf));
+    vmax = hn::Max(vmax, hn::IfThenElse(m, LoadPart(d, x + i, len - i), ninf));
   }
   const auto mx = hn::MaxOfLanes(d, vmax);
   auto vsum = hn::Zero(d);
@@ -38,15 +40,14 @@ inline void SoftmaxRow(float* HWY_RESTRICT x, size_t len) {
   }
   if (i < len) {
     const auto m = hn::FirstN(d, len - i);
-    const auto e = hn::IfThenElseZero(m, hn::Exp(d, hn::Sub(hn::MaskedLoad(m, d, x + i), mx)));
-    hn::BlendedStore(e, m, d, x + i);
+    const auto e = hn::IfThenElseZero(m, hn::Exp(d, hn::Sub(LoadPart(d, x + i, len - i), mx)));
+    StorePart(d, e, x + i, len - i);
     vsum = hn::Add(vsum, e);
   }
   const auto inv = hn::Div(hn::Set(d, 1.f), hn::SumOfLanes(d, vsum));
   for (i = 0; i + N <= len; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), inv), d, x + i);
   if (i < len) {
-    const auto m = hn::FirstN(d, len - i);
-    hn::BlendedStore(hn::Mul(hn::MaskedLoad(m, d, x + i), inv), m, d, x + i);
+    StorePart(d, hn::Mul(LoadPart(d, x + i, len - i), inv), x + i, len - i);
   }
 }
 
@@ -59,8 +60,7 @@ inline void SoftmaxBwdRow(const float* HWY_RESTRICT p, float* HWY_RESTRICT ds, s
   size_t i = 0;
   for (; i + N <= len; i += N) vdot = hn::MulAdd(hn::LoadU(d, p + i), hn::LoadU(d, ds + i), vdot);
   if (i < len) {
-    const auto m = hn::FirstN(d, len - i);
-    vdot = hn::MulAdd(hn::MaskedLoad(m, d, p + i), hn::MaskedLoad(m, d, ds + i), vdot);
+    vdot = hn::MulAdd(LoadPart(d, p + i, len - i), LoadPart(d, ds + i, len - i), vdot);
   }
   const auto dot = hn::SumOfLanes(d, vdot);
   const auto vs = hn::Set(d, scale);
@@ -69,9 +69,8 @@ inline void SoftmaxBwdRow(const float* HWY_RESTRICT p, float* HWY_RESTRICT ds, s
     hn::StoreU(hn::Mul(pv, hn::Sub(hn::LoadU(d, ds + i), dot)), d, ds + i);
   }
   if (i < len) {
-    const auto m = hn::FirstN(d, len - i);
-    const auto pv = hn::Mul(hn::MaskedLoad(m, d, p + i), vs);
-    hn::BlendedStore(hn::Mul(pv, hn::Sub(hn::MaskedLoad(m, d, ds + i), dot)), m, d, ds + i);
+    const auto pv = hn::Mul(LoadPart(d, p + i, len - i), vs);
+    StorePart(d, hn::Mul(pv, hn::Sub(LoadPart(d, ds + i, len - i), dot)), ds + i, len - i);
   }
 }
 

@@ -1,0 +1,258 @@
+// posattn.hwy.<isa>, posattn_bwd.hwy.<isa>: the copy task's positional attention, all targets.
+//
+// V == 4 (the copy-task benchmark; L <= 64): one vector holds G = lanes / 4 consecutive rows of
+// an L x 4 matrix, so a whole row of h, f, dh or df is one 128-bit block. Then
+//   h rows [bG, bG+G) = sum_k Aexp[b][k] * dup(X[k, :])      (Aexp[b][k] lane (g, v) = A[bG+g, k])
+//   f block           = sum_u Broadcast<u>(h block) * dup(W[:, u])
+// with dup = LoadDup128 and Broadcast<u> = lane u of every 128-bit block: no shuffles across
+// blocks, every FMA full width. The backward uses the same layout.
+// Any other shape: the GEMM of gemm-inl.h (f = H W^T, dw = DF^T H and dh = DF W as single
+// GEMMs over all p * L rows; A X[mu] and dh[mu] X[mu]^T per sequence).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/posattn/posattn_hwy.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+
+#include "kernels/gemm/gemm-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pl {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+namespace posattn_detail {
+using gemm_detail::LoadPart;
+using gemm_detail::StorePart;
+
+constexpr size_t kMaxSmallL = 64;
+// The V == 4 path needs whole 128-bit blocks (not the one-lane HWY_SCALAR fallback target).
+constexpr bool kHaveBlocks = HWY_TARGET != HWY_SCALAR;  // beyond this, Aexp (4 L^2 floats) leaves L1: use GEMMs
+
+inline float* Buffer(size_t n) {
+  static thread_local gemm_detail::Scratch s;
+  return s.get(n);
+}
+
+// Loads/stores the `valid` leading floats of one vector (whole vector when valid >= lanes).
+template <class D>
+HWY_INLINE hn::VFromD<D> LoadRows(D d, const float* p, size_t valid) {
+  return valid >= hn::Lanes(d) ? hn::LoadU(d, p) : LoadPart(d, p, valid);
+}
+template <class D>
+HWY_INLINE void StoreRows(D d, hn::VFromD<D> v, float* p, size_t valid) {
+  if (valid >= hn::Lanes(d)) {
+    hn::StoreU(v, d, p);
+  } else if (valid > 0) {
+    StorePart(d, v, p, valid);
+  }
+}
+
+// Floats of row block b (G rows of 4) that lie inside an L x 4 matrix.
+HWY_INLINE size_t BlockValid(size_t b, size_t G, size_t l) {
+  return b * G >= l ? 0 : std::min(G, l - b * G) * 4;
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// V == 4 forward. a: L x L, x, h, f: p x L x 4, w: 4 x 4.
+void Forward4(const float* HWY_RESTRICT a, const float* HWY_RESTRICT x,
+              const float* HWY_RESTRICT w, float* HWY_RESTRICT h, float* HWY_RESTRICT f, size_t p,
+              size_t l) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d), G = N / 4;
+  const size_t nb = (l + G - 1) / G, ng = (nb + 3) / 4;  // row blocks, groups of 4 blocks
+  // Aexp[(grp * L + k) * 4 + j] = the vector for block b = 4 grp + j at column k; zero past L.
+  float* ae = Buffer(ng * l * 4 * N);
+  for (size_t grp = 0; grp < ng; ++grp)
+    for (size_t k = 0; k < l; ++k)
+      for (size_t j = 0; j < 4; ++j)
+        for (size_t g = 0; g < G; ++g) {
+          const size_t row = (grp * 4 + j) * G + g;
+          const float val = row < l ? a[row * l + k] : 0.f;
+          for (size_t v = 0; v < 4; ++v) ae[((grp * l + k) * 4 + j) * N + g * 4 + v] = val;
+        }
+  // wt[u] lane (g, o) = W[o, u]
+  HWY_ALIGN float wt[16];
+  for (size_t u = 0; u < 4; ++u)
+    for (size_t o = 0; o < 4; ++o) wt[u * 4 + o] = w[o * 4 + u];
+  const auto w0 = hn::LoadDup128(d, wt), w1 = hn::LoadDup128(d, wt + 4),
+             w2 = hn::LoadDup128(d, wt + 8), w3 = hn::LoadDup128(d, wt + 12);
+  // Writes h and f for row block b of sequence mu from its accumulator.
+  auto finish = [&](hn::VFromD<decltype(d)> acc, size_t mu, size_t b) {
+    const size_t valid = BlockValid(b, G, l);
+    if (valid == 0) return;
+    const size_t off = mu * l * 4 + b * N;
+    StoreRows(d, acc, h + off, valid);
+    auto fv = hn::Mul(hn::Broadcast<0>(acc), w0);
+    fv = hn::MulAdd(hn::Broadcast<1>(acc), w1, fv);
+    fv = hn::MulAdd(hn::Broadcast<2>(acc), w2, fv);
+    fv = hn::MulAdd(hn::Broadcast<3>(acc), w3, fv);
+    StoreRows(d, fv, f + off, valid);
+  };
+  // Two sequences x four row blocks: eight independent FMA chains.
+  for (size_t mu = 0; mu < p; mu += 2) {
+    const bool two = mu + 1 < p;
+    const float* x0 = x + mu * l * 4;
+    const float* x1 = two ? x0 + l * 4 : x0;
+    for (size_t grp = 0; grp < ng; ++grp) {
+      const float* ag = ae + grp * l * 4 * N;
+      auto a00 = hn::Zero(d), a01 = a00, a02 = a00, a03 = a00;
+      auto a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+      for (size_t k = 0; k < l; ++k) {
+        const auto xa = hn::LoadDup128(d, x0 + 4 * k), xb = hn::LoadDup128(d, x1 + 4 * k);
+        const float* ak = ag + k * 4 * N;
+        const auto e0 = hn::Load(d, ak), e1 = hn::Load(d, ak + N), e2 = hn::Load(d, ak + 2 * N),
+                   e3 = hn::Load(d, ak + 3 * N);
+        a00 = hn::MulAdd(e0, xa, a00);
+        a01 = hn::MulAdd(e1, xa, a01);
+        a02 = hn::MulAdd(e2, xa, a02);
+        a03 = hn::MulAdd(e3, xa, a03);
+        a10 = hn::MulAdd(e0, xb, a10);
+        a11 = hn::MulAdd(e1, xb, a11);
+        a12 = hn::MulAdd(e2, xb, a12);
+        a13 = hn::MulAdd(e3, xb, a13);
+      }
+      finish(a00, mu, grp * 4), finish(a01, mu, grp * 4 + 1);
+      finish(a02, mu, grp * 4 + 2), finish(a03, mu, grp * 4 + 3);
+      if (two) {
+        finish(a10, mu + 1, grp * 4), finish(a11, mu + 1, grp * 4 + 1);
+        finish(a12, mu + 1, grp * 4 + 2), finish(a13, mu + 1, grp * 4 + 3);
+      }
+    }
+  }
+}
+
+// Sums the four lanes of every 128-bit block of v: out[g] for g < G.
+template <class D>
+HWY_INLINE void BlockSums(D d, hn::VFromD<D> v, float* out) {
+  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
+  hn::Store(v, d, buf);
+  for (size_t g = 0; g < hn::Lanes(d) / 4; ++g)
+    out[g] = (buf[4 * g] + buf[4 * g + 1]) + (buf[4 * g + 2] + buf[4 * g + 3]);
+}
+
+// V == 4 backward. dw = DF^T H, dh = DF W over all p L rows; da = sum_mu dh[mu] X[mu]^T.
+void Backward4(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w,
+               const float* HWY_RESTRICT h, const float* HWY_RESTRICT df, float* HWY_RESTRICT da,
+               float* HWY_RESTRICT dw, float* HWY_RESTRICT dh, size_t p, size_t l) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d), G = N / 4;
+  // dh block = sum_o Broadcast<o>(df block) * dup(W[o, :]);
+  // dw: acc_o lane (g, u) += df[g, o] h[g, u], summed over blocks at the end.
+  const auto r0 = hn::LoadDup128(d, w), r1 = hn::LoadDup128(d, w + 4),
+             r2 = hn::LoadDup128(d, w + 8), r3 = hn::LoadDup128(d, w + 12);
+  auto s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
+  const size_t total = p * l * 4;
+  for (size_t i = 0; i < total; i += N) {
+    const size_t valid = std::min(N, total - i);
+    const auto dfv = LoadRows(d, df + i, valid), hv = LoadRows(d, h + i, valid);
+    const auto b0 = hn::Broadcast<0>(dfv), b1 = hn::Broadcast<1>(dfv),
+               b2 = hn::Broadcast<2>(dfv), b3 = hn::Broadcast<3>(dfv);
+    auto dhv = hn::Mul(b0, r0);
+    dhv = hn::MulAdd(b1, r1, dhv);
+    dhv = hn::MulAdd(b2, r2, dhv);
+    dhv = hn::MulAdd(b3, r3, dhv);
+    StoreRows(d, dhv, dh + i, valid);
+    s0 = hn::MulAdd(b0, hv, s0);
+    s1 = hn::MulAdd(b1, hv, s1);
+    s2 = hn::MulAdd(b2, hv, s2);
+    s3 = hn::MulAdd(b3, hv, s3);
+  }
+  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
+  auto fold = [&](hn::VFromD<decltype(d)> s, float* row) {  // row[u] = sum over blocks
+    hn::Store(s, d, buf);
+    for (size_t u = 0; u < 4; ++u) {
+      float t = 0;
+      for (size_t g = 0; g < G; ++g) t += buf[4 * g + u];
+      row[u] = t;
+    }
+  };
+  fold(s0, dw), fold(s1, dw + 4), fold(s2, dw + 8), fold(s3, dw + 12);
+
+  // da[bG + g, k] = block sum g of sum_mu dh[mu] block b * dup(X[mu][k, :]); four row blocks
+  // x two columns k per pass over the sequences.
+  const size_t nb = (l + G - 1) / G;
+  HWY_ALIGN float zeros[HWY_MAX_BYTES / sizeof(float)] = {};
+  float sums[HWY_MAX_BYTES / sizeof(float) / 4];
+  for (size_t b0 = 0; b0 < nb; b0 += 4) {
+    // Blocks past the matrix read a zero vector; partial blocks are copied (LoadRows).
+    const size_t v0 = BlockValid(b0, G, l), v1 = BlockValid(b0 + 1, G, l),
+                 v2 = BlockValid(b0 + 2, G, l), v3 = BlockValid(b0 + 3, G, l);
+    auto at = [&](size_t mu, size_t b, size_t valid) {
+      return valid ? LoadRows(d, dh + mu * l * 4 + b * N, valid) : hn::Load(d, zeros);
+    };
+    for (size_t k = 0; k < l; k += 2) {
+      const size_t k1 = std::min(k + 1, l - 1);  // odd l: the second column repeats the first
+      auto c00 = hn::Zero(d), c01 = c00, c10 = c00, c11 = c00;
+      auto c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+      for (size_t mu = 0; mu < p; ++mu) {
+        const float* xm = x + mu * l * 4;
+        const auto xk = hn::LoadDup128(d, xm + 4 * k), xk1 = hn::LoadDup128(d, xm + 4 * k1);
+        const auto d0 = at(mu, b0, v0), d1 = at(mu, b0 + 1, v1), d2 = at(mu, b0 + 2, v2),
+                   d3 = at(mu, b0 + 3, v3);
+        c00 = hn::MulAdd(d0, xk, c00);
+        c01 = hn::MulAdd(d0, xk1, c01);
+        c10 = hn::MulAdd(d1, xk, c10);
+        c11 = hn::MulAdd(d1, xk1, c11);
+        c20 = hn::MulAdd(d2, xk, c20);
+        c21 = hn::MulAdd(d2, xk1, c21);
+        c30 = hn::MulAdd(d3, xk, c30);
+        c31 = hn::MulAdd(d3, xk1, c31);
+      }
+      auto put = [&](hn::VFromD<decltype(d)> c, size_t b, size_t kk) {
+        BlockSums(d, c, sums);
+        for (size_t g = 0; g < G && b * G + g < l; ++g) da[(b * G + g) * l + kk] = sums[g];
+      };
+      put(c00, b0, k), put(c10, b0 + 1, k), put(c20, b0 + 2, k), put(c30, b0 + 3, k);
+      if (k1 != k) put(c01, b0, k1), put(c11, b0 + 1, k1), put(c21, b0 + 2, k1), put(c31, b0 + 3, k1);
+    }
+  }
+}
+
+#else
+void Forward4(const float*, const float*, const float*, float*, float*, size_t, size_t) {}
+void Backward4(const float*, const float*, const float*, const float*, float*, float*, float*,
+               size_t, size_t) {}
+#endif
+
+}  // namespace posattn_detail
+
+// a: L x L, x: p x L x V, w: V x V; h = A X^mu, f = h W^T (p x L x V).
+void Posattn(const float* a, const float* x, const float* w, float* h, float* f, size_t p,
+             size_t l, size_t v) {
+  if (p == 0 || l == 0 || v == 0) return;
+  const hn::ScalableTag<float> d;
+  if (posattn_detail::kHaveBlocks && v == 4 && l <= posattn_detail::kMaxSmallL &&
+      hn::Lanes(d) % 4 == 0)
+    return posattn_detail::Forward4(a, x, w, h, f, p, l);
+  // h[mu] = A X[mu]  (L x V) per sequence
+  for (size_t mu = 0; mu < p; ++mu)
+    gemm_detail::Gemm(false, false, l, v, l, 1.f, a, l, x + mu * l * v, v, 0.f, h + mu * l * v, v);
+  // f = H W^T  ((p L) x V), one GEMM over all rows
+  gemm_detail::Gemm(false, true, p * l, v, v, 1.f, h, v, w, v, 0.f, f, v);
+}
+
+// dw = DF^T H (V x V), dh = DF W (p L x V), da = sum_mu dh[mu] X[mu]^T (L x L).
+void PosattnBwd(const float* a, const float* x, const float* w, const float* h, const float* df,
+                float* da, float* dw, float* dh, size_t p, size_t l, size_t v) {
+  (void)a;
+  if (l == 0 || v == 0) return;
+  const hn::ScalableTag<float> d;
+  if (p == 0) {
+    std::fill(da, da + l * l, 0.f);
+    std::fill(dw, dw + v * v, 0.f);
+    return;
+  }
+  if (posattn_detail::kHaveBlocks && v == 4 && l <= posattn_detail::kMaxSmallL &&
+      hn::Lanes(d) % 4 == 0)
+    return posattn_detail::Backward4(x, w, h, df, da, dw, dh, p, l);
+  gemm_detail::Gemm(true, false, v, v, p * l, 1.f, df, v, h, v, 0.f, dw, v);
+  gemm_detail::Gemm(false, false, p * l, v, v, 1.f, df, v, w, v, 0.f, dh, v);
+  for (size_t mu = 0; mu < p; ++mu)
+    gemm_detail::Gemm(false, true, l, l, v, 1.f, dh + mu * l * v, v, x + mu * l * v, v,
+                      mu == 0 ? 0.f : 1.f, da, l);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pl
+HWY_AFTER_NAMESPACE();

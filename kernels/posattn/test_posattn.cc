@@ -1,0 +1,182 @@
+// posattn, posattn_bwd: every runnable variant against a double forward / analytic backward
+// written here, and the backward also against central finite differences of that forward
+// (objective sum(df .* f)). |err| <= (1e-5 + 1e-5 |ref|) * sqrt(inner dimension).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tests/support.hpp"
+
+using pltest::runnable;
+
+namespace {
+
+using PosFn = decltype(&pl::scalar::Posattn);
+using PosBwdFn = decltype(&pl::scalar::PosattnBwd);
+
+struct Problem {
+  size_t p, l, v;
+  std::vector<double> a, x, w, df;  // L x L, p x L x V, V x V, p x L x V
+};
+
+// h = A X[mu], f = h W^T in double.
+void forward(const Problem& q, std::vector<double>& h, std::vector<double>& f) {
+  const size_t l = q.l, v = q.v;
+  h.assign(q.p * l * v, 0.0);
+  f.assign(q.p * l * v, 0.0);
+  for (size_t mu = 0; mu < q.p; ++mu)
+    for (size_t i = 0; i < l; ++i) {
+      double* hr = &h[(mu * l + i) * v];
+      for (size_t k = 0; k < l; ++k)
+        for (size_t u = 0; u < v; ++u) hr[u] += q.a[i * l + k] * q.x[(mu * l + k) * v + u];
+      for (size_t o = 0; o < v; ++o)
+        for (size_t u = 0; u < v; ++u) f[(mu * l + i) * v + o] += hr[u] * q.w[o * v + u];
+    }
+}
+
+// Analytic gradients of sum(df .* f): dA, dW, and dh (with respect to h at fixed W).
+void backward(const Problem& q, const std::vector<double>& h, std::vector<double>& da,
+              std::vector<double>& dw, std::vector<double>& dh) {
+  const size_t l = q.l, v = q.v;
+  da.assign(l * l, 0.0);
+  dw.assign(v * v, 0.0);
+  dh.assign(q.p * l * v, 0.0);
+  for (size_t mu = 0; mu < q.p; ++mu)
+    for (size_t i = 0; i < l; ++i) {
+      const size_t r = mu * l + i;
+      for (size_t o = 0; o < v; ++o)
+        for (size_t u = 0; u < v; ++u) {
+          dw[o * v + u] += q.df[r * v + o] * h[r * v + u];
+          dh[r * v + u] += q.df[r * v + o] * q.w[o * v + u];
+        }
+      for (size_t k = 0; k < l; ++k)
+        for (size_t u = 0; u < v; ++u) da[i * l + k] += dh[r * v + u] * q.x[(mu * l + k) * v + u];
+    }
+}
+
+double objective(const Problem& q) {
+  std::vector<double> h, f;
+  forward(q, h, f);
+  double s = 0;
+  for (size_t i = 0; i < f.size(); ++i) s += q.df[i] * f[i];
+  return s;
+}
+
+std::vector<double> finite_diff(Problem q, std::vector<double> Problem::*x) {
+  const double eps = 1e-4;
+  std::vector<double> g((q.*x).size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x0 = (q.*x)[i];
+    (q.*x)[i] = x0 + eps;
+    const double fp = objective(q);
+    (q.*x)[i] = x0 - eps;
+    const double fm = objective(q);
+    (q.*x)[i] = x0;
+    g[i] = (fp - fm) / (2 * eps);
+  }
+  return g;
+}
+
+// d(sum df .* (h W^T)) / dh by central differences.
+std::vector<double> finite_diff_h(const Problem& q, std::vector<double> h) {
+  const double eps = 1e-4;
+  auto obj = [&](const std::vector<double>& hh) {
+    double s = 0;
+    for (size_t r = 0; r < q.p * q.l; ++r)
+      for (size_t o = 0; o < q.v; ++o)
+        for (size_t u = 0; u < q.v; ++u) s += q.df[r * q.v + o] * hh[r * q.v + u] * q.w[o * q.v + u];
+    return s;
+  };
+  std::vector<double> g(h.size());
+  for (size_t i = 0; i < h.size(); ++i) {
+    const double h0 = h[i];
+    h[i] = h0 + eps;
+    const double fp = obj(h);
+    h[i] = h0 - eps;
+    const double fm = obj(h);
+    h[i] = h0;
+    g[i] = (fp - fm) / (2 * eps);
+  }
+  return g;
+}
+
+std::vector<double> to_double(const std::vector<float>& f) { return {f.begin(), f.end()}; }
+
+double tol_for(size_t inner) { return 1e-5 * std::sqrt(double(std::max<size_t>(inner, 1))); }
+
+// Output buffer with one sentinel element past the end.
+struct Out {
+  std::vector<float> f;
+  explicit Out(size_t n) : f(n + 1, std::numeric_limits<float>::quiet_NaN()) { f[n] = -2.5f; }
+  float* data() { return f.data(); }
+  void check(const char* what, const std::vector<double>& ref, double tol) const {
+    pltest::check_close(what, f.data(), ref.data(), ref.size(), tol, tol);
+    CHECK(f[ref.size()] == -2.5f);
+  }
+};
+
+void check_posattn(size_t p, size_t l, size_t v, bool with_fd) {
+  CAPTURE(p);
+  CAPTURE(l);
+  CAPTURE(v);
+  const uint32_t seed = uint32_t(p * 7919 + l * 31 + v);
+  const auto a = pltest::uniform(l * l, -1.f, 1.f, seed), x = pltest::uniform(p * l * v, -1.f, 1.f, seed + 1),
+             w = pltest::uniform(v * v, -1.f, 1.f, seed + 2),
+             df = pltest::uniform(p * l * v, -1.f, 1.f, seed + 3);
+  Problem q{p, l, v, to_double(a), to_double(x), to_double(w), to_double(df)};
+  std::vector<double> h, f, da, dw, dh;
+  forward(q, h, f);
+  backward(q, h, da, dw, dh);
+
+  for (const auto* var : runnable(pl::KernelId::posattn)) {
+    CAPTURE(var->name);
+    Out ho(p * l * v), fo(p * l * v);
+    pl::as<PosFn>(*var)(a.data(), x.data(), w.data(), ho.data(), fo.data(), p, l, v);
+    ho.check("h", h, tol_for(l));
+    fo.check("f", f, tol_for(l * v));
+  }
+
+  const std::vector<float> hf(h.begin(), h.end());  // h as the forward pass stores it
+  std::vector<double> fda, fdw, fdh;
+  if (with_fd) {
+    fda = finite_diff(q, &Problem::a);
+    fdw = finite_diff(q, &Problem::w);
+    fdh = finite_diff_h(q, h);
+  }
+  for (const auto* var : runnable(pl::KernelId::posattn_bwd)) {
+    CAPTURE(var->name);
+    Out dao(l * l), dwo(v * v), dho(p * l * v);
+    pl::as<PosBwdFn>(*var)(a.data(), x.data(), w.data(), hf.data(), df.data(), dao.data(),
+                           dwo.data(), dho.data(), p, l, v);
+    dao.check("dA", da, tol_for(p * v * v));
+    dwo.check("dW", dw, tol_for(p * l));
+    dho.check("dh", dh, tol_for(v));
+    if (with_fd) {
+      dao.check("dA vs finite differences", fda, tol_for(p * v * v));
+      dwo.check("dW vs finite differences", fdw, tol_for(p * l));
+      dho.check("dh vs finite differences", fdh, tol_for(v));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("posattn fwd/bwd: V = 4 fast path and general shapes around the vector widths") {
+  for (size_t v : {1, 3, 4, 5, 8, 17})
+    for (size_t l : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 64, 65})
+      for (size_t p : {1, 2, 3, 8}) check_posattn(p, l, v, false);
+}
+
+TEST_CASE("posattn fwd/bwd: the copy-task shape and large L, V") {
+  check_posattn(1000, 16, 4, false);
+  check_posattn(5, 100, 33, false);
+  check_posattn(2, 256, 16, false);
+  check_posattn(3, 5, 1024, false);
+  check_posattn(3, 128, 4, false);
+}
+
+TEST_CASE("posattn_bwd: against central finite differences of the double forward") {
+  for (size_t v : {1, 3, 4})
+    for (size_t l : {1, 3, 5, 9})
+      for (size_t p : {1, 3}) check_posattn(p, l, v, true);
+}
