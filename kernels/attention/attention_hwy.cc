@@ -1,5 +1,7 @@
 // attention.hwy.<isa>, attention_bwd.hwy.<isa>: one head, fused as GEMMs (gemm-inl.h) around a
 // vectorised row softmax / softmax backward, all targets.
+// foreach_target.h must follow HWY_TARGET_INCLUDE and precede the other includes.
+// clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention/attention_hwy.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -10,6 +12,7 @@
 #include <limits>
 
 #include "kernels/gemm/gemm-inl.h"
+// clang-format on
 
 HWY_BEFORE_NAMESPACE();
 namespace pl {
@@ -93,9 +96,9 @@ void Attention(const float* q, size_t ldq, const float* k, size_t ldk, const flo
 }
 
 void AttentionBwd(const float* q, size_t ldq, const float* k, size_t ldk, const float* v,
-                  size_t ldv, const float* p, const float* d_o, size_t lddo, float* dq,
-                  size_t lddq, float* dk, size_t lddk, float* dv, size_t lddv, float* scratch,
-                  size_t n, size_t d_k, size_t d_v, float scale, int causal, int linear) {
+                  size_t ldv, const float* p, const float* d_o, size_t lddo, float* dq, size_t lddq,
+                  float* dk, size_t lddk, float* dv, size_t lddv, float* scratch, size_t n,
+                  size_t d_k, size_t d_v, float scale, int causal, int linear) {
   if (n == 0) return;
   // dV = P^T dO  (n x d_v)
   gemm_detail::Gemm(true, false, n, d_v, n, 1.f, p, n, d_o, lddo, 0.f, dv, lddv);

@@ -39,9 +39,9 @@ void Attention(const float* q, size_t ldq, const float* k, size_t ldk, const flo
 // dV = P^T dO; dP = dO V^T; dS = scale * (P .* (dP - rowsum(P .* dP))) (softmax) or
 // scale * dP (linear), zero where masked; dQ = dS K; dK = dS^T Q.
 void AttentionBwd(const float* q, size_t ldq, const float* k, size_t ldk, const float* v,
-                  size_t ldv, const float* p, const float* d_o, size_t lddo, float* dq,
-                  size_t lddq, float* dk, size_t lddk, float* dv, size_t lddv, float* scratch,
-                  size_t n, size_t d_k, size_t d_v, float scale, int causal, int linear) {
+                  size_t ldv, const float* p, const float* d_o, size_t lddo, float* dq, size_t lddq,
+                  float* dk, size_t lddk, float* dv, size_t lddv, float* scratch, size_t n,
+                  size_t d_k, size_t d_v, float scale, int causal, int linear) {
   (void)scratch;  // the reference keeps dS in double instead
   std::vector<double> ds(n * n, 0.0);
   for (size_t r = 0; r < n; ++r) {

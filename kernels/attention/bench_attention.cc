@@ -9,8 +9,7 @@ void register_attention(size_t n, size_t d, bool causal) {
   // S = Q K^T, O = P V: 2 n^2 d each.
   const double fwd_flops = 4.0 * n * n * d;
   plbench::register_variants(
-      pl::KernelId::attention, "fwd/" + label,
-      [=](benchmark::State& st, const pl::Variant& v) {
+      pl::KernelId::attention, "fwd/" + label, [=](benchmark::State& st, const pl::Variant& v) {
         auto q = plbench::uniform(n * d, -1.f, 1.f, 1), k = plbench::uniform(n * d, -1.f, 1.f, 2),
              val = plbench::uniform(n * d, -1.f, 1.f, 3);
         std::vector<float> o(n * d), p(n * n);
@@ -25,13 +24,13 @@ void register_attention(size_t n, size_t d, bool causal) {
       });
   // dV, dP, dQ, dK: four GEMMs of 2 n^2 d.
   plbench::register_variants(
-      pl::KernelId::attention_bwd, "bwd/" + label,
-      [=](benchmark::State& st, const pl::Variant& v) {
+      pl::KernelId::attention_bwd, "bwd/" + label, [=](benchmark::State& st, const pl::Variant& v) {
         auto q = plbench::uniform(n * d, -1.f, 1.f, 1), k = plbench::uniform(n * d, -1.f, 1.f, 2),
-             val = plbench::uniform(n * d, -1.f, 1.f, 3), d_o = plbench::uniform(n * d, -1.f, 1.f, 4);
+             val = plbench::uniform(n * d, -1.f, 1.f, 3),
+             d_o = plbench::uniform(n * d, -1.f, 1.f, 4);
         std::vector<float> o(n * d), p(n * n), dq(n * d), dk(n * d), dv(n * d), scratch(n * n);
-        pl::scalar::Attention(q.data(), d, k.data(), d, val.data(), d, o.data(), d, p.data(), n,
-                              d, d, 0.125f, causal, 0);
+        pl::scalar::Attention(q.data(), d, k.data(), d, val.data(), d, o.data(), d, p.data(), n, d,
+                              d, 0.125f, causal, 0);
         auto fn = pl::as<decltype(&pl::scalar::AttentionBwd)>(v);
         for (auto _ : st) {
           fn(q.data(), d, k.data(), d, val.data(), d, p.data(), d_o.data(), d, dq.data(), d,

@@ -161,8 +161,8 @@ void check_attention(Shape s, bool causal, bool linear, size_t pad, bool with_fd
     CAPTURE(var->name);
     Out o(s.n, s.dv, pad);
     std::vector<float> p(s.n * s.n, std::numeric_limits<float>::quiet_NaN());
-    pl::as<AttFn>(*var)(q.f.data(), q.ld, k.f.data(), k.ld, v.f.data(), v.ld, o.f.data(), o.ld,
-                        p.data(), s.n, s.dk, s.dv, scale, causal, linear);
+    pl::as<AttFn> (*var)(q.f.data(), q.ld, k.f.data(), k.ld, v.f.data(), v.ld, o.f.data(), o.ld,
+                         p.data(), s.n, s.dk, s.dv, scale, causal, linear);
     o.check("O", O, tol);
     pltest::check_close("P", p.data(), P.data(), p.size(), tol, tol);
   }
@@ -178,10 +178,10 @@ void check_attention(Shape s, bool causal, bool linear, size_t pad, bool with_fd
     CAPTURE(var->name);
     Out gq(s.n, s.dk, pad + 1), gk(s.n, s.dk, pad), gv(s.n, s.dv, pad + 3);
     std::vector<float> scratch(s.n * s.n);
-    pl::as<AttBwdFn>(*var)(q.f.data(), q.ld, k.f.data(), k.ld, v.f.data(), v.ld, pf.data(),
-                           d_o.f.data(), d_o.ld, gq.f.data(), gq.ld, gk.f.data(), gk.ld,
-                           gv.f.data(), gv.ld, scratch.data(), s.n, s.dk, s.dv, scale, causal,
-                           linear);
+    pl::as<AttBwdFn> (*var)(q.f.data(), q.ld, k.f.data(), k.ld, v.f.data(), v.ld, pf.data(),
+                            d_o.f.data(), d_o.ld, gq.f.data(), gq.ld, gk.f.data(), gk.ld,
+                            gv.f.data(), gv.ld, scratch.data(), s.n, s.dk, s.dv, scale, causal,
+                            linear);
     gq.check("dQ", dq, tol);
     gk.check("dK", dk, tol);
     gv.check("dV", dv, tol);
@@ -223,8 +223,8 @@ TEST_CASE("attention: stable for large scores (no overflow)") {
   for (size_t i = 0; i < n * d; ++i) k[i] = u[i], v[i] = u[i] - 2.5f;
   for (const auto* var : runnable(pl::KernelId::attention)) {
     CAPTURE(var->name);
-    pl::as<AttFn>(*var)(q.data(), d, k.data(), d, v.data(), d, o.data(), d, p.data(), n, d, d,
-                        1.f, 0, 0);
+    pl::as<AttFn> (*var)(q.data(), d, k.data(), d, v.data(), d, o.data(), d, p.data(), n, d, d, 1.f,
+                         0, 0);
     bool finite = true;
     double rowsum = 0;
     for (size_t c = 0; c < n; ++c) rowsum += p[c];

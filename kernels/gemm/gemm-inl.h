@@ -60,8 +60,8 @@ inline float* PackBuffer(size_t n) {
 
 // Packs op(B)[p0:p0+kc, j0:j0+nc] as ceil(nc / nr) panels, panel q holding columns
 // j0 + q*nr .. +nr as kc rows of nr floats; columns past nc are zero.
-inline void PackB(bool tb, const float* b, size_t ldb, size_t p0, size_t kc, size_t j0,
-                  size_t nc, size_t nr, float* dst) {
+inline void PackB(bool tb, const float* b, size_t ldb, size_t p0, size_t kc, size_t j0, size_t nc,
+                  size_t nr, float* dst) {
   for (size_t q = 0; q * nr < nc; ++q) {
     const size_t jq = j0 + q * nr, w = std::min(nr, nc - q * nr);
     float* panel = dst + q * kc * nr;
@@ -74,7 +74,8 @@ inline void PackB(bool tb, const float* b, size_t ldb, size_t p0, size_t kc, siz
     } else {
       // B stored n x k: column j of op(B) is row j of the storage; transpose it in.
       if (w < nr)
-        for (size_t p = 0; p < kc; ++p) std::memset(panel + p * nr + w, 0, (nr - w) * sizeof(float));
+        for (size_t p = 0; p < kc; ++p)
+          std::memset(panel + p * nr + w, 0, (nr - w) * sizeof(float));
       for (size_t c = 0; c < w; ++c) {
         const float* src = b + (jq + c) * ldb + p0;
         for (size_t p = 0; p < kc; ++p) panel[p * nr + c] = src[p];
@@ -105,8 +106,8 @@ template <class D, class V>
 HWY_INLINE void StoreC(D d, V acc, V valpha, V vbeta, bool read_c, float* c, size_t valid) {
   const size_t N = hn::Lanes(d);
   if (valid >= N) {
-    const V r = read_c ? hn::MulAdd(acc, valpha, hn::Mul(hn::LoadU(d, c), vbeta))
-                       : hn::Mul(acc, valpha);
+    const V r =
+        read_c ? hn::MulAdd(acc, valpha, hn::Mul(hn::LoadU(d, c), vbeta)) : hn::Mul(acc, valpha);
     hn::StoreU(r, d, c);
   } else if (valid > 0) {
     const V r = read_c ? hn::MulAdd(acc, valpha, hn::Mul(LoadPart(d, c, valid), vbeta))
@@ -118,24 +119,30 @@ HWY_INLINE void StoreC(D d, V acc, V valpha, V vbeta, bool read_c, float* c, siz
 // The micro-kernel: C[0:MR, 0:ncols] (= or +=) alpha * op(A)[0:MR, 0:kc] * panel (kc x NV*N).
 // a points at op(A)(row 0, column 0) of the tile; TA: A stored transposed (element (r, p) at
 // a[p * lda + r]); beta_eff == 0 means C is not read.
-#define PL_GEMM_ROW(r)                                                     \
-  if constexpr (MR > r) {                                                  \
-    const auto ar = hn::Set(d, TA ? ap[r] : a[r * lda + p]);              \
-    c##r##0 = hn::MulAdd(ar, b0, c##r##0);                                 \
-    if constexpr (NV > 1) c##r##1 = hn::MulAdd(ar, b1, c##r##1);          \
-    if constexpr (NV > 2) c##r##2 = hn::MulAdd(ar, b2, c##r##2);          \
-    if constexpr (NV > 3) c##r##3 = hn::MulAdd(ar, b3, c##r##3);          \
-  }
-#define PL_GEMM_STORE(r)                                                                    \
-  if constexpr (MR > r) {                                                                   \
-    float* cr = c + r * ldc;                                                                \
-    StoreC(d, c##r##0, valpha, vbeta, read_c, cr, ncols);                                   \
-    if constexpr (NV > 1) StoreC(d, c##r##1, valpha, vbeta, read_c, cr + N, ncols > N ? ncols - N : 0); \
-    if constexpr (NV > 2) StoreC(d, c##r##2, valpha, vbeta, read_c, cr + 2 * N, ncols > 2 * N ? ncols - 2 * N : 0); \
-    if constexpr (NV > 3) StoreC(d, c##r##3, valpha, vbeta, read_c, cr + 3 * N, ncols > 3 * N ? ncols - 3 * N : 0); \
-  }
-#define PL_GEMM_ZERO(r) \
-  auto c##r##0 = z, c##r##1 = z, c##r##2 = z, c##r##3 = z;
+#define PL_GEMM_ROW(r)                                             \
+  do {                                                             \
+    if constexpr (MR > r) {                                        \
+      const auto ar = hn::Set(d, TA ? ap[r] : a[r * lda + p]);     \
+      c##r##0 = hn::MulAdd(ar, b0, c##r##0);                       \
+      if constexpr (NV > 1) c##r##1 = hn::MulAdd(ar, b1, c##r##1); \
+      if constexpr (NV > 2) c##r##2 = hn::MulAdd(ar, b2, c##r##2); \
+      if constexpr (NV > 3) c##r##3 = hn::MulAdd(ar, b3, c##r##3); \
+    }                                                              \
+  } while (0)
+#define PL_GEMM_STORE(r)                                                                          \
+  do {                                                                                            \
+    if constexpr (MR > r) {                                                                       \
+      float* cr = c + r * ldc;                                                                    \
+      StoreC(d, c##r##0, valpha, vbeta, read_c, cr, ncols);                                       \
+      if constexpr (NV > 1)                                                                       \
+        StoreC(d, c##r##1, valpha, vbeta, read_c, cr + N, ncols > N ? ncols - N : 0);             \
+      if constexpr (NV > 2)                                                                       \
+        StoreC(d, c##r##2, valpha, vbeta, read_c, cr + 2 * N, ncols > 2 * N ? ncols - 2 * N : 0); \
+      if constexpr (NV > 3)                                                                       \
+        StoreC(d, c##r##3, valpha, vbeta, read_c, cr + 3 * N, ncols > 3 * N ? ncols - 3 * N : 0); \
+    }                                                                                             \
+  } while (0)
+#define PL_GEMM_ZERO(r) auto c##r##0 = z, c##r##1 = z, c##r##2 = z, c##r##3 = z
 
 template <size_t MR, size_t NV, bool TA>
 HWY_NOINLINE void Micro(size_t kc, const float* HWY_RESTRICT a, size_t lda,
@@ -145,7 +152,12 @@ HWY_NOINLINE void Micro(size_t kc, const float* HWY_RESTRICT a, size_t lda,
   const size_t N = hn::Lanes(d);
   const size_t NR = NV * N;
   const auto z = hn::Zero(d);
-  PL_GEMM_ZERO(0) PL_GEMM_ZERO(1) PL_GEMM_ZERO(2) PL_GEMM_ZERO(3) PL_GEMM_ZERO(4) PL_GEMM_ZERO(5)
+  PL_GEMM_ZERO(0);
+  PL_GEMM_ZERO(1);
+  PL_GEMM_ZERO(2);
+  PL_GEMM_ZERO(3);
+  PL_GEMM_ZERO(4);
+  PL_GEMM_ZERO(5);
   const float* ap = a;
   for (size_t p = 0; p < kc; ++p) {
     const float* bp = panel + p * NR;
@@ -153,14 +165,24 @@ HWY_NOINLINE void Micro(size_t kc, const float* HWY_RESTRICT a, size_t lda,
     const auto b1 = NV > 1 ? hn::Load(d, bp + N) : z;
     const auto b2 = NV > 2 ? hn::Load(d, bp + 2 * N) : z;
     const auto b3 = NV > 3 ? hn::Load(d, bp + 3 * N) : z;
-    PL_GEMM_ROW(0) PL_GEMM_ROW(1) PL_GEMM_ROW(2) PL_GEMM_ROW(3) PL_GEMM_ROW(4) PL_GEMM_ROW(5)
+    PL_GEMM_ROW(0);
+    PL_GEMM_ROW(1);
+    PL_GEMM_ROW(2);
+    PL_GEMM_ROW(3);
+    PL_GEMM_ROW(4);
+    PL_GEMM_ROW(5);
     if constexpr (TA) ap += lda;
   }
   const auto valpha = hn::Set(d, alpha);
   const auto vbeta = hn::Set(d, beta_eff);
   const bool read_c = beta_eff != 0.f;
-  PL_GEMM_STORE(0) PL_GEMM_STORE(1) PL_GEMM_STORE(2) PL_GEMM_STORE(3) PL_GEMM_STORE(4)
-  PL_GEMM_STORE(5)
+  PL_GEMM_STORE(0);
+  PL_GEMM_STORE(1);
+  PL_GEMM_STORE(2);
+  PL_GEMM_STORE(3);
+  PL_GEMM_STORE(4);
+  PL_GEMM_STORE(5);
+  // Accumulators of rows >= MR and vectors >= NV exist but are unused in this instantiation.
   (void)c10, (void)c20, (void)c30, (void)c40, (void)c50, (void)c01, (void)c02, (void)c03;
   (void)c11, (void)c12, (void)c13, (void)c21, (void)c22, (void)c23, (void)c31, (void)c32;
   (void)c33, (void)c41, (void)c42, (void)c43, (void)c51, (void)c52, (void)c53;
@@ -174,12 +196,18 @@ template <size_t NV, bool TA>
 HWY_INLINE void MicroRows(size_t mr, size_t kc, const float* a, size_t lda, const float* panel,
                           float* c, size_t ldc, size_t ncols, float alpha, float beta_eff) {
   switch (mr) {
-    case 6: return Micro<6, NV, TA>(kc, a, lda, panel, c, ldc, ncols, alpha, beta_eff);
-    case 5: return Micro<5, NV, TA>(kc, a, lda, panel, c, ldc, ncols, alpha, beta_eff);
-    case 4: return Micro<4, NV, TA>(kc, a, lda, panel, c, ldc, ncols, alpha, beta_eff);
-    case 3: return Micro<3, NV, TA>(kc, a, lda, panel, c, ldc, ncols, alpha, beta_eff);
-    case 2: return Micro<2, NV, TA>(kc, a, lda, panel, c, ldc, ncols, alpha, beta_eff);
-    default: return Micro<1, NV, TA>(kc, a, lda, panel, c, ldc, ncols, alpha, beta_eff);
+    case 6:
+      return Micro<6, NV, TA>(kc, a, lda, panel, c, ldc, ncols, alpha, beta_eff);
+    case 5:
+      return Micro<5, NV, TA>(kc, a, lda, panel, c, ldc, ncols, alpha, beta_eff);
+    case 4:
+      return Micro<4, NV, TA>(kc, a, lda, panel, c, ldc, ncols, alpha, beta_eff);
+    case 3:
+      return Micro<3, NV, TA>(kc, a, lda, panel, c, ldc, ncols, alpha, beta_eff);
+    case 2:
+      return Micro<2, NV, TA>(kc, a, lda, panel, c, ldc, ncols, alpha, beta_eff);
+    default:
+      return Micro<1, NV, TA>(kc, a, lda, panel, c, ldc, ncols, alpha, beta_eff);
   }
 }
 

@@ -23,8 +23,7 @@ void Gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, c
 
 void GemmBatched(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
                  const float* a, size_t lda, size_t stride_a, const float* b, size_t ldb,
-                 size_t stride_b, float beta, float* c, size_t ldc, size_t stride_c,
-                 size_t batch) {
+                 size_t stride_b, float beta, float* c, size_t ldc, size_t stride_c, size_t batch) {
   for (size_t i = 0; i < batch; ++i)
     Gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
          c + i * stride_c, ldc);

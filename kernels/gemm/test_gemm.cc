@@ -43,7 +43,9 @@ void check_one(GemmFn fn, const Mat& a, const Mat& b, const std::vector<double>&
   const size_t ldc = n + cpad;
   const float sentinel = -7.25f;
   const double tol = 1e-5 * std::sqrt(double(std::max<size_t>(k, 1)));
-  struct Case { float alpha, beta; };
+  struct Case {
+    float alpha, beta;
+  };
   for (Case cs : {Case{1.f, 0.f}, Case{-1.5f, 0.75f}}) {
     CAPTURE(cs.alpha);
     CAPTURE(cs.beta);
@@ -54,11 +56,12 @@ void check_one(GemmFn fn, const Mat& a, const Mat& b, const std::vector<double>&
     for (size_t i = 0; i < m; ++i)
       for (size_t j = 0; j < ldc; ++j) {
         const bool inside = j < n;
-        c[i * ldc + j] = !inside ? sentinel
+        c[i * ldc + j] = !inside          ? sentinel
                          : cs.beta == 0.f ? std::numeric_limits<float>::quiet_NaN()
                                           : c0[i * ldc + j];
         if (inside)
-          ref[i * n + j] = cs.alpha * ab[i * n + j] + (cs.beta == 0.f ? 0.0 : cs.beta * double(c[i * ldc + j]));
+          ref[i * n + j] =
+              cs.alpha * ab[i * n + j] + (cs.beta == 0.f ? 0.0 : cs.beta * double(c[i * ldc + j]));
       }
     fn(a.t, b.t, m, n, k, cs.alpha, a.v.data(), a.ld, b.v.data(), b.ld, cs.beta, c.data(), ldc);
     bool pad_ok = true;
@@ -106,11 +109,12 @@ TEST_CASE("gemm: all transposes, shapes around the vector widths, alpha/beta, pa
 TEST_CASE("gemm: larger shapes crossing the depth, column and row blocks") {
   // k > 128 crosses the depth block of the 512-bit kernel, n = 600 several column blocks,
   // m = 200 several row blocks; 257 and 128 sit around the widths.
-  struct S { size_t m, n, k; };
+  struct S {
+    size_t m, n, k;
+  };
   uint32_t seed = 500;
-  for (S s : {S{128, 257, 257}, S{257, 128, 65}, S{65, 64, 257}, S{200, 256, 256},
-              S{200, 64, 256}, S{7, 600, 300}, S{33, 1, 513}, S{1, 129, 1000}})
-  {
+  for (S s : {S{128, 257, 257}, S{257, 128, 65}, S{65, 64, 257}, S{200, 256, 256}, S{200, 64, 256},
+              S{7, 600, 300}, S{33, 1, 513}, S{1, 129, 1000}}) {
     check_shape(s.m, s.n, s.k, seed % 2 ? 5 : 0, seed);
     ++seed;
   }
@@ -132,7 +136,9 @@ TEST_CASE("gemm: k == 0 and alpha == 0 scale C by beta without reading A and B")
 
 TEST_CASE("gemm_batched: every batch entry at its strides, all transposes") {
   const size_t batch = 3;
-  struct S { size_t m, n, k; };
+  struct S {
+    size_t m, n, k;
+  };
   for (S s : {S{1, 1, 1}, S{5, 9, 17}, S{16, 16, 16}, S{33, 7, 65}, S{17, 100, 4}})
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb) {
@@ -162,15 +168,17 @@ TEST_CASE("gemm_batched: every batch entry at its strides, all transposes") {
         for (const auto* v : runnable(pl::KernelId::gemm_batched)) {
           CAPTURE(v->name);
           auto c = c0;
-          pl::as<GemmBatchedFn>(*v)(ta, tb, s.m, s.n, s.k, alpha, a.data(), lda, sa, b.data(),
-                                    ldb, sb, beta, c.data(), ldc, sc, batch);
+          pl::as<GemmBatchedFn> (*v)(ta, tb, s.m, s.n, s.k, alpha, a.data(), lda, sa, b.data(), ldb,
+                                     sb, beta, c.data(), ldc, sc, batch);
           std::vector<float> got(ref.size());
           bool rest_ok = true;
           for (size_t q = 0; q < batch; ++q)
             for (size_t i = 0; i < s.m; ++i)
               for (size_t j = 0; j < ldc; ++j) {
-                if (j < s.n) got[(q * s.m + i) * s.n + j] = c[q * sc + i * ldc + j];
-                else rest_ok &= c[q * sc + i * ldc + j] == c0[q * sc + i * ldc + j];
+                if (j < s.n)
+                  got[(q * s.m + i) * s.n + j] = c[q * sc + i * ldc + j];
+                else
+                  rest_ok &= c[q * sc + i * ldc + j] == c0[q * sc + i * ldc + j];
               }
           pltest::check_close("C", got.data(), ref.data(), got.size(), tol, tol);
           CHECK(rest_ok);

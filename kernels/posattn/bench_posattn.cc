@@ -6,37 +6,39 @@ namespace {
 void register_posattn(size_t p, size_t l, size_t v) {
   const std::string label =
       "p:" + std::to_string(p) + "/L:" + std::to_string(l) + "/V:" + std::to_string(v);
-  const double fwd_flops = 2.0 * p * l * v * (l + v);  // A X, then h W^T
+  const double fwd_flops = 2.0 * p * l * v * (l + v);      // A X, then h W^T
   const double bwd_flops = 2.0 * p * l * v * (2 * v + l);  // dW, dh, dA
-  plbench::register_variants(
-      pl::KernelId::posattn, "fwd/" + label, [=](benchmark::State& st, const pl::Variant& var) {
-        auto a = plbench::uniform(l * l, -1.f, 1.f, 1), x = plbench::uniform(p * l * v, 0.f, 1.f, 2),
-             w = plbench::uniform(v * v, -1.f, 1.f, 3);
-        std::vector<float> h(p * l * v), f(p * l * v);
-        auto fn = pl::as<decltype(&pl::scalar::Posattn)>(var);
-        for (auto _ : st) {
-          fn(a.data(), x.data(), w.data(), h.data(), f.data(), p, l, v);
-          benchmark::DoNotOptimize(f.data());
-          benchmark::ClobberMemory();
-        }
-        plbench::set_flops(st, fwd_flops);
-      });
-  plbench::register_variants(
-      pl::KernelId::posattn_bwd, "bwd/" + label,
-      [=](benchmark::State& st, const pl::Variant& var) {
-        auto a = plbench::uniform(l * l, -1.f, 1.f, 1), x = plbench::uniform(p * l * v, 0.f, 1.f, 2),
-             w = plbench::uniform(v * v, -1.f, 1.f, 3), h = plbench::uniform(p * l * v, -1.f, 1.f, 4),
-             df = plbench::uniform(p * l * v, -1.f, 1.f, 5);
-        std::vector<float> da(l * l), dw(v * v), dh(p * l * v);
-        auto fn = pl::as<decltype(&pl::scalar::PosattnBwd)>(var);
-        for (auto _ : st) {
-          fn(a.data(), x.data(), w.data(), h.data(), df.data(), da.data(), dw.data(), dh.data(), p,
-             l, v);
-          benchmark::DoNotOptimize(da.data());
-          benchmark::ClobberMemory();
-        }
-        plbench::set_flops(st, bwd_flops);
-      });
+  plbench::register_variants(pl::KernelId::posattn, "fwd/" + label,
+                             [=](benchmark::State& st, const pl::Variant& var) {
+                               auto a = plbench::uniform(l * l, -1.f, 1.f, 1),
+                                    x = plbench::uniform(p * l * v, 0.f, 1.f, 2),
+                                    w = plbench::uniform(v * v, -1.f, 1.f, 3);
+                               std::vector<float> h(p * l * v), f(p * l * v);
+                               auto fn = pl::as<decltype(&pl::scalar::Posattn)>(var);
+                               for (auto _ : st) {
+                                 fn(a.data(), x.data(), w.data(), h.data(), f.data(), p, l, v);
+                                 benchmark::DoNotOptimize(f.data());
+                                 benchmark::ClobberMemory();
+                               }
+                               plbench::set_flops(st, fwd_flops);
+                             });
+  plbench::register_variants(pl::KernelId::posattn_bwd, "bwd/" + label,
+                             [=](benchmark::State& st, const pl::Variant& var) {
+                               auto a = plbench::uniform(l * l, -1.f, 1.f, 1),
+                                    x = plbench::uniform(p * l * v, 0.f, 1.f, 2),
+                                    w = plbench::uniform(v * v, -1.f, 1.f, 3),
+                                    h = plbench::uniform(p * l * v, -1.f, 1.f, 4),
+                                    df = plbench::uniform(p * l * v, -1.f, 1.f, 5);
+                               std::vector<float> da(l * l), dw(v * v), dh(p * l * v);
+                               auto fn = pl::as<decltype(&pl::scalar::PosattnBwd)>(var);
+                               for (auto _ : st) {
+                                 fn(a.data(), x.data(), w.data(), h.data(), df.data(), da.data(),
+                                    dw.data(), dh.data(), p, l, v);
+                                 benchmark::DoNotOptimize(da.data());
+                                 benchmark::ClobberMemory();
+                               }
+                               plbench::set_flops(st, bwd_flops);
+                             });
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 // blocks, every FMA full width. The backward uses the same layout.
 // Any other shape: the GEMM of gemm-inl.h (f = H W^T, dw = DF^T H and dh = DF W as single
 // GEMMs over all p * L rows; A X[mu] and dh[mu] X[mu]^T per sequence).
+// foreach_target.h must follow HWY_TARGET_INCLUDE and precede the other includes.
+// clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/posattn/posattn_hwy.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -16,6 +18,7 @@
 #include <algorithm>
 
 #include "kernels/gemm/gemm-inl.h"
+// clang-format on
 
 HWY_BEFORE_NAMESPACE();
 namespace pl {
@@ -27,7 +30,8 @@ using gemm_detail::StorePart;
 
 constexpr size_t kMaxSmallL = 64;
 // The V == 4 path needs whole 128-bit blocks (not the one-lane HWY_SCALAR fallback target).
-constexpr bool kHaveBlocks = HWY_TARGET != HWY_SCALAR;  // beyond this, Aexp (4 L^2 floats) leaves L1: use GEMMs
+constexpr bool kHaveBlocks =
+    HWY_TARGET != HWY_SCALAR;  // beyond this, Aexp (4 L^2 floats) leaves L1: use GEMMs
 
 inline float* Buffer(size_t n) {
   static thread_local gemm_detail::Scratch s;
@@ -55,9 +59,8 @@ HWY_INLINE size_t BlockValid(size_t b, size_t G, size_t l) {
 
 #if HWY_TARGET != HWY_SCALAR
 // V == 4 forward. a: L x L, x, h, f: p x L x 4, w: 4 x 4.
-void Forward4(const float* HWY_RESTRICT a, const float* HWY_RESTRICT x,
-              const float* HWY_RESTRICT w, float* HWY_RESTRICT h, float* HWY_RESTRICT f, size_t p,
-              size_t l) {
+void Forward4(const float* HWY_RESTRICT a, const float* HWY_RESTRICT x, const float* HWY_RESTRICT w,
+              float* HWY_RESTRICT h, float* HWY_RESTRICT f, size_t p, size_t l) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d), G = N / 4;
   const size_t nb = (l + G - 1) / G, ng = (nb + 3) / 4;  // row blocks, groups of 4 blocks
@@ -146,8 +149,8 @@ void Backward4(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w,
   for (size_t i = 0; i < total; i += N) {
     const size_t valid = std::min(N, total - i);
     const auto dfv = LoadRows(d, df + i, valid), hv = LoadRows(d, h + i, valid);
-    const auto b0 = hn::Broadcast<0>(dfv), b1 = hn::Broadcast<1>(dfv),
-               b2 = hn::Broadcast<2>(dfv), b3 = hn::Broadcast<3>(dfv);
+    const auto b0 = hn::Broadcast<0>(dfv), b1 = hn::Broadcast<1>(dfv), b2 = hn::Broadcast<2>(dfv),
+               b3 = hn::Broadcast<3>(dfv);
     auto dhv = hn::Mul(b0, r0);
     dhv = hn::MulAdd(b1, r1, dhv);
     dhv = hn::MulAdd(b2, r2, dhv);
@@ -204,7 +207,8 @@ void Backward4(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w,
         for (size_t g = 0; g < G && b * G + g < l; ++g) da[(b * G + g) * l + kk] = sums[g];
       };
       put(c00, b0, k), put(c10, b0 + 1, k), put(c20, b0 + 2, k), put(c30, b0 + 3, k);
-      if (k1 != k) put(c01, b0, k1), put(c11, b0 + 1, k1), put(c21, b0 + 2, k1), put(c31, b0 + 3, k1);
+      if (k1 != k)
+        put(c01, b0, k1), put(c11, b0 + 1, k1), put(c21, b0 + 2, k1), put(c31, b0 + 3, k1);
     }
   }
 }
@@ -218,8 +222,8 @@ void Backward4(const float*, const float*, const float*, const float*, float*, f
 }  // namespace posattn_detail
 
 // a: L x L, x: p x L x V, w: V x V; h = A X^mu, f = h W^T (p x L x V).
-void Posattn(const float* a, const float* x, const float* w, float* h, float* f, size_t p,
-             size_t l, size_t v) {
+void Posattn(const float* a, const float* x, const float* w, float* h, float* f, size_t p, size_t l,
+             size_t v) {
   if (p == 0 || l == 0 || v == 0) return;
   const hn::ScalableTag<float> d;
   if (posattn_detail::kHaveBlocks && v == 4 && l <= posattn_detail::kMaxSmallL &&

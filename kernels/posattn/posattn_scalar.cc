@@ -6,8 +6,8 @@
 namespace pl::scalar {
 
 // a: L x L, x: p x L x V, w: V x V. h[mu] = A X[mu] (L x V), f[mu] = h[mu] W^T (L x V).
-void Posattn(const float* a, const float* x, const float* w, float* h, float* f, size_t p,
-             size_t l, size_t v) {
+void Posattn(const float* a, const float* x, const float* w, float* h, float* f, size_t p, size_t l,
+             size_t v) {
   std::vector<double> hd(l * v);
   for (size_t mu = 0; mu < p; ++mu) {
     const float* xm = x + mu * l * v;

@@ -84,7 +84,8 @@ std::vector<double> finite_diff_h(const Problem& q, std::vector<double> h) {
     double s = 0;
     for (size_t r = 0; r < q.p * q.l; ++r)
       for (size_t o = 0; o < q.v; ++o)
-        for (size_t u = 0; u < q.v; ++u) s += q.df[r * q.v + o] * hh[r * q.v + u] * q.w[o * q.v + u];
+        for (size_t u = 0; u < q.v; ++u)
+          s += q.df[r * q.v + o] * hh[r * q.v + u] * q.w[o * q.v + u];
     return s;
   };
   std::vector<double> g(h.size());
@@ -120,7 +121,8 @@ void check_posattn(size_t p, size_t l, size_t v, bool with_fd) {
   CAPTURE(l);
   CAPTURE(v);
   const uint32_t seed = uint32_t(p * 7919 + l * 31 + v);
-  const auto a = pltest::uniform(l * l, -1.f, 1.f, seed), x = pltest::uniform(p * l * v, -1.f, 1.f, seed + 1),
+  const auto a = pltest::uniform(l * l, -1.f, 1.f, seed),
+             x = pltest::uniform(p * l * v, -1.f, 1.f, seed + 1),
              w = pltest::uniform(v * v, -1.f, 1.f, seed + 2),
              df = pltest::uniform(p * l * v, -1.f, 1.f, seed + 3);
   Problem q{p, l, v, to_double(a), to_double(x), to_double(w), to_double(df)};
@@ -131,7 +133,7 @@ void check_posattn(size_t p, size_t l, size_t v, bool with_fd) {
   for (const auto* var : runnable(pl::KernelId::posattn)) {
     CAPTURE(var->name);
     Out ho(p * l * v), fo(p * l * v);
-    pl::as<PosFn>(*var)(a.data(), x.data(), w.data(), ho.data(), fo.data(), p, l, v);
+    pl::as<PosFn> (*var)(a.data(), x.data(), w.data(), ho.data(), fo.data(), p, l, v);
     ho.check("h", h, tol_for(l));
     fo.check("f", f, tol_for(l * v));
   }
@@ -146,8 +148,8 @@ void check_posattn(size_t p, size_t l, size_t v, bool with_fd) {
   for (const auto* var : runnable(pl::KernelId::posattn_bwd)) {
     CAPTURE(var->name);
     Out dao(l * l), dwo(v * v), dho(p * l * v);
-    pl::as<PosBwdFn>(*var)(a.data(), x.data(), w.data(), hf.data(), df.data(), dao.data(),
-                           dwo.data(), dho.data(), p, l, v);
+    pl::as<PosBwdFn> (*var)(a.data(), x.data(), w.data(), hf.data(), df.data(), dao.data(),
+                            dwo.data(), dho.data(), p, l, v);
     dao.check("dA", da, tol_for(p * v * v));
     dwo.check("dW", dw, tol_for(p * l));
     dho.check("dh", dh, tol_for(v));
