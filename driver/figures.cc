@@ -265,7 +265,7 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir, cons
       style = "using 1:2 with histeps lw 2";
     } else if (pd.flags & PL_PLOT_POINTS) {
       for (const auto& p : c.xy) dat += format_double(p.first) + " " + format_double(p.second) + "\n";
-      style = "using 1:2 with points pt 7 ps 0.8";
+      style = "using 1:2 with points ps 0.8";
     } else {
       const auto agg = aggregate(c.xy);
       bool errs = false;
@@ -275,9 +275,14 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir, cons
         errs = errs || a.n > 1;
       }
       any_errorbars = any_errorbars || errs;
-      style = errs ? "using 1:2:3 with yerrorlines pt 7 ps 0.7" : "using 1:2 with linespoints pt 7 ps 0.7";
+      style = errs ? "using 1:2:3 with yerrorlines ps 0.7" : "using 1:2 with linespoints ps 0.7";
     }
     dat += "\n\n";
+    // gnuplot cycles 8 colours; beyond 8 curves the dash and marker change too.
+    static const int kMarkers[] = {7, 5, 9, 13, 11, 15};
+    const size_t cycle = i / 8;
+    style += " lc " + std::to_string(1 + i % 8) + " dt " + std::to_string(1 + cycle % 5);
+    if (!hist) style += " pt " + std::to_string(kMarkers[cycle % 6]);
     plots.push_back(gp(std::string(pd.name) + ".dat") + " index " + std::to_string(i) + " " + style +
                     " title " + gp(c.title));
   }
