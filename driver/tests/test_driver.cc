@@ -356,6 +356,22 @@ TEST_CASE("run writes results in point order, with values matching the double or
     CHECK_MESSAGE(json.find(key) != std::string::npos, key);
 }
 
+TEST_CASE("--quiet prints no progress; plain log lines otherwise") {
+  TempDir d;
+  spit(d / "good.toml", kGood);
+  const Result q = phaselab({"run", d / "good.toml", "--out", d / "q", "--quiet"}, d);
+  CHECK(q.rc == 0);
+  CHECK(q.out.empty());
+  CHECK(q.err.find("points ok") == std::string::npos);
+  CHECK(q.err.find("[ 1/12]") == std::string::npos);
+  const Result v = phaselab({"run", d / "good.toml", "--out", d / "v"}, d);
+  CHECK(v.rc == 0);
+  CHECK(v.err.find("[ 1/12] ") != std::string::npos);
+  CHECK(v.err.find("[12/12] ") != std::string::npos);
+  CHECK(v.err.find("12 of 12 points ok") != std::string::npos);
+  CHECK(v.out.find("results: " + d / "v/results.csv") != std::string::npos);
+}
+
 TEST_CASE("--threads 1 and --threads 2 give identical files") {
   TempDir d;
   spit(d / "s.toml",
@@ -386,6 +402,12 @@ TEST_CASE("a NaN point is recorded as failed, the others run, exit 4") {
   CHECK(json.find("\"status\": \"failed\"") != std::string::npos);
   CHECK(json.find("\"exit_status\": 4") != std::string::npos);
   CHECK(json.find("\"failed\": 2") != std::string::npos);
+  // --resume runs the failed points again (they fail again, deterministically).
+  const Result again = phaselab({"run", d / "nan.toml", "--out", d / "out", "--resume"}, d);
+  CHECK(again.rc == 4);
+  CHECK(again.err.find("4 done before, 2 to run") != std::string::npos);
+  CHECK(count_lines(slurp(d / "out/failures.csv")) == 3);
+  CHECK(slurp(d / "out/results.csv") == res);
   // A point that fails with its own reason.
   spit(d / "fail.toml", "plugin = \"toy\"\n[sweep]\nn = [4, 16]\n[toy]\nfail_at = 4\n");
   const Result f = phaselab({"run", d / "fail.toml", "--out", d / "out2"}, d);
