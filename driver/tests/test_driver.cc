@@ -307,6 +307,19 @@ TEST_CASE("run refuses a forced kernel target the CPU lacks and an unusable outp
   CHECK(r.rc == 2);
   CHECK(r.err.find("kernel target \"" + other + "\"") != std::string::npos);
   CHECK_FALSE(exists(d / "o1"));
+  // A target of this architecture that this CPU lacks (e.g. avx512 on an AVX2-only machine).
+  const std::string kj = phaselab({"kernels", "--json"}, d).out;
+  const size_t unsupported = kj.find("\"supported\": false");
+  if (unsupported != std::string::npos) {
+    const size_t isa = kj.rfind("\"isa\": \"", unsupported) + 8;
+    const std::string name = kj.substr(isa, kj.find('"', isa) - isa);
+    r = phaselab({"run", d / "good.toml", "--target", name, "--out", d / "o3"}, d);
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("kernel target \"" + name + "\" is not supported by this CPU") != std::string::npos);
+    CHECK_FALSE(exists(d / "o3"));
+  } else {
+    MESSAGE("this CPU supports every compiled target; only other-architecture targets tested");
+  }
   r = phaselab({"run", d / "good.toml", "--target", "bogus"}, d);
   CHECK(r.rc == 2);
   CHECK(r.err.find("unknown kernel target \"bogus\" (this build knows: best, ") != std::string::npos);
@@ -354,6 +367,18 @@ TEST_CASE("run writes results in point order, with values matching the double or
                           "\"kernel_target\"", "\"exp\": \"exp.", "\"threads\": 2",
                           "\"start_time\"", "\"end_time\"", "\"seconds\"", "\"n\": [4, 16, 64]"})
     CHECK_MESSAGE(json.find(key) != std::string::npos, key);
+}
+
+TEST_CASE("--target scalar hands the plugin the scalar kernels") {
+  TempDir d;
+  spit(d / "good.toml", kGood);
+  CHECK(phaselab({"run", d / "good.toml", "--out", d / "s", "--target", "scalar"}, d).rc == 0);
+  const std::string csv = slurp(d / "s/results.csv");
+  CHECK(csv.find(",x,exp.scalar\n") != std::string::npos);
+  CHECK(csv.find("hwy") == std::string::npos);
+  const std::string json = slurp(d / "s/run.json");
+  CHECK(json.find("\"kernel_target\": \"scalar\"") != std::string::npos);
+  CHECK(json.find("\"exp\": \"exp.scalar\"") != std::string::npos);
 }
 
 TEST_CASE("--quiet prints no progress; plain log lines otherwise") {
