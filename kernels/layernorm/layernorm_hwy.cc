@@ -102,6 +102,26 @@ HWY_INLINE void ParamGradBlock(DF df, const float* dy, const float* x, const flo
   }
 }
 
+// Rows up to this width sum dgamma and dbeta over rows in a double buffer (L1-resident, 17 KiB
+// of stack) during the row pass; wider rows use ParamGradBlock after it.
+constexpr size_t kFusedMaxD = 1024;
+
+// acc_g[0..N) += dy xhat, acc_b[0..N) += dy, in double.
+template <class DF>
+HWY_INLINE void AddParamGrads(DF df, hn::Vec<DF> dyv, hn::Vec<DF> xhat, double* acc_g,
+                              double* acc_b) {
+  const hn::Repartition<double, DF> dd;
+  const size_t NH = hn::Lanes(dd);
+  auto g_lo = hn::LoadU(dd, acc_g), g_hi = hn::LoadU(dd, acc_g + NH);
+  auto b_lo = hn::LoadU(dd, acc_b), b_hi = hn::LoadU(dd, acc_b + NH);
+  WideAddProduct(df, dyv, xhat, g_lo, g_hi);
+  WideAdd(df, dyv, b_lo, b_hi);
+  hn::StoreU(g_lo, dd, acc_g);
+  hn::StoreU(g_hi, dd, acc_g + NH);
+  hn::StoreU(b_lo, dd, acc_b);
+  hn::StoreU(b_hi, dd, acc_b + NH);
+}
+
 }  // namespace
 
 // dy, x, dx: rows x d; gamma, dgamma, dbeta: d; mean, rstd: rows. Accumulates into dx, dgamma,
@@ -115,26 +135,37 @@ void LayernormBwd(const float* dy, const float* x, const float* gamma, const flo
   const size_t N = hn::Lanes(df);
   const size_t tail = d % N, body = d - tail;
   const auto mtail = hn::FirstN(df, tail);
+  const bool fused = d <= kFusedMaxD;
+  double acc_g[kFusedMaxD + HWY_MAX_BYTES / sizeof(float)];  // sum_r dy xhat, per column
+  double acc_b[kFusedMaxD + HWY_MAX_BYTES / sizeof(float)];  // sum_r dy
+  if (fused) {
+    std::fill(acc_g, acc_g + body + (tail ? N : 0), 0.0);
+    std::fill(acc_b, acc_b + body + (tail ? N : 0), 0.0);
+  }
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * d;
     const float* dyr = dy + r * d;
     float* dxr = dx + r * d;
     const V vm = hn::Set(df, mean[r]), vrs = hn::Set(df, rstd[r]);
-    // Pass 1: mean(g) and mean(g xhat) in double.
+    // Pass 1: mean(g) and mean(g xhat) in double (and dgamma, dbeta if fused).
     auto sg_lo = hn::Zero(dd), sg_hi = hn::Zero(dd);    // g
     auto sgx_lo = hn::Zero(dd), sgx_hi = hn::Zero(dd);  // g xhat
     for (size_t j = 0; j < body; j += N) {
-      const V g = hn::Mul(hn::LoadU(df, dyr + j), hn::LoadU(df, gamma + j));
+      const V dyv = hn::LoadU(df, dyr + j);
+      const V xhat = hn::Mul(hn::Sub(hn::LoadU(df, xr + j), vm), vrs);
+      const V g = hn::Mul(dyv, hn::LoadU(df, gamma + j));
       WideAdd(df, g, sg_lo, sg_hi);
-      WideAddProduct(df, g, hn::Mul(hn::Sub(hn::LoadU(df, xr + j), vm), vrs), sgx_lo, sgx_hi);
+      WideAddProduct(df, g, xhat, sgx_lo, sgx_hi);
+      if (fused) AddParamGrads(df, dyv, xhat, acc_g + j, acc_b + j);
     }
     if (tail) {
-      // Masked lanes load 0, so g = 0 there and they add nothing.
-      const V g =
-          hn::Mul(hn::MaskedLoad(mtail, df, dyr + body), hn::MaskedLoad(mtail, df, gamma + body));
+      // Masked lanes load 0, so dy = g = 0 there and they add nothing.
+      const V dyv = hn::MaskedLoad(mtail, df, dyr + body);
+      const V xhat = hn::Mul(hn::Sub(hn::MaskedLoad(mtail, df, xr + body), vm), vrs);
+      const V g = hn::Mul(dyv, hn::MaskedLoad(mtail, df, gamma + body));
       WideAdd(df, g, sg_lo, sg_hi);
-      WideAddProduct(df, g, hn::Mul(hn::Sub(hn::MaskedLoad(mtail, df, xr + body), vm), vrs), sgx_lo,
-                     sgx_hi);
+      WideAddProduct(df, g, xhat, sgx_lo, sgx_hi);
+      if (fused) AddParamGrads(df, dyv, xhat, acc_g + body, acc_b + body);
     }
     const V mg = hn::Set(df, static_cast<float>(WideTotal(dd, sg_lo, sg_hi) / double(d)));
     const V mgx = hn::Set(df, static_cast<float>(WideTotal(dd, sgx_lo, sgx_hi) / double(d)));
@@ -154,9 +185,17 @@ void LayernormBwd(const float* dy, const float* x, const float* gamma, const flo
                  hn::MaskedLoad(mtail, df, xr + body), hn::MaskedLoad(mtail, df, dxr + body)),
           mtail, df, dxr + body);
   }
-  // dgamma, dbeta: column blocks, each summed over all rows.
-  for (size_t j = 0; j < d; j += N)
-    ParamGradBlock(df, dy, x, mean, rstd, dgamma, dbeta, rows, d, j, std::min(N, d - j));
+  // dgamma, dbeta: add the double sums over rows, rounding once; wide rows sum them now, in
+  // column blocks.
+  if (fused) {
+    for (size_t j = 0; j < d; ++j) {
+      dgamma[j] = static_cast<float>(dgamma[j] + acc_g[j]);
+      dbeta[j] = static_cast<float>(dbeta[j] + acc_b[j]);
+    }
+  } else {
+    for (size_t j = 0; j < d; j += N)
+      ParamGradBlock(df, dy, x, mean, rstd, dgamma, dbeta, rows, d, j, std::min(N, d - j));
+  }
 }
 
 }  // namespace HWY_NAMESPACE

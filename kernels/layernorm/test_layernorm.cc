@@ -154,7 +154,10 @@ TEST_CASE("layernorm_bwd: every variant vs the double formula, accumulating") {
   for (const auto* v : pltest::runnable(pl::KernelId::layernorm_bwd)) {
     CAPTURE(v->name);
     auto fn = pl::as<LnBwdFn>(*v);
-    for (size_t d : pltest::sizes_around_widths(512)) {
+    // 1030: wider than layernorm_hwy.cc's fused dgamma/dbeta buffer (1024), the other code path.
+    auto widths = pltest::sizes_around_widths(512);
+    widths.push_back(1030);
+    for (size_t d : widths) {
       for (const Case& k : kCases) {
         for (size_t rows : {size_t(1), size_t(5)}) {
           CAPTURE(d);
