@@ -27,7 +27,7 @@ def torch_times(L, V, P, steps, reps, attention):
     X = torch.nn.functional.one_hot(tok, V).float()  # P x L x V
     Y = torch.roll(X, shifts=1, dims=1)  # y_l = x_{l-1 mod L}
     kappa = sw2 = sg2 = 1.0
-    times = []
+    times, cpu = [], []
     for _ in range(reps):
         W = (0.1 * torch.randn(V, V, generator=g)).requires_grad_()
         G = (0.1 * torch.randn(L, L, generator=g)).requires_grad_()
@@ -35,7 +35,7 @@ def torch_times(L, V, P, steps, reps, attention):
             {"params": [W], "weight_decay": 2 * kappa / (P * sw2)},
             {"params": [G], "weight_decay": 2 * kappa / (P * sg2)},
         ], lr=1e-2, betas=(0.9, 0.999), eps=1e-8)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(steps):
             opt.zero_grad(set_to_none=False)
             A = torch.softmax(G, dim=1) if attention == "softmax" else G
@@ -45,7 +45,8 @@ def torch_times(L, V, P, steps, reps, attention):
             loss.backward()
             opt.step()
         times.append(time.perf_counter() - t0)
-    return times, float(loss.detach())
+        cpu.append(time.process_time() - c0)
+    return times, cpu, float(loss.detach())
 
 
 def phaselab_times(build, L, V, P, steps, reps, attention):
@@ -54,9 +55,10 @@ def phaselab_times(build, L, V, P, steps, reps, attention):
                           "--reps", str(reps), "--attention", attention],
                          check=True, capture_output=True, text=True,
                          env=dict(os.environ, OMP_NUM_THREADS="1")).stdout
-    ms = [float(m) for m in re.findall(r"rep \d+: ([0-9.]+) ms", out)]
+    reps_ = re.findall(r"rep \d+: ([0-9.]+) ms cpu ([0-9.]+) ms", out)
     info = re.search(r"target (\S+) posattn (\S+)", out)
-    return [x / 1000 for x in ms], (info.group(1), info.group(2)) if info else ("?", "?")
+    return ([float(w) / 1000 for w, _ in reps_], [float(c) / 1000 for _, c in reps_],
+            (info.group(1), info.group(2)) if info else ("?", "?"))
 
 
 def main():
@@ -73,13 +75,17 @@ def main():
         import torch
     except ImportError:
         sys.exit("PyTorch is not installed (pip install torch --index-url https://download.pytorch.org/whl/cpu)")
-    pt, (target, variant) = phaselab_times(a.build, a.L, a.V, a.P, a.steps, a.reps, a.attention)
-    tt, _ = torch_times(a.L, a.V, a.P, a.steps, a.reps, a.attention)
-    mp, mt = statistics.median(pt), statistics.median(tt)
-    print(f"copy task Adam: L={a.L} V={a.V} P={a.P} steps={a.steps} {a.attention}, 1 thread, float32")
-    print(f"phaselab  ({target}, {variant}): median {mp * 1e3:9.2f} ms  ({mp / a.steps * 1e6:8.2f} us/step)")
-    print(f"torch {torch.__version__:<10}: median {mt * 1e3:9.2f} ms  ({mt / a.steps * 1e6:8.2f} us/step)")
-    print(f"ratio torch/phaselab: {mt / mp:.1f}x")
+    pt, pc, (target, variant) = phaselab_times(a.build, a.L, a.V, a.P, a.steps, a.reps, a.attention)
+    tt, tc, _ = torch_times(a.L, a.V, a.P, a.steps, a.reps, a.attention)
+    med = statistics.median
+    print(f"copy task Adam: L={a.L} V={a.V} P={a.P} steps={a.steps} {a.attention}, 1 thread, float32,"
+          f" medians of {a.reps}")
+    print(f"{'':28} {'wall ms':>10} {'cpu ms':>10} {'cpu us/step':>12}")
+    print(f"{'phaselab ' + target + ' ' + variant:28} {med(pt) * 1e3:10.2f} {med(pc) * 1e3:10.2f}"
+          f" {med(pc) / a.steps * 1e6:12.2f}")
+    print(f"{'torch ' + torch.__version__:28} {med(tt) * 1e3:10.2f} {med(tc) * 1e3:10.2f}"
+          f" {med(tc) / a.steps * 1e6:12.2f}")
+    print(f"ratio torch/phaselab: wall {med(tt) / med(pt):.1f}x, cpu {med(tc) / med(pc):.1f}x")
 
 
 if __name__ == "__main__":

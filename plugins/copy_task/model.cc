@@ -18,6 +18,15 @@ CopyNet::CopyNet(const pl_kernel_table& k, const NetConfig& c, std::vector<int32
   const size_t LV = size_t(c.L) * c.V;
   x_.resize(size_t(P) * LV);
   copyc::one_hot(tokens_.data(), tokens_.size(), c.V, x_.data());
+  // Where each target's 1 sits inside its sequence's block of f, so the hot loop subtracts y
+  // without index arithmetic.
+  target_at_.resize(tokens_.size());
+  for (int mu = 0; mu < P; ++mu)
+    for (int l = 0; l < c.L; ++l)
+      target_at_[size_t(mu) * c.L + l] =
+          copyc::in_loss(l, c.wrap)
+              ? l * c.V + copyc::target_token(tokens_.data() + size_t(mu) * c.L, l, c.L)
+              : -1;
   a_.resize(size_t(c.L) * c.L);
   da_.resize(a_.size());
   h_.resize(size_t(max_batch_) * LV);
@@ -62,7 +71,17 @@ double CopyNet::data_sse(const float* theta, size_t mu0, size_t n, float* grad, 
   attention(G, a_.data());
   // Forward: h = A X, f = h W^T; then f <- r = f - y (rows outside the loss zeroed).
   k_.posattn(a_.data(), x, W, h_.data(), f_.data(), n, L, V);
-  subtract_targets(f_.data(), tokens_.data() + mu0 * L, n);
+  const int32_t* at = target_at_.data() + mu0 * L;
+  for (size_t mu = 0; mu < n; ++mu) {
+    float* fm = f_.data() + mu * LV;
+    for (size_t l = 0; l < L; ++l) {
+      const int32_t i = at[mu * L + l];
+      if (i >= 0)
+        fm[i] -= 1.0f;
+      else
+        std::memset(fm + l * V, 0, V * sizeof(float));
+    }
+  }
   const double sse = k_.dot(f_.data(), f_.data(), n * LV);
   if (!grad) return sse;
   // Backward with df = r (dSSE/df = 2 r; the 2 and `scale` are applied to the small outputs).

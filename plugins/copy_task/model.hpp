@@ -71,6 +71,7 @@ class CopyNet {
   int P_, max_batch_, test_chunk_;
   std::vector<int32_t> tokens_;  // P x L
   std::vector<float> x_;         // P x L x V one-hot
+  std::vector<int32_t> target_at_;  // P x L: flat index l*V + y_l within a sequence, -1 if not in loss
   std::vector<float> a_, da_;    // L x L
   std::vector<float> h_, f_, dh_;  // max_batch x L x V
   std::vector<float> xt_, ht_, ft_;  // test_chunk x L x V
