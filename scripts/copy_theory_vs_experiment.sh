@@ -46,22 +46,30 @@ V=$(key "$th_cfg" V)
 dat="$out/figures/data"
 mkdir -p "$dat"
 for att in $(values "$th" attention); do
-  for y in cG train_mse; do
+  # linear attention has the (W, A) -> (-W, -A) symmetry: compare |c_G|
+  cgcol=cG
+  [ "$att" = linear ] && cgcol=abs_cG
+  for y in $cgcol train_mse; do
     plots=()
-    # rest_logits (softmax reduced action) may be swept: one set of theory curves per value
+    var=0
+    # objective and rest_logits (softmax reduced action) may be swept: one set of theory curves each
     rests=$(values "$th" rest_logits)
     [ "$att" = linear ] && rests=$(echo "$rests" | head -1)
+    for ob in $(values "$th" objective | grep . || echo any); do
     for rl in ${rests:-any}; do
       rf="" tag=""
-      if [ "$rl" != any ]; then rf=",rest_logits=$rl"; [ "$att" = softmax ] && tag=" (rest logits $rl)"; fi
+      if [ "$ob" != any ]; then rf=",objective=$ob"; tag=" $ob"; fi
+      if [ "$rl" != any ]; then rf="$rf,rest_logits=$rl"; [ "$att" = softmax ] && tag="$tag, rest $rl"; fi
+      rl="${ob}_$rl"
+      var=$((var + 1))  # one dash type per theory variant
       for br in $(values "$th" branch); do
         f="$dat/th_${att}_${y}_${br}_${rl}.dat"
         pick "$th" "attention=$att,branch=$br$rf" "P,$y" | sort -g > "$f"
-        if [ -s "$f" ]; then plots+=("'$f' using 1:2 with lines lw 2 title 'theory$tag: $br'"); fi
+        if [ -s "$f" ]; then plots+=("'$f' using 1:2 with lines lw 2 dt $var title 'theory$tag: $br'"); fi
       done
       f="$dat/th_${att}_${y}_global_${rl}.dat"
       pick "$th" "attention=$att,is_global=1$rf" "P,$y" | sort -g > "$f"
-      plots+=("'$f' using 1:2 with lines lw 1 dt 2 lc rgb 'black' title 'theory$tag: global'")
+      plots+=("'$f' using 1:2 with lines lw 1 dt 2 title 'theory$tag: global'")
       if [ "$y" = train_mse ]; then
         f="$dat/th_${att}_mse_exact_${rl}.dat"
         pick "$th" "attention=$att,is_global=1$rf" "P,train_mse_exact" | sort -g > "$f"
@@ -69,6 +77,7 @@ for att in $(values "$th" attention); do
           plots+=("'$f' using 1:2 with lines lw 1 lc rgb 'gray' title 'theory$tag: global, exact finite-P read-out'")
         fi
       fi
+    done
     done
     for init in $(values "$ex" init); do
       pick "$ex" "attention=$att,init=$init,method=adam" "P,$y" | sort -g > "$dat/ex_${att}_${y}_${init}.dat"

@@ -28,12 +28,13 @@ double s_pop(const Model& m, double P, const PopStats& st, PopStats* g) {
   const double cpe = P * st.Q / V, cpa = P * st.s2 / V;  // c_perp, c_par
   const double bpe = P * st.D / V, bpa = P * st.s1 / V;  // b_perp, b_par
   const double mpe = 1 / sw2 + b * cpe, mpa = 1 / sw2 + b * cpa;
-  const double S = 0.5 * V * (V - 1) * std::log1p(sw2 * b * cpe) + 0.5 * V * std::log1p(sw2 * b * cpa) -
+  const double ld = m.map ? 0.0 : 1.0;  // log-det (W entropy) terms: marginal only
+  const double S = ld * (0.5 * V * (V - 1) * std::log1p(sw2 * b * cpe) + 0.5 * V * std::log1p(sw2 * b * cpa)) -
                    0.5 * b * b * ((V - 1) * bpe * bpe / mpe + bpa * bpa / mpa) + 0.5 * b * P * m.R();
   if (g) {
     // d/dc of (V k/2) ln(1 + sw2 b c) = (V k/2) b/m; d/dm of -b^2 x^2/(2m) = b^2 x^2/(2 m^2).
-    const double dS_dcpe = 0.5 * V * (V - 1) * b / mpe + 0.5 * b * b * (V - 1) * bpe * bpe / (mpe * mpe) * b;
-    const double dS_dcpa = 0.5 * V * b / mpa + 0.5 * b * b * bpa * bpa / (mpa * mpa) * b;
+    const double dS_dcpe = ld * 0.5 * V * (V - 1) * b / mpe + 0.5 * b * b * (V - 1) * bpe * bpe / (mpe * mpe) * b;
+    const double dS_dcpa = ld * 0.5 * V * b / mpa + 0.5 * b * b * bpa * bpa / (mpa * mpa) * b;
     g->Q = dS_dcpe * P / V;
     g->s2 = dS_dcpa * P / V;
     g->D = -b * b * (V - 1) * bpe / mpe * P / V;
@@ -81,7 +82,8 @@ double linear_action(const Model& m, double P, double c1, double cG, double* gra
 // Each of Q, s2, D^2, s1^2 is x^T M x on x = (c1, cG); the Hessian is the matching sum of M's.
 void linear_hessian0(const Model& m, double P, double H[2][2]) {
   const double L = m.L, R = m.R(), V = m.V, b = m.beta();
-  const double k = m.sw2 * b * P, bp = b * b * m.sw2 * P * P / (V * V);
+  // k: from the log-det terms (absent in the MAP profile)
+  const double k = m.map ? 0.0 : m.sw2 * b * P, bp = b * b * m.sw2 * P * P / (V * V);
   const double MQ[2][2] = {{R / L, R / L}, {R / L, R}};
   const double MS2[2][2] = {{R, R}, {R, R}};
   const double MD[2][2] = {{R * R / (L * L), R * R / L}, {R * R / L, R * R}};
@@ -93,6 +95,7 @@ void linear_hessian0(const Model& m, double P, double H[2][2]) {
 
 double linear_threshold_closed(const Model& m) {
   const double V = m.V, R = m.R(), b = m.beta();
+  if (m.map) return std::sqrt(V / (m.sw2 * m.sg2 * R)) / b;
   return V * V / (2 * b * R) * (1 + std::sqrt(1 + 4 * R / (m.sw2 * m.sg2 * V * V * V)));
 }
 

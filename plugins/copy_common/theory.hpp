@@ -26,6 +26,10 @@ struct Model {
   // Softmax reduced action: variance of the L-1 off-copy logits. < 0: sg2 (the spec's
   // prior-typical logits); 0: all zero (uniform attention at Delta = 0, closer to a MAP/Adam run).
   double rest_var = -1;
+  // false: the marginal posterior (W integrated out; the spec). true: the MAP profile, W minimised
+  // out instead of integrated: the same action without the log-det (W entropy) terms, the reduced
+  // theory of Adam runs.
+  bool map = false;
   double rest_variance() const { return rest_var < 0 ? sg2 : rest_var; }
   int R() const { return loss_rows(L, wrap); }
   double beta() const { return beta_of(kappa, R(), beta_conv); }
@@ -38,7 +42,8 @@ struct PopStats {
 };
 PopStats stats_of(const Model& m, const double* A);  // A: L x L row-major
 
-// S_pop and its partial derivatives wrt (Q, D, s1, s2) (g may be null).
+// S_pop and its partial derivatives wrt (Q, D, s1, s2) (g may be null). With m.map the two ln
+// terms are left out (profile over W instead of marginal).
 double s_pop(const Model& m, double P, const PopStats& st, PopStats* g = nullptr);
 // Training MSE per loss position with the posterior-mean read-out on the population C, B.
 double mse_pop(const Model& m, double P, const PopStats& st);
@@ -52,6 +57,7 @@ double linear_action(const Model& m, double P, double c1, double cG, double* gra
 void linear_hessian0(const Model& m, double P, double H[2][2]);
 // The spec's closed form: where the pure shift direction A = cG S loses stability,
 // P = V^2/(2 beta R) [1 + sqrt(1 + 4 R/(sw2 sg2 V^3))]  (= (kappa V^2/2)[...] for per_position).
+// MAP profile: P = sqrt(V/(sw2 sg2 R))/beta  (= kappa sqrt(L V/(sw2 sg2)) for per_position, cyclic).
 double linear_threshold_closed(const Model& m);
 // Where A = 0 really loses stability: smallest P with lambda_min(linear_hessian0) = 0 (the shift
 // mode couples to the uniform mode J/L through the row sums, so this lies below the closed form

@@ -47,6 +47,8 @@ const pl_param_decl kParams[] = {
                       "beta = 1/(kappa L_loss) or 1/kappa"),
     plsdk::enum_param("wrap", "cyclic", "cyclic|drop_first",
                       "target of position 1: x_L (cyclic) or left out of the loss"),
+    plsdk::enum_param("objective", "marginal", "marginal|map",
+                      "marginal posterior over A (W integrated out) or MAP profile (W minimised out)"),
     plsdk::enum_param("rest_logits", "prior", "prior|zero",
                       "softmax reduced action: off-copy logits N(0, sg2) self-averaged (spec) or 0"),
     plsdk::float_param("P_min", 10.0, "smallest P of the branch grid", kPos, 0),
@@ -129,7 +131,8 @@ std::string fmt(double x) {
 // appended by the workers under a lock and sorted by point in finish().
 std::mutex g_trans_mutex;
 const char* const kTransHeader =
-    "point,seed,attention,L,V,kappa,sw2,sg2,beta_convention,wrap,P_star,P_spinodal,P_low,order,"
+    "point,seed,attention,L,V,kappa,sw2,sg2,beta_convention,wrap,objective,rest_logits,P_star,"
+    "P_spinodal,P_low,order,"
     "P_closed,P_plane,cG_jump,P_star_over_L_ln2L,P_star_over_L_lnL,P_star_over_V2";
 
 class CopyTheory {
@@ -144,6 +147,7 @@ class CopyTheory {
     m_.wrap = parse_wrap(cx.s("wrap"));
     softmax_ = cx.is("attention", "softmax");
     if (cx.is("rest_logits", "zero")) m_.rest_var = 0;
+    m_.map = cx.is("objective", "map");
     const double P_min = cx.f("P_min"), P_max = cx.f("P_max");
     const int n = int(cx.i("num_P"));
     for (int i = 0; i < n; ++i)
@@ -218,10 +222,13 @@ class CopyTheory {
           // through 0 on the copy branch, so it is no scale).
           const double Pd = double(Pi), scale = 0.5 * m_.beta() * Pd * m_.R();
           sd = em->s_data(A.data(), nullptr);
-          spA = s_pop(m_, Pd, stats_of(m_, A.data()));
+          // S_data is the marginal: compare with the marginal S_pop also for objective = map
+          Model mm = m_;
+          mm.map = false;
+          spA = s_pop(mm, Pd, stats_of(mm, A.data()));
           rel = (sd - spA) / scale;
           // the reduced action's own S_pop (self-averaged rest logits) at the same (rounded) P
-          relr = (sd - s_pop(m_, Pd, x.st)) / scale;
+          relr = (sd - s_pop(mm, Pd, x.st)) / scale;
           mse_ex = em->train_mse(A.data());
         }
         const double a = softmax_ ? x.st.D / m_.R() : NAN;
@@ -243,7 +250,8 @@ class CopyTheory {
       std::ostringstream row;
       row << cx.point_index() << ',' << cx.seed() << ',' << (softmax_ ? "softmax" : "linear") << ','
           << L << ',' << m_.V << ',' << fmt(m_.kappa) << ',' << fmt(m_.sw2) << ',' << fmt(m_.sg2)
-          << ',' << cx.s("beta_convention") << ',' << cx.s("wrap") << ',' << fmt(t.P_star) << ','
+          << ',' << cx.s("beta_convention") << ',' << cx.s("wrap") << ',' << cx.s("objective") << ','
+          << cx.s("rest_logits") << ',' << fmt(t.P_star) << ','
           << fmt(t.P_spinodal) << ',' << fmt(t.P_low) << ',' << t.order << ',' << fmt(t.P_closed)
           << ',' << fmt(t.P_plane) << ',' << fmt(t.a_jump) << ',' << fmt(r1) << ',' << fmt(r3) << ','
           << fmt(r2);
@@ -361,22 +369,25 @@ pl_status finish(const pl_host* host, const char* run_dir) {
     for (const auto& r : rows) out << r.second << '\n';
   }
   // Scaling fits: softmax P* vs L at fixed (V, kappa, sw2, sg2) and linear P* vs V at fixed L.
-  // Columns: 2 attention, 3 L, 4 V, 5 kappa, 6 sw2, 7 sg2, 10 P_star, 13 order.
+  // Columns: 2 attention, 3 L, 4 V, 5 kappa, 6 sw2, 7 sg2, 8 beta_convention, 9 wrap, 10 objective,
+  // 11 rest_logits, 12 P_star, 15 order.
   struct Pt {
     double L, V, P;
   };
   std::map<std::string, std::vector<Pt>> by_V, by_L;  // key: attention|fixed value|kappa|sw2|sg2
   for (const auto& r : rows) {
     const auto f = split(r.second);
-    if (f.size() < 20 || f[10].empty() || f[13] == "none") continue;
-    const Pt p{std::atof(f[3].c_str()), std::atof(f[4].c_str()), std::atof(f[10].c_str())};
+    if (f.size() < 22 || f[12].empty() || f[15] == "none") continue;
+    const Pt p{std::atof(f[3].c_str()), std::atof(f[4].c_str()), std::atof(f[12].c_str())};
     // fits only within one order: first-order points and crossovers follow different laws
-    const std::string rest = f[5] + "|" + f[6] + "|" + f[7] + "|" + f[8] + "|" + f[9] + "|" + f[13];
+    const std::string rest = f[5] + "|" + f[6] + "|" + f[7] + "|" + f[8] + "|" + f[9] + "|" + f[10] +
+                             "|" + f[11] + "|" + f[15];
     by_V[f[2] + "|V|" + f[4] + "|" + rest].push_back(p);
     by_L[f[2] + "|L|" + f[3] + "|" + rest].push_back(p);
   }
   std::ofstream out(std::string(run_dir) + "/scaling_fit.csv", std::ios::trunc);
-  out << "attention,fixed,fixed_value,kappa,sw2,sg2,beta_convention,wrap,order,varied,n,exponent,"
+  out << "attention,fixed,fixed_value,kappa,sw2,sg2,beta_convention,wrap,objective,rest_logits,order,"
+         "varied,n,exponent,"
          "exponent_of_ratio,ratio_min,ratio_max,ratio_name,exponent_of_ratio_L_lnL\n";
   auto emit_fit = [&](const std::string& key, std::vector<Pt> v, bool vary_L) {
     std::sort(v.begin(), v.end(), [&](const Pt& a, const Pt& b) { return vary_L ? a.L < b.L : a.V < b.V; });
@@ -407,8 +418,8 @@ pl_status finish(const pl_host* host, const char* run_dir) {
     }
     const auto mm = std::minmax_element(ratio.begin(), ratio.end());
     out << parts[0] << ',' << parts[1] << ',' << parts[2] << ',' << parts[3] << ',' << parts[4] << ','
-        << parts[5] << ',' << parts[6] << ',' << parts[7] << ',' << parts[8] << ','
-        << (vary_L ? "L" : "V") << ','
+        << parts[5] << ',' << parts[6] << ',' << parts[7] << ',' << parts[8] << ',' << parts[9] << ','
+        << parts[10] << ',' << (vary_L ? "L" : "V") << ','
         << x.size() << ',' << fmt(loglog_slope(x, y)) << ',' << fmt(loglog_slope(x, ratio)) << ','
         << fmt(*mm.first) << ',' << fmt(*mm.second) << ','
         << (vary_L ? "P_star/(L ln^2 L)" : "P_star/V^2") << ','

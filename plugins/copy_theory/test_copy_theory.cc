@@ -393,6 +393,55 @@ TEST_CASE("softmax reduced action with zero rest logits is the exact S_pop of A 
   }
 }
 
+TEST_CASE("MAP profile: S_data without the log-det term at the population; gradients; threshold") {
+  // Population by enumeration: S_pop(map) = S_data - (V/2) ln det(I + sw2 beta C).
+  MarginalConfig c;
+  c.L = 5;
+  c.V = 3;
+  c.sw2 = 1.3;
+  const auto tok = all_sequences(c.L, c.V);
+  const int n = int(tok.size()) / c.L;
+  Model m{c.L, c.V, c.kappa, c.sw2, c.sg2, c.beta, c.wrap};
+  m.map = true;
+  const double P = 300;
+  c.weight = P / n;
+  ExactMarginal em(c, tok.data(), n);
+  const auto A = random_matrix(c.L, 0.5, 5);
+  const double sd = em.s_data(A.data(), nullptr);
+  std::vector<double> M(size_t(c.V) * c.V);
+  for (int i = 0; i < c.V; ++i)
+    for (int j = 0; j < c.V; ++j)
+      M[size_t(i) * c.V + j] = (i == j) + c.sw2 * em.beta() * em.last_C()[size_t(i) * c.V + j];
+  REQUIRE(cholesky(M, c.V));
+  double logdet = 0;
+  for (int i = 0; i < c.V; ++i) logdet += 2 * std::log(M[size_t(i) * c.V + i]);
+  CHECK(near(s_pop(m, P, stats_of(m, A.data())), sd - 0.5 * c.V * logdet, 1e-9, 1e-11));
+  // gradients and Hessian at 0 of the MAP linear action vs finite differences
+  m.L = 10;
+  m.V = 4;
+  for (double Pp : {5.0, 80.0}) {
+    double gr[2];
+    linear_action(m, Pp, 0.4, 0.3, gr);
+    CHECK(near(gr[0], (linear_action(m, Pp, 0.4 + 1e-6, 0.3) - linear_action(m, Pp, 0.4 - 1e-6, 0.3)) / 2e-6, 1e-6, 1e-6));
+    CHECK(near(gr[1], (linear_action(m, Pp, 0.4, 0.3 + 1e-6) - linear_action(m, Pp, 0.4, 0.3 - 1e-6)) / 2e-6, 1e-6, 1e-6));
+    double H[2][2];
+    linear_hessian0(m, Pp, H);
+    for (int j = 0; j < 2; ++j) {
+      double gp[2], gm[2];
+      linear_action(m, Pp, j == 0 ? 1e-5 : 0, j == 1 ? 1e-5 : 0, gp);
+      linear_action(m, Pp, j == 0 ? -1e-5 : 0, j == 1 ? -1e-5 : 0, gm);
+      for (int i = 0; i < 2; ++i) CHECK(near(H[i][j], (gp[i] - gm[i]) / 2e-5, 1e-5, 1e-6));
+    }
+  }
+  // closed form: the shift direction's curvature vanishes there; the plane threshold is below
+  double H[2][2];
+  const double Pc = linear_threshold_closed(m);
+  linear_hessian0(m, Pc, H);
+  CHECK(near(H[1][1], 0.0, 1e-9 * m.L, 0));
+  CHECK(near(Pc, m.kappa * std::sqrt(double(m.L) * m.V / (m.sw2 * m.sg2)), 0, 1e-12));
+  CHECK(linear_threshold_plane(m) <= Pc);
+}
+
 TEST_CASE("bisection locates a known root to the requested accuracy") {
   const double root = std::cbrt(2.0);
   for (double tol : {1e-3, 1e-8, 1e-12}) {
