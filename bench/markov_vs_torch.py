@@ -65,9 +65,9 @@ def torch_step_ms(threads, d, N, B, C, layers, reps):
     net = Net()
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0)
     seq = torch.randint(0, C, (B, N + 1))
-    times = []
+    times, cpu = [], []
     for r in range(reps + 3):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         logits = net(seq[:, :N])
         loss = F.cross_entropy(logits.reshape(-1, C), seq[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
@@ -75,7 +75,8 @@ def torch_step_ms(threads, d, N, B, C, layers, reps):
         opt.step()
         if r >= 3:
             times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times), torch.__version__
+            cpu.append((time.process_time() - c0) * 1e3)
+    return statistics.median(times), statistics.median(cpu), torch.__version__
 
 
 def phaselab_step(build, threads, d, N, B, reps, peak):
@@ -100,24 +101,30 @@ def main():
     peak = float(phaselab_step(args.build, 1, 8, 8, 1, 1, True).get("peak_gflops_1core", "nan"))
     rows = []
     for t in args.threads:
-        pl_ms, th_ms, info = [], [], {}
+        pl_ms, th_ms, pl_cpu, th_cpu, info = [], [], [], [], {}
         for _ in range(args.rounds):
             info = phaselab_step(args.build, t, args.d, args.N, args.batch, args.reps, False)
             pl_ms.append(float(info["median_ms"]))
-            ms, tv = torch_step_ms(t, args.d, args.N, args.batch, C, layers, args.reps)
+            pl_cpu.append(float(info["cpu_ms"]))
+            ms, cms, tv = torch_step_ms(t, args.d, args.N, args.batch, C, layers, args.reps)
             th_ms.append(ms)
+            th_cpu.append(cms)
         flops = float(info["flops"])
         p, q = statistics.median(pl_ms), statistics.median(th_ms)
-        rows.append((t, p, q, flops, info.get("fallback_kernels", "?"), tv))
+        rows.append((t, p, q, flops, info.get("fallback_kernels", "?"), tv,
+                     statistics.median(pl_cpu), statistics.median(th_cpu)))
     print(f"one training step: d_model {args.d}, N {args.N}, batch {args.batch}, 1 head, {layers} layers, "
           f"GELU MLP 4x, pre-LN, C {C}; FLOPs/step {rows[0][3]:.4g} (matrix products, fwd + 2x bwd)")
     print(f"single-core peak (AVX-512 FMA loop): {peak:.1f} GFLOP/s")
+    print("wall = median wall time per step; cpu = median process CPU time per step (all threads)")
     print(f"{'threads':>7} {'phaselab ms':>12} {'torch ms':>10} {'torch/phaselab':>15} "
-          f"{'phaselab GFLOP/s':>17} {'% 1-core peak':>14} {'fallbacks':>9}")
-    for t, p, q, flops, fb, tv in rows:
+          f"{'phaselab GFLOP/s':>17} {'% 1-core peak':>14} {'cpu: phaselab':>14} {'torch':>9} "
+          f"{'ratio':>6} {'fallbacks':>9}")
+    for t, p, q, flops, fb, tv, pc, qc in rows:
         g = flops / p * 1e-6
         print(f"{t:>7} {p:>12.2f} {q:>10.2f} {q / p:>15.2f} {g:>17.1f} "
-              f"{100 * g / peak if peak == peak else math.nan:>14.1f} {fb:>9}")
+              f"{100 * g / peak if peak == peak else math.nan:>14.1f} {pc:>14.2f} {qc:>9.2f} "
+              f"{qc / pc:>6.2f} {fb:>9}")
     print(f"torch {rows[0][5]}; medians over {args.rounds} alternating rounds of {args.reps} steps")
 
 

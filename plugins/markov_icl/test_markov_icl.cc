@@ -14,6 +14,7 @@
 #include "chains.hpp"
 #include "model.hpp"
 #include "predictors.hpp"
+#include "summary.hpp"
 #include "phaselab/kernels.hpp"
 #include "trainer.hpp"
 
@@ -431,4 +432,24 @@ TEST_CASE("markov_icl: with infinite chains training approaches the 2-Gen predic
   CHECK(r.kl[0][mk::kGen2] < 0.25 * r.kl[0][mk::kGen1]);
   CHECK(r.kl[0][mk::kGen2] < 0.2 * r0.kl[0][mk::kGen2]);
   CHECK(r.loss[1] - tr.eval_set(1).bayes[mk::kGen2] < 0.03);  // OOD loss near the 2-Gen floor
+}
+
+TEST_CASE("markov_icl: summary reads phase paths and transition times from a history") {
+  mk::RunHistory h;
+  h.steps = {0, 1, 2, 4, 8, 16, 32, 64, 128};
+  h.phase = {"2gen", "1gen", "1gen", "2gen", "1gen", "2gen", "2gen", "2mem", "2mem"};
+  mk::analyse(h);
+  CHECK(h.final_phase == "2mem");
+  CHECK(h.path == "1gen>2gen>2mem");  // single-checkpoint blips are not stable segments
+  CHECK(h.t_2gen == 16);
+  CHECK(h.t_mem == 64);
+  CHECK(h.t_final == 64);
+  CHECK(h.cls == "gen_then_mem");
+  mk::RunHistory g;
+  g.steps = {0, 1, 2, 3};
+  g.phase = {"1mem", "2mem", "2mem", "2mem"};
+  mk::analyse(g);
+  CHECK(g.cls == "mem");
+  CHECK(g.path == "2mem");
+  CHECK(std::isnan(g.t_2gen));
 }
