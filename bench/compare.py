@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Side-by-side kernel timings: phaselab vs PyTorch (CPU) vs OpenBLAS sgemm, one thread each.
+
+Runs, on the same machine and in the same session:
+  * <build>/bench/phaselab_bench (Google Benchmark, JSON, --benchmark_repetitions, medians) for the
+    FMA peak loop and the workloads below, every runnable variant of each kernel;
+  * <build>/bench/openblas_bench (cblas_sgemm on the gemm shapes) with OPENBLAS_NUM_THREADS=1 and
+    OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed from its environment (OpenBLAS picks its own
+    kernel for this CPU);
+  * the same workloads in PyTorch 2.x with torch.set_num_threads(1) (timed in-process, median of
+    repetitions, each repetition long enough to dwarf the timer);
+and prints a markdown table of medians and ratios.
+
+Usage: python3 bench/compare.py [--build build] [--reps 5] [--min-time 0.2] [--json out.json]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+# workload key -> (phaselab benchmark name suffix after "<variant>/", kernel, unit, per-iteration
+# items or flops). Units: "ns/elem" (lower is better) or "GFLOP/s" (higher is better).
+WORKLOADS = [
+    ("exp n=4096", "exp", "n:4096", "ns/elem", 4096),
+    ("softmax rows 256x64", "softmax_rows", "256x64", "ns/elem", 256 * 64),
+    ("gaussian n=4096", "gaussian", "n:4096", "ns/elem", 4096),
+    ("gaussian n=1M", "gaussian", "n:1048576", "ns/elem", 1 << 20),
+    ("adam n=4096 (in cache)", "adam", "n:4096", "ns/elem", 4096),
+    ("gemm 64x64x64", "gemm", "nn/m:64/n:64/k:64", "GFLOP/s", 2 * 64 ** 3),
+    ("gemm 8192x64x64", "gemm", "nn/m:8192/n:64/k:64", "GFLOP/s", 2 * 8192 * 64 * 64),
+    ("gemm 8192x256x64", "gemm", "nn/m:8192/n:256/k:64", "GFLOP/s", 2 * 8192 * 256 * 64),
+    ("gemm 8192x64x256", "gemm", "nn/m:8192/n:64/k:256", "GFLOP/s", 2 * 8192 * 64 * 256),
+    ("gemm 8192x256x256", "gemm", "nn/m:8192/n:256/k:256", "GFLOP/s", 2 * 8192 * 256 * 256),
+    ("attention fwd n=128 d=64", "attention", "fwd/n:128/d:64", "us", None),
+    ("attention bwd n=128 d=64", "attention_bwd", "bwd/n:128/d:64", "us", None),
+    ("attention fwd n=128 d=64 causal", "attention", "fwd/n:128/d:64/causal", "us", None),
+    ("attention bwd n=128 d=64 causal", "attention_bwd", "bwd/n:128/d:64/causal", "us", None),
+]
+
+
+def run_gbench(exe, regex, reps, min_time, env=None):
+    """Median real time (ns) and counters per benchmark name."""
+    cmd = [exe, f"--benchmark_filter={regex}", f"--benchmark_repetitions={reps}",
+           f"--benchmark_min_time={min_time}", "--benchmark_report_aggregates_only=true",
+           "--benchmark_format=json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    res = {}
+    for b in json.loads(out)["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        name = b["run_name"]
+        scale = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}[b.get("time_unit", "ns")]
+        res[name] = {"cpu_ns": b["cpu_time"] * scale, "real_ns": b["real_time"] * scale,
+                     "gflops": b.get("GFLOPS")}
+    return res
+
+
+def torch_workloads(reps):
+    """Median ns per call of each workload in PyTorch, one thread."""
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+
+    def timeit(fn, min_time=0.1):
+        fn()
+        n = 1
+        while True:  # calibrate: one repetition lasts at least min_time
+            t0 = time.process_time_ns()
+            for _ in range(n):
+                fn()
+            dt = time.process_time_ns() - t0
+            if dt >= min_time * 1e9:
+                break
+            n *= 2
+        samples = []
+        for _ in range(reps):
+            t0 = time.process_time_ns()
+            for _ in range(n):
+                fn()
+            samples.append((time.process_time_ns() - t0) / n)
+        return statistics.median(samples)
+
+    res = {}
+    x = torch.empty(4096).uniform_(-10, 10)
+    y = torch.empty(4096)
+    res["exp n=4096"] = timeit(lambda: torch.exp(x, out=y))
+    s = torch.empty(256, 64).uniform_(-8, 8)
+    res["softmax rows 256x64"] = timeit(lambda: torch.softmax(s * 0.125, dim=-1))
+    g = torch.empty(4096)
+    res["gaussian n=4096"] = timeit(lambda: g.normal_())
+    gl = torch.empty(1 << 20)
+    res["gaussian n=1M"] = timeit(lambda: gl.normal_())
+    p = torch.nn.Parameter(torch.empty(4096).uniform_(-1, 1))
+    p.grad = torch.empty(4096).uniform_(-1, 1)
+    opt = torch.optim.Adam([p], lr=1e-3, foreach=False)
+    res["adam n=4096 (in cache)"] = timeit(opt.step)
+    for (m, n, k) in [(64, 64, 64), (8192, 64, 64), (8192, 256, 64), (8192, 64, 256),
+                      (8192, 256, 256)]:
+        a = torch.empty(m, k).uniform_(-1, 1)
+        b = torch.empty(k, n).uniform_(-1, 1)
+        c = torch.empty(m, n)
+        key = "gemm 64x64x64" if m == 64 else f"gemm {m}x{n}x{k}"
+        res[key] = timeit(lambda: torch.mm(a, b, out=c))
+    # Attention, one head, n = 128, d = 64: explicit ops with autograd (matching the kernel) and
+    # PyTorch's fused scaled_dot_product_attention; the faster of the two is the baseline.
+    n, d = 128, 64
+    for causal in (False, True):
+        tag = " causal" if causal else ""
+        q, k, v = (torch.empty(n, d).uniform_(-1, 1).requires_grad_() for _ in range(3))
+        do = torch.empty(n, d).uniform_(-1, 1)
+        mask = torch.ones(n, n, dtype=torch.bool).tril() if causal else None
+
+        def explicit_fwd():
+            sc = (q @ k.T) * 0.125
+            if causal:
+                sc = sc.masked_fill(~mask, float("-inf"))
+            return torch.softmax(sc, dim=-1) @ v
+
+        def sdpa_fwd():
+            return F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=causal,
+                                                  scale=0.125)[0]
+
+        for label, fwd in (("explicit", explicit_fwd), ("sdpa", sdpa_fwd)):
+            with torch.no_grad():
+                res[f"attention fwd n=128 d=64{tag} [{label}]"] = timeit(fwd)
+
+            def fwd_bwd(fwd=fwd):
+                q.grad = k.grad = v.grad = None
+                fwd().backward(do)
+            res[f"attention fwd+bwd n=128 d=64{tag} [{label}]"] = timeit(fwd_bwd)
+    return res, torch.__version__
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--min-time", type=float, default=0.2)
+    ap.add_argument("--json", help="also write every measurement here")
+    args = ap.parse_args()
+    bench = os.path.join(args.build, "bench", "phaselab_bench")
+    blas = os.path.join(args.build, "bench", "openblas_bench")
+    if not os.path.exists(bench):
+        sys.exit(f"{bench} not found: build with `meson setup {args.build} && ninja -C {args.build}`")
+
+    kernels = sorted({w[1] for w in WORKLOADS})
+    shapes = "|".join(sorted({w[2] for w in WORKLOADS}))
+    regex = f"^(peak/.*|({'|'.join(kernels)})\\.[a-z0-9_.]+/({shapes}))$"
+    print("running phaselab_bench ...", file=sys.stderr)
+    ours = run_gbench(bench, regex, args.reps, args.min_time)
+
+    blas_res = {}
+    if os.path.exists(blas):
+        env = dict(os.environ)
+        env.pop("OPENBLAS_CORETYPE", None)
+        env.pop("OPENBLAS_L2_SIZE", None)
+        env["OPENBLAS_NUM_THREADS"] = "1"
+        print("running openblas_bench ...", file=sys.stderr)
+        blas_res = run_gbench(blas, "openblas/.*", args.reps, args.min_time, env)
+    else:
+        print("openblas_bench not built (apt-get install libopenblas-dev, then reconfigure)",
+              file=sys.stderr)
+
+    try:
+        print("running PyTorch ...", file=sys.stderr)
+        torch_res, torch_version = torch_workloads(args.reps)
+    except ImportError:
+        torch_res, torch_version = {}, None
+        print("PyTorch not importable (pip install torch)", file=sys.stderr)
+
+    peak = {k.split("/")[-1]: v["gflops"] for k, v in ours.items() if k.startswith("peak/")}
+    lines = []
+    lines.append(f"FMA-loop peak, one core: " +
+                 ", ".join(f"{isa} {g:.0f} GFLOP/s" for isa, g in sorted(peak.items())) +
+                 (f"; PyTorch {torch_version}" if torch_version else "") + "\n")
+    lines.append("| workload | best phaselab variant | phaselab | scalar | hwy (same ISA) | PyTorch | "
+                 "phaselab / PyTorch | OpenBLAS | phaselab / OpenBLAS | % of peak |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+
+    def per_item(ns, items):
+        return ns / items
+
+    for key, kernel, shape, unit, size in WORKLOADS:
+        cands = {name.split("/")[0]: r for name, r in ours.items()
+                 if name.startswith(kernel + ".") and name.endswith("/" + shape)
+                 and name.split("/", 1)[1] == shape}
+        if not cands:
+            continue
+        best_name = min(cands, key=lambda n: cands[n]["cpu_ns"])
+        best = cands[best_name]
+        isa = best_name.split(".")[-1]
+        hwy = cands.get(f"{kernel}.hwy.{isa}")
+        scalar = cands.get(f"{kernel}.scalar")
+
+        def fmt(r):
+            if r is None:
+                return "-"
+            if unit == "ns/elem":
+                return f"{per_item(r['cpu_ns'], size):.3f} ns/elem"
+            if unit == "GFLOP/s":
+                return f"{r['gflops']:.1f} GFLOP/s"
+            return f"{r['cpu_ns'] / 1e3:.1f} us"
+
+        tkey = key
+        t = torch_res.get(tkey)
+        if kernel.startswith("attention"):
+            t = None  # attention is compared fwd+bwd below
+        torch_cell, ratio_t = "-", "-"
+        if t is not None:
+            if unit == "GFLOP/s":
+                torch_cell = f"{size / t:.1f} GFLOP/s"
+            else:
+                torch_cell = f"{t / size:.3f} ns/elem"
+            ratio_t = f"{t / best['cpu_ns']:.2f}x"
+        blas_cell, ratio_b, pct = "-", "-", "-"
+        if kernel == "gemm":
+            mnk = shape.split("/")[1:]
+            b = blas_res.get("openblas/sgemm/nn/" + "/".join(mnk))
+            if b:
+                blas_cell = f"{b['gflops']:.1f} GFLOP/s"
+                ratio_b = f"{best['gflops'] / b['gflops']:.2f}x"
+            if "avx512" in peak:
+                pct = f"{100 * best['gflops'] / peak['avx512']:.0f}%"
+        lines.append(f"| {key} | {best_name} | {fmt(best)} | {fmt(scalar)} | {fmt(hwy)} | "
+                     f"{torch_cell} | {ratio_t} | {blas_cell} | {ratio_b} | {pct} |")
+
+    # Fused attention forward + backward against PyTorch (explicit ops and SDPA).
+    lines.append("")
+    lines.append("| attention n=128 d=64, forward + backward | phaselab (best fwd + best bwd) | "
+                 "PyTorch explicit | PyTorch SDPA | phaselab speed-up vs faster PyTorch |")
+    lines.append("|---|---|---|---|---|")
+    for tag, sfx in (("", ""), (" causal", "/causal")):
+        def best_of(kernel, shape):
+            c = {n.split("/")[0]: r for n, r in ours.items()
+                 if n.startswith(kernel + ".") and n.split("/", 1)[1] == shape}
+            if not c:
+                return None, None
+            nm = min(c, key=lambda n: c[n]["cpu_ns"])
+            return nm, c[nm]["cpu_ns"]
+        fn, f_ns = best_of("attention", "fwd/n:128/d:64" + sfx)
+        bn, b_ns = best_of("attention_bwd", "bwd/n:128/d:64" + sfx)
+        if f_ns is None or b_ns is None:
+            continue
+        ex = torch_res.get(f"attention fwd+bwd n=128 d=64{tag} [explicit]")
+        sd = torch_res.get(f"attention fwd+bwd n=128 d=64{tag} [sdpa]")
+        ours_ns = f_ns + b_ns
+        faster = min(x for x in (ex, sd) if x is not None) if (ex or sd) else None
+        lines.append(f"| {'causal' if tag else 'dense'} | {ours_ns / 1e3:.1f} us ({fn}, {bn}) | "
+                     f"{ex / 1e3 if ex else float('nan'):.1f} us | "
+                     f"{sd / 1e3 if sd else float('nan'):.1f} us | "
+                     f"{(faster / ours_ns) if faster else float('nan'):.2f}x |")
+    print("\n".join(lines))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"phaselab": ours, "openblas": blas_res, "torch": torch_res,
+                       "torch_version": torch_version}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
