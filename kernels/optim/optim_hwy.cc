@@ -43,8 +43,16 @@ HWY_INLINE V AdamStep(D d, const AdamConsts& c, float wd, float decay, V p, V g,
   if (!kDecoupled) g = hn::MulAdd(hn::Set(d, wd), p, g);
   mv = hn::MulAdd(hn::Set(d, c.b1), mv, hn::Mul(hn::Set(d, c.one_minus_b1), g));
   vv = hn::MulAdd(hn::Set(d, c.b2), vv, hn::Mul(hn::Set(d, c.one_minus_b2), hn::Mul(g, g)));
-  const V ratio =
-      hn::Div(mv, hn::Add(hn::Sqrt(hn::Mul(vv, hn::Set(d, c.inv_c2))), hn::Set(d, c.eps)));
+  // mhat / (sqrt(vhat) + eps). On AVX2/AVX-512 the reciprocal estimate (12 resp. 14 bits) plus
+  // one Newton step r <- r (2 - den r) (error ~ its square, <= 2^-24) is cheaper than a division;
+  // other targets' estimates are too coarse (NEON: 8 bits), so they divide.
+  const V den = hn::Add(hn::Sqrt(hn::Mul(vv, hn::Set(d, c.inv_c2))), hn::Set(d, c.eps));
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  const V r0 = hn::ApproximateReciprocal(den);
+  const V ratio = hn::Mul(mv, hn::Mul(r0, hn::NegMulAdd(den, r0, hn::Set(d, 2.0f))));
+#else
+  const V ratio = hn::Div(mv, den);
+#endif
   if (kDecoupled) p = hn::Mul(p, hn::Set(d, decay));  // AdamW: p (1 - lr wd)
   return hn::NegMulAdd(hn::Set(d, c.step_size), ratio, p);
 }
@@ -118,7 +126,7 @@ void Sgld(float* theta, const float* grad, size_t n, float eta, float temperatur
           uint64_t stream, uint64_t counter) {
   const float scale = static_cast<float>(std::sqrt(2.0 * eta * temperature));
   const uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  const size_t G = 4 * hn::Lanes(rng::DU());
+  const size_t G = rng::GroupSize();
   HWY_ALIGN float xi[rng::kMaxGroup];
   size_t i = 0;
   while (i < n) {

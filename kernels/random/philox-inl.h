@@ -1,10 +1,10 @@
 // Vectorised Philox4x32-10 and Box-Muller for Highway targets (see philox.hpp for the stream
 // layout). Included after foreach_target.h by random_hwy.cc and optim_hwy.cc (sgld).
 //
-// A "group" is N consecutive Philox blocks (N = lanes of u32): the counters are laid out
-// structure-of-arrays (lane l of w0..w3 holds words 0..3 of block j + l), so one round is two
-// 32x32->64 multiplies per vector and the outputs go to memory with StoreInterleaved4, which
-// restores the sample order 4 (j + l) + k. Every sample of a target is computed by the same
+// A "group" is 2N consecutive Philox blocks (N = lanes of u32), two vectors of N: the counters
+// are laid out structure-of-arrays (lane l of w0..w3 holds words 0..3 of block j + l), so one
+// round is two 32x32->64 multiplies per vector and the outputs go to memory with
+// StoreInterleaved4, which restores the sample order 4 (j + l) + k. Every sample of a target is computed by the same
 // non-inlined group function, whatever its position in a call, so a range gives the same bits
 // however it is split into calls (thread-count determinism).
 
@@ -36,8 +36,10 @@ using DF = hn::ScalableTag<float>;
 using VU = hn::Vec<DU>;
 using VF = hn::Vec<DF>;
 
-// Upper bound of 4 * Lanes(DU) over every vector length of this target: one group of samples.
-constexpr size_t kMaxGroup = HWY_MAX_BYTES;
+// Samples per group: 2 vectors of blocks, 4 words each, 8 * Lanes(DU); kMaxGroup bounds it over
+// every vector length of this target.
+constexpr size_t kMaxGroup = 2 * HWY_MAX_BYTES;
+HWY_INLINE size_t GroupSize() { return 8 * hn::Lanes(DU()); }
 
 // hi, lo: the high and low 32 bits of the 64-bit products m * c, lane by lane. MulEven
 // multiplies the even lanes; shifting the 64-bit view right by 32 moves the odd lanes there.
@@ -56,17 +58,16 @@ HWY_INLINE void MulHiLo(VU m, VU c, VU& hi, VU& lo) {
 #endif
 }
 
-// Philox blocks j .. j + N - 1 of the stream: word k of block j + l in lane l of wk.
-HWY_INLINE void Blocks(uint64_t j, uint32_t k0, uint32_t k1, uint64_t stream, VU& w0, VU& w1,
-                       VU& w2, VU& w3) {
+// Counter words 0 and 1 (j lo, j hi) of blocks j .. j + N - 1.
+HWY_INLINE void Counters(uint64_t j, VU& w0, VU& w1) {
   const DU du;
   const size_t N = hn::Lanes(du);
   const uint32_t jlo = static_cast<uint32_t>(j);
   if (jlo <= 0xFFFFFFFFu - (N - 1)) {
     w0 = hn::Iota(du, jlo);
     w1 = hn::Set(du, static_cast<uint32_t>(j >> 32));
-  } else {  // the low word wraps inside this group: carry into the high word lane by lane
-    HWY_ALIGN uint32_t lo[kMaxGroup / 4], hi[kMaxGroup / 4];
+  } else {  // the low word wraps inside this vector: carry into the high word lane by lane
+    HWY_ALIGN uint32_t lo[HWY_MAX_BYTES / 4], hi[HWY_MAX_BYTES / 4];
     for (size_t l = 0; l < N; ++l) {
       lo[l] = static_cast<uint32_t>(j + l);
       hi[l] = static_cast<uint32_t>((j + l) >> 32);
@@ -74,20 +75,61 @@ HWY_INLINE void Blocks(uint64_t j, uint32_t k0, uint32_t k1, uint64_t stream, VU
     w0 = hn::Load(du, lo);
     w1 = hn::Load(du, hi);
   }
-  w2 = hn::Set(du, static_cast<uint32_t>(stream));
-  w3 = hn::Set(du, static_cast<uint32_t>(stream >> 32));
+}
+
+// One Philox round on a vector of counters (w0..w3), key (k0, k1) broadcast.
+HWY_INLINE void Round(VU m0, VU m1, VU k0, VU k1, VU& w0, VU& w1, VU& w2, VU& w3) {
+  VU hi0, lo0, hi1, lo1;
+  MulHiLo(m0, w0, hi0, lo0);
+  MulHiLo(m1, w2, hi1, lo1);
+  w0 = hn::Xor3(hi1, w1, k0);
+  w1 = lo1;
+  w2 = hn::Xor3(hi0, w3, k1);
+  w3 = lo0;
+}
+
+// Philox blocks j .. j + 2N - 1 of the stream: word k of block j + l in lane l of ak, of block
+// j + N + l in lane l of bk. Two independent vectors per round hide the multiply latency.
+HWY_INLINE void Blocks(uint64_t j, uint32_t k0, uint32_t k1, uint64_t stream, VU& a0, VU& a1,
+                       VU& a2, VU& a3, VU& b0, VU& b1, VU& b2, VU& b3) {
+  const DU du;
+  Counters(j, a0, a1);
+  Counters(j + hn::Lanes(du), b0, b1);
+  a2 = b2 = hn::Set(du, static_cast<uint32_t>(stream));
+  a3 = b3 = hn::Set(du, static_cast<uint32_t>(stream >> 32));
   const VU m0 = hn::Set(du, philox::kM0), m1 = hn::Set(du, philox::kM1);
   for (int r = 0; r < philox::kRounds; ++r) {
-    VU hi0, lo0, hi1, lo1;
-    MulHiLo(m0, w0, hi0, lo0);
-    MulHiLo(m1, w2, hi1, lo1);
-    w0 = hn::Xor(hn::Xor(hi1, w1), hn::Set(du, k0));
-    w1 = lo1;
-    w2 = hn::Xor(hn::Xor(hi0, w3), hn::Set(du, k1));
-    w3 = lo0;
+    const VU kv0 = hn::Set(du, k0), kv1 = hn::Set(du, k1);
+    Round(m0, m1, kv0, kv1, a0, a1, a2, a3);
+    Round(m0, m1, kv0, kv1, b0, b1, b2, b3);
     k0 += philox::kW0;
     k1 += philox::kW1;
   }
+}
+
+// ln u for u in [2^-24, 1] (normal floats), without a division: u = 2^e (1 + f) with
+// 1 + f in [sqrt(1/2), sqrt(2)) (adding 1 - 0x3F3504F3 to the bits carries into the exponent
+// exactly when the mantissa is >= sqrt(2)), ln(1 + f) = f - f^2 / 2 + f^3 Q(f) with Q of degree 7
+// fitted here (weighted least squares on the relative error, reweighted towards minimax): 0.11
+// float ulp relative on that interval in exact arithmetic.
+HWY_INLINE VF LogUnit(VF u) {
+  const DU du;
+  const DI di;
+  const DF df;
+  const VU bits = hn::Add(hn::BitCast(du, u), hn::Set(du, 0x3F800000u - 0x3F3504F3u));
+  const VF e = hn::ConvertTo(df, hn::Sub(hn::BitCast(di, hn::ShiftRight<23>(bits)), hn::Set(di, 127)));
+  const VF m = hn::BitCast(df, hn::Add(hn::And(bits, hn::Set(du, 0x7FFFFFu)), hn::Set(du, 0x3F3504F3u)));
+  const VF f = hn::Sub(m, hn::Set(df, 1.0f));
+  VF q = hn::MulAdd(f, hn::Set(df, -0.07634493708610535f), hn::Set(df, 0.1276157647371292f));
+  q = hn::MulAdd(q, f, hn::Set(df, -0.13160184025764465f));
+  q = hn::MulAdd(q, f, hn::Set(df, 0.14201758801937103f));
+  q = hn::MulAdd(q, f, hn::Set(df, -0.16623356938362122f));
+  q = hn::MulAdd(q, f, hn::Set(df, 0.20001226663589478f));
+  q = hn::MulAdd(q, f, hn::Set(df, -0.2500081956386566f));
+  q = hn::MulAdd(q, f, hn::Set(df, 0.3333333134651184f));
+  const VF t = hn::MulAdd(q, f, hn::Set(df, -0.5f));  // (ln(1 + f) - f) / f^2
+  const VF ln1pf = hn::MulAdd(t, hn::Mul(f, f), f);
+  return hn::MulAdd(e, hn::Set(df, 0.693147180559945309f), ln1pf);
 }
 
 // Box-Muller on the word pair (a, b): (za, zb) = sqrt(-2 ln u1) (cos, sin)(2 pi u2).
@@ -102,7 +144,7 @@ HWY_INLINE void BoxMuller(VU a, VU b, VF& za, VF& zb) {
   const VF u1 = hn::Mul(hn::ConvertTo(df, hn::BitCast(di, hn::Add(hn::ShiftRight<8>(a),
                                                                   hn::Set(du, 1u)))),
                         hn::Set(df, 0x1p-24f));
-  const VF r = hn::Sqrt(hn::Mul(hn::Set(df, -2.0f), hn::Log(df, u1)));
+  const VF r = hn::Sqrt(hn::Mul(hn::Set(df, -2.0f), LogUnit(u1)));
 
   const VU b24 = hn::ShiftRight<8>(b);
   const VU q = hn::ShiftRight<22>(hn::Add(b24, hn::Set(du, 1u << 21)));
@@ -130,25 +172,29 @@ HWY_INLINE void BoxMuller(VU a, VU b, VF& za, VF& zb) {
   zb = hn::Mul(r, s);
 }
 
-// The 4N uniform words of blocks j .. j + N - 1, in sample order, to out (unaligned).
+// The 8N uniform words of blocks j .. j + 2N - 1, in sample order, to out (unaligned).
 inline HWY_NOINLINE void UniformGroup(uint64_t j, uint32_t k0, uint32_t k1, uint64_t stream,
                                       uint32_t* HWY_RESTRICT out) {
   const DU du;
-  VU w0, w1, w2, w3;
-  Blocks(j, k0, k1, stream, w0, w1, w2, w3);
-  hn::StoreInterleaved4(w0, w1, w2, w3, du, out);
+  VU a0, a1, a2, a3, b0, b1, b2, b3;
+  Blocks(j, k0, k1, stream, a0, a1, a2, a3, b0, b1, b2, b3);
+  hn::StoreInterleaved4(a0, a1, a2, a3, du, out);
+  hn::StoreInterleaved4(b0, b1, b2, b3, du, out + 4 * hn::Lanes(du));
 }
 
-// The 4N gaussian samples of blocks j .. j + N - 1, in sample order, to out (unaligned).
+// The 8N gaussian samples of blocks j .. j + 2N - 1, in sample order, to out (unaligned).
 inline HWY_NOINLINE void GaussianGroup(uint64_t j, uint32_t k0, uint32_t k1, uint64_t stream,
                                        float* HWY_RESTRICT out) {
   const DF df;
-  VU w0, w1, w2, w3;
-  Blocks(j, k0, k1, stream, w0, w1, w2, w3);
+  VU a0, a1, a2, a3, b0, b1, b2, b3;
+  Blocks(j, k0, k1, stream, a0, a1, a2, a3, b0, b1, b2, b3);
   VF z0, z1, z2, z3;
-  BoxMuller(w0, w1, z0, z1);
-  BoxMuller(w2, w3, z2, z3);
+  BoxMuller(a0, a1, z0, z1);
+  BoxMuller(a2, a3, z2, z3);
   hn::StoreInterleaved4(z0, z1, z2, z3, df, out);
+  BoxMuller(b0, b1, z0, z1);
+  BoxMuller(b2, b3, z2, z3);
+  hn::StoreInterleaved4(z0, z1, z2, z3, df, out + 4 * hn::Lanes(df));
 }
 
 // Visits samples counter .. counter + n - 1 group by group: whole groups are written straight to
@@ -156,7 +202,7 @@ inline HWY_NOINLINE void GaussianGroup(uint64_t j, uint32_t k0, uint32_t k1, uin
 // aligned buffer and are copied. Either way each sample comes from the same group function.
 template <typename T, class Group>
 HWY_INLINE void FillGroups(T* out, size_t n, uint64_t counter, Group group) {
-  const size_t G = 4 * hn::Lanes(DU());
+  const size_t G = GroupSize();
   HWY_ALIGN T buf[kMaxGroup];
   size_t i = 0;
   while (i < n) {
