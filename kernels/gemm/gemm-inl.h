@@ -76,7 +76,29 @@ inline void PackB(bool tb, const float* b, size_t ldb, size_t p0, size_t kc, siz
       if (w < nr)
         for (size_t p = 0; p < kc; ++p)
           std::memset(panel + p * nr + w, 0, (nr - w) * sizeof(float));
-      for (size_t c = 0; c < w; ++c) {
+      size_t c = 0;
+#if HWY_TARGET != HWY_SCALAR
+      // 4 x 4 blocks transposed in registers: rows c..c+3 of B, depths p..p+3.
+      const hn::Full128<float> d4;
+      for (; c + 4 <= w; c += 4) {
+        const float* src = b + (jq + c) * ldb + p0;
+        size_t p = 0;
+        for (; p + 4 <= kc; p += 4) {
+          const auto r0 = hn::LoadU(d4, src + p), r1 = hn::LoadU(d4, src + ldb + p),
+                     r2 = hn::LoadU(d4, src + 2 * ldb + p), r3 = hn::LoadU(d4, src + 3 * ldb + p);
+          const auto t0 = hn::InterleaveLower(d4, r0, r1), t1 = hn::InterleaveLower(d4, r2, r3);
+          const auto t2 = hn::InterleaveUpper(d4, r0, r1), t3 = hn::InterleaveUpper(d4, r2, r3);
+          float* out = panel + p * nr + c;
+          hn::StoreU(hn::ConcatLowerLower(d4, t1, t0), d4, out);
+          hn::StoreU(hn::ConcatUpperUpper(d4, t1, t0), d4, out + nr);
+          hn::StoreU(hn::ConcatLowerLower(d4, t3, t2), d4, out + 2 * nr);
+          hn::StoreU(hn::ConcatUpperUpper(d4, t3, t2), d4, out + 3 * nr);
+        }
+        for (; p < kc; ++p)
+          for (size_t i = 0; i < 4; ++i) panel[p * nr + c + i] = src[i * ldb + p];
+      }
+#endif
+      for (; c < w; ++c) {
         const float* src = b + (jq + c) * ldb + p0;
         for (size_t p = 0; p < kc; ++p) panel[p * nr + c] = src[p];
       }
