@@ -62,7 +62,8 @@ inline void analyse(RunHistory& h) {
   for (const auto& [lab, t] : seg) {
     h.path += (h.path.empty() ? "" : ">") + lab;
     if (lab == "2gen" && std::isnan(h.t_2gen)) h.t_2gen = t;
-    if (is_mem(lab) && std::isnan(h.t_mem)) h.t_mem = t, seen_mem = true;
+    if (lab == "2mem" && std::isnan(h.t_mem)) h.t_mem = t;  // bigram memorisation
+    seen_mem = seen_mem || lab == "2mem";
     if (lab == "2gen" && !seen_mem) gen2_before_mem = true;
   }
   size_t i = h.phase.size() - 1;  // t_final: first checkpoint of the last run of the final label
@@ -107,7 +108,7 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
   }
   std::ofstream sc(run_dir + "/summary.csv");
   for (int i = 0; i < c_step; ++i) sc << head[size_t(i)] << ",";
-  sc << "final_phase,class,path,t_2gen,t_mem,t_final\n";
+  sc << "final_phase,class,path,t_2gen,t_2mem,t_final\n";
   auto num = [](double v) {
     std::ostringstream o;
     if (!std::isnan(v)) o << v;
@@ -127,7 +128,7 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
     const RunHistory& h = runs[k];
     for (int i = 0; i < c_step; ++i) txt << head[size_t(i)] << "=" << k[size_t(i)] << " ";
     txt << ": final " << h.final_phase << ", path " << h.path << ", class " << h.cls
-        << ", t_2gen " << num(h.t_2gen) << ", t_mem " << num(h.t_mem) << "\n";
+        << ", t_2gen " << num(h.t_2gen) << ", t_2mem " << num(h.t_mem) << "\n";
   }
   if (c_K >= 0 && c_K < c_step) {
     std::map<std::vector<std::string>, std::vector<std::pair<double, std::string>>> byrest;
