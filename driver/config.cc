@@ -1,6 +1,7 @@
 #include "driver/config.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <map>
 #include <set>
@@ -403,6 +404,14 @@ bool resolve_config(const toml::table& t, const std::string& file, const Plugin&
       if (ok) cfg->sweep.push_back(std::move(axis));
     }
   }
+  // Report in file order (sections are checked in a fixed order): sort by line, column.
+  auto pos = [&](const std::string& e) {
+    unsigned line = 0, col = 0;
+    std::sscanf(e.c_str() + std::min(e.size(), file.size()), ":%u:%u", &line, &col);
+    return std::make_pair(line, col);
+  };
+  std::stable_sort(errors->begin() + long(errors_before), errors->end(),
+                   [&](const std::string& a, const std::string& b) { return pos(a) < pos(b); });
   if (errors->size() == errors_before && count_points(*cfg) > kMaxPoints)
     errors->push_back(file + ": error: the sweep has " + std::to_string(count_points(*cfg)) +
                       " points, more than the limit of " + std::to_string(kMaxPoints));

@@ -119,6 +119,16 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
       best = c;
     }
   }
+  if (!best.empty() || word.size() < 2) return best;
+  // No close spelling: a unique candidate that starts the word or that the word starts
+  // ("lr_rate" -> "lr", "temp" -> "temperature").
+  for (const auto& c : candidates) {
+    if (c.size() < 2) continue;
+    if (word.compare(0, c.size(), c) == 0 || c.compare(0, word.size(), word) == 0) {
+      if (!best.empty()) return "";
+      best = c;
+    }
+  }
   return best;
 }
 
