@@ -444,7 +444,7 @@ TEST_CASE("a NaN point is recorded as failed, the others run, exit 4") {
 TEST_CASE("Ctrl-C keeps finished rows; --resume completes them like an uninterrupted run") {
   TempDir d;
   spit(d / "slow.toml",
-       "plugin = \"toy\"\n[run]\nseeds = 2\n[sweep]\nn = [2, 3, 5, 8]\n[toy]\nsleep_ms = 150\n");
+       "plugin = \"toy\"\n[run]\nseeds = 2\n[sweep]\nn = [2, 3, 5, 8]\n[toy]\nsleep_ms = 300\n");
   const pid_t pid = spawn({"run", d / "slow.toml", "--out", d / "int", "--threads", "2"}, d, "int", false);
   // Wait until some (not all) points are in results.csv, then interrupt.
   const auto t0 = std::chrono::steady_clock::now();
