@@ -29,7 +29,10 @@ def main():
     rows = list(csv.DictReader(open(os.path.join(a.run_dir, "results.csv"))))
     if not rows:
         raise SystemExit("results.csv has no rows")
-    keys = [k for k in ("attention", "L", "V", "method", "init") if k in rows[0]]
+    # Group by every sweep key (the columns before `seed`) except P, then method and init.
+    header = list(rows[0].keys())
+    sweep = header[:header.index("seed")] if "seed" in header else []
+    keys = [k for k in sweep if k != "P"] + [k for k in ("method", "init") if k in rows[0]]
     groups = OrderedDict()
     for r in rows:
         if r.get("status", "ok") not in ("ok", ""):
