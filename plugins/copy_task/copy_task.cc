@@ -89,12 +89,15 @@ const pl_table_decl kTables[] = {
 constexpr uint32_t kResults = 0, kSpectrum = 1, kSamples = 2;
 
 const pl_plot_decl kPlots[] = {
-    plsdk::plot("cG_branches", "Adam: c_G of both branches vs P", "results", "P", "cG",
-                "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
-    plsdk::plot("cG_map", "Adam: c_G of the MAP branch (lower objective) vs P", "results", "P",
-                "cG", "attention,L,V", "method=adam,is_map=1", PL_PLOT_LOGX),
-    plsdk::plot("abs_cG_branches", "Adam: |c_G| of both branches vs P", "results", "P", "abs_cG",
-                "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
+    // Softmax: c_G itself; linear: |c_G| (the sign is a symmetry, (W, A) -> (-W, -A)).
+    plsdk::plot("cG_branches", "Adam, softmax: c_G of both branches vs P", "results", "P", "cG",
+                "L,V,init", "method=adam,attention=softmax", PL_PLOT_LOGX),
+    plsdk::plot("cG_map", "Adam, softmax: c_G of the MAP branch (lower objective) vs P", "results",
+                "P", "cG", "L,V", "method=adam,attention=softmax,is_map=1", PL_PLOT_LOGX),
+    plsdk::plot("abs_cG_branches", "Adam, linear: |c_G| of both branches vs P", "results", "P",
+                "abs_cG", "L,V,init", "method=adam,attention=linear", PL_PLOT_LOGX),
+    plsdk::plot("abs_cG_map", "Adam, linear: |c_G| of the MAP branch vs P", "results", "P",
+                "abs_cG", "L,V", "method=adam,attention=linear,is_map=1", PL_PLOT_LOGX),
     plsdk::plot("c1_branches", "Adam: c_1 of both branches vs P", "results", "P", "c1",
                 "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
     plsdk::plot("objective", "Adam: final MAP objective of both branches vs P", "results", "P",
