@@ -46,7 +46,7 @@ enum {
 };
 
 typedef struct pl_param_decl {
-  const char* name; /* config key, [a-z][a-z0-9_]* */
+  const char* name; /* config key, [A-Za-z][A-Za-z0-9_]* */
   pl_param_type type;
   const char* help; /* one line */
   /* default value: int and bool use def_int, float def_float, string and enum def_string */

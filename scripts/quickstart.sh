@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 [[ -f build/build.ninja ]] || meson setup build --buildtype=release >/dev/null
 ninja -C build -j "$(nproc)" >/dev/null
-out=${1:-runs/copy_default}
+out=${1:-runs/copy_default-$(date +%Y%m%d-%H%M%S)}
 set +e
 ./build/driver/phaselab run configs/copy_default.toml --out "$out"
 rc=$?
