@@ -37,19 +37,25 @@ double flops_per_step(const mk::ModelConfig& c, int B) {
 }
 
 #if defined(__x86_64__)
-// Single-core FMA throughput: 12 independent 16-lane accumulators (2 FMA ports x latency 4..6).
+// Single-core FMA throughput: 12 independent 16-lane accumulators (2 FMA ports x latency 4..6),
+// per second of this process's CPU time (so a loaded, shared machine does not lower it).
+double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
 __attribute__((target("avx512f"))) double peak_avx512(double seconds) {
   __m512 acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = cpu_seconds();
   long iters = 0;
   double el = 0;
   do {
     for (int r = 0; r < 100000; ++r)
       for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
     iters += 100000;
-    el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    el = cpu_seconds() - t0;
   } while (el < seconds);
   float sink = 0, lanes[16];  // (not _mm512_reduce_add_ps: GCC 12's header warns)
   for (int i = 0; i < 12; ++i) {

@@ -115,13 +115,13 @@ def main():
                      statistics.median(pl_cpu), statistics.median(th_cpu)))
     print(f"one training step: d_model {args.d}, N {args.N}, batch {args.batch}, 1 head, {layers} layers, "
           f"GELU MLP 4x, pre-LN, C {C}; FLOPs/step {rows[0][3]:.4g} (matrix products, fwd + 2x bwd)")
-    print(f"single-core peak (AVX-512 FMA loop): {peak:.1f} GFLOP/s")
+    print(f"single-core peak (AVX-512 FMA loop, per CPU second): {peak:.1f} GFLOP/s")
     print("wall = median wall time per step; cpu = median process CPU time per step (all threads)")
     print(f"{'threads':>7} {'phaselab ms':>12} {'torch ms':>10} {'torch/phaselab':>15} "
-          f"{'phaselab GFLOP/s':>17} {'% 1-core peak':>14} {'cpu: phaselab':>14} {'torch':>9} "
+          f"{'GFLOP/s (cpu)':>17} {'% 1-core peak':>14} {'cpu: phaselab':>14} {'torch':>9} "
           f"{'ratio':>6} {'fallbacks':>9}")
     for t, p, q, flops, fb, tv, pc, qc in rows:
-        g = flops / p * 1e-6
+        g = flops / pc * 1e-6  # rate per CPU second: robust to a loaded machine
         print(f"{t:>7} {p:>12.2f} {q:>10.2f} {q / p:>15.2f} {g:>17.1f} "
               f"{100 * g / peak if peak == peak else math.nan:>14.1f} {pc:>14.2f} {qc:>9.2f} "
               f"{qc / pc:>6.2f} {fb:>9}")
