@@ -453,3 +453,21 @@ TEST_CASE("markov_icl: summary reads phase paths and transition times from a his
   CHECK(g.path == "2mem");
   CHECK(std::isnan(g.t_2gen));
 }
+
+TEST_CASE("markov_icl: freezing and lr multipliers act on exactly their modules") {
+  const pl_kernel_table t = table();
+  mk::TrainConfig tc = small_run(4, false, 16, 16, 3);
+  tc.freeze = {"l1_att"};
+  tc.lr_mult = {{"l2_qk", 0.0}, {"unembed", 2.0}};
+  mk::Trainer tr(tc, t);
+  const std::vector<float> p0 = tr.model().params;
+  for (int64_t s = 1; s <= tc.steps; ++s) tr.train_step(s);
+  const std::vector<float>& p1 = tr.model().params;
+  for (const auto& m : mk::modules(tc.model)) {
+    bool changed = false;
+    for (size_t i = m.off; i < m.off + m.len; ++i) changed |= p0[i] != p1[i];
+    const bool frozen = mk::in_group(m.name, "l1_att") || m.name == "l2_qk";
+    CAPTURE(m.name);
+    CHECK(changed == !frozen);
+  }
+}
