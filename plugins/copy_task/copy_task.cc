@@ -265,8 +265,11 @@ class CopyTask {
         run_sampler(cx, r, done);
       if (cx.cancelled()) return PL_CANCELLED;
       if (!r.ok)
-        return cx.fail(method_ + " (" + r.init + " init) left the finite numbers after " +
-                       std::to_string(r.steps) + " steps");
+        return cx.fail(method_ == "adam"
+                           ? "adam (" + r.init + " init) left the finite numbers after " +
+                                 std::to_string(r.steps) + " steps"
+                           : method_ + " (" + r.init + " init) chain left the finite numbers " +
+                                 "(step " + std::to_string(r.step) + "; set a smaller `step`)");
       res.push_back(std::move(r));
       cx.progress(double(i + 1) / double(inits_.size()));
     }
@@ -346,10 +349,10 @@ class CopyTask {
       const uint64_t base = 100 + 8 * (uint64_t(c) * 2 + init_id);
       auto stop = [&] { return cx.cancelled(); };
       if (method_ == "sgld") {
+        r.step = sgld_->eta();
         r.ok = sgld_->run(
             theta_.data(), k_, cx.seed(), cx.point_stream(base), cx.point_stream(base + 1),
             [&](const float* A, int64_t j) { record_sample(cx, r, c, A, j); }, stop);
-        r.step = sgld_->eta();
       } else {
         // Langevin on G (double); W is integrated out. Start from the same G as the other methods.
         const size_t nw = size_t(cfg_.V) * cfg_.V;
