@@ -4,9 +4,9 @@
 // A "group" is 2N consecutive Philox blocks (N = lanes of u32), two vectors of N: the counters
 // are laid out structure-of-arrays (lane l of w0..w3 holds words 0..3 of block j + l), so one
 // round is two 32x32->64 multiplies per vector and the outputs go to memory with
-// StoreInterleaved4, which restores the sample order 4 (j + l) + k. Every sample of a target is computed by the same
-// non-inlined group function, whatever its position in a call, so a range gives the same bits
-// however it is split into calls (thread-count determinism).
+// StoreInterleaved4, which restores the sample order 4 (j + l) + k. Every sample of a target is
+// computed by the same non-inlined group function, whatever its position in a call, so a range
+// gives the same bits however it is split into calls (thread-count determinism).
 
 // Per-target include guard (Highway's -inl.h convention).
 #if defined(PL_KERNELS_RANDOM_PHILOX_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -16,7 +16,6 @@
 #define PL_KERNELS_RANDOM_PHILOX_INL_H_
 #endif
 
-#include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
