@@ -4,21 +4,21 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+#include "phaselab/hwy_part-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace pl {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// x, y: n. The tail is a masked vector, so every element sees the same arithmetic.
+// x, y: n. The tail is a partial vector, so every element sees the same arithmetic.
 void Exp(const float* x, float* y, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   size_t i = 0;
   for (; i + N <= n; i += N) hn::StoreU(hn::Exp(d, hn::LoadU(d, x + i)), d, y + i);
   if (i < n) {
-    const auto m = hn::FirstN(d, n - i);
-    hn::BlendedStore(hn::Exp(d, hn::MaskedLoad(m, d, x + i)), m, d, y + i);
+    part::Store(d, hn::Exp(d, part::Load(d, x + i, n - i)), y + i, n - i);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <hwy/highway.h>
 // clang-format off
 #include <hwy/contrib/math/math-inl.h>
+#include "phaselab/hwy_part-inl.h"
 // clang-format on
 
 #ifndef PHASELAB_GELU_CONSTANTS_
@@ -87,8 +88,7 @@ void Gelu(const float* x, float* y, size_t n) {
   size_t i = 0;
   for (; i + N <= n; i += N) hn::StoreU(GeluV(d, hn::LoadU(d, x + i)), d, y + i);
   if (i < n) {
-    const auto m = hn::FirstN(d, n - i);
-    hn::BlendedStore(GeluV(d, hn::MaskedLoad(m, d, x + i)), m, d, y + i);
+    part::Store(d, GeluV(d, part::Load(d, x + i, n - i)), y + i, n - i);
   }
 }
 
@@ -100,10 +100,9 @@ void GeluBwd(const float* x, const float* dy, float* dx, size_t n) {
   for (; i + N <= n; i += N)
     hn::StoreU(hn::Mul(hn::LoadU(d, dy + i), GeluGradV(d, hn::LoadU(d, x + i))), d, dx + i);
   if (i < n) {
-    const auto m = hn::FirstN(d, n - i);
-    hn::BlendedStore(
-        hn::Mul(hn::MaskedLoad(m, d, dy + i), GeluGradV(d, hn::MaskedLoad(m, d, x + i))), m, d,
-        dx + i);
+    const size_t r = n - i;
+    part::Store(d, hn::Mul(part::Load(d, dy + i, r), GeluGradV(d, part::Load(d, x + i, r))),
+                dx + i, r);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "phaselab/hwy_part-inl.h"
 #include "phaselab/hwy_wide_sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -35,7 +36,7 @@ void Layernorm(const float* x, const float* gamma, const float* beta, float* y, 
     // Pass 1: mean.
     auto sum_lo = hn::Zero(dd), sum_hi = hn::Zero(dd);
     for (size_t j = 0; j < body; j += N) WideAdd(df, hn::LoadU(df, xr + j), sum_lo, sum_hi);
-    if (tail) WideAdd(df, hn::MaskedLoad(mtail, df, xr + body), sum_lo, sum_hi);
+    if (tail) WideAdd(df, part::Load(df, xr + body, tail), sum_lo, sum_hi);
     const double m = WideTotal(dd, sum_lo, sum_hi) / double(d);
     const float m_hi_f = static_cast<float>(m);
     const V m_hi = hn::Set(df, m_hi_f), m_lo = hn::Set(df, static_cast<float>(m - m_hi_f));
@@ -48,7 +49,7 @@ void Layernorm(const float* x, const float* gamma, const float* beta, float* y, 
       WideAddProduct(df, c, c, ss_lo, ss_hi);
     }
     if (tail) {
-      const V c = hn::IfThenElseZero(mtail, centered(hn::MaskedLoad(mtail, df, xr + body)));
+      const V c = hn::IfThenElseZero(mtail, centered(part::Load(df, xr + body, tail)));
       WideAddProduct(df, c, c, ss_lo, ss_hi);
     }
     const double rs = 1 / std::sqrt(WideTotal(dd, ss_lo, ss_hi) / double(d) + double(eps));
@@ -61,10 +62,11 @@ void Layernorm(const float* x, const float* gamma, const float* beta, float* y, 
       hn::StoreU(hn::MulAdd(xhat, hn::LoadU(df, gamma + j), hn::LoadU(df, beta + j)), df, yr + j);
     }
     if (tail) {
-      const V xhat = hn::Mul(centered(hn::MaskedLoad(mtail, df, xr + body)), vrs);
-      hn::BlendedStore(hn::MulAdd(xhat, hn::MaskedLoad(mtail, df, gamma + body),
-                                  hn::MaskedLoad(mtail, df, beta + body)),
-                       mtail, df, yr + body);
+      const V xhat = hn::Mul(centered(part::Load(df, xr + body, tail)), vrs);
+      part::Store(df,
+                  hn::MulAdd(xhat, part::Load(df, gamma + body, tail),
+                             part::Load(df, beta + body, tail)),
+                  yr + body, tail);
     }
   }
 }
@@ -79,12 +81,11 @@ HWY_INLINE void ParamGradBlock(DF df, const float* dy, const float* x, const flo
                                size_t d, size_t j, size_t lanes) {
   using V = hn::Vec<DF>;
   const hn::Repartition<double, DF> dd;
-  const auto m = hn::FirstN(df, lanes);
   auto sg_lo = hn::Zero(dd), sg_hi = hn::Zero(dd);  // dy xhat
   auto sb_lo = hn::Zero(dd), sb_hi = hn::Zero(dd);  // dy
   for (size_t r = 0; r < rows; ++r) {
-    const V xv = hn::MaskedLoad(m, df, x + r * d + j);
-    const V dyv = hn::MaskedLoad(m, df, dy + r * d + j);
+    const V xv = part::Load(df, x + r * d + j, lanes);
+    const V dyv = part::Load(df, dy + r * d + j, lanes);
     const V xhat = hn::Mul(hn::Sub(xv, hn::Set(df, mean[r])), hn::Set(df, rstd[r]));
     WideAddProduct(df, dyv, xhat, sg_lo, sg_hi);
     WideAdd(df, dyv, sb_lo, sb_hi);
@@ -134,7 +135,6 @@ void LayernormBwd(const float* dy, const float* x, const float* gamma, const flo
   using V = hn::Vec<decltype(df)>;
   const size_t N = hn::Lanes(df);
   const size_t tail = d % N, body = d - tail;
-  const auto mtail = hn::FirstN(df, tail);
   const bool fused = d <= kFusedMaxD;
   double acc_g[kFusedMaxD + HWY_MAX_BYTES / sizeof(float)];  // sum_r dy xhat, per column
   double acc_b[kFusedMaxD + HWY_MAX_BYTES / sizeof(float)];  // sum_r dy
@@ -160,9 +160,9 @@ void LayernormBwd(const float* dy, const float* x, const float* gamma, const flo
     }
     if (tail) {
       // Masked lanes load 0, so dy = g = 0 there and they add nothing.
-      const V dyv = hn::MaskedLoad(mtail, df, dyr + body);
-      const V xhat = hn::Mul(hn::Sub(hn::MaskedLoad(mtail, df, xr + body), vm), vrs);
-      const V g = hn::Mul(dyv, hn::MaskedLoad(mtail, df, gamma + body));
+      const V dyv = part::Load(df, dyr + body, tail);
+      const V xhat = hn::Mul(hn::Sub(part::Load(df, xr + body, tail), vm), vrs);
+      const V g = hn::Mul(dyv, part::Load(df, gamma + body, tail));
       WideAdd(df, g, sg_lo, sg_hi);
       WideAddProduct(df, g, xhat, sgx_lo, sgx_hi);
       if (fused) AddParamGrads(df, dyv, xhat, acc_g + body, acc_b + body);
@@ -180,10 +180,10 @@ void LayernormBwd(const float* dy, const float* x, const float* gamma, const flo
                         hn::LoadU(df, dxr + j)),
                  df, dxr + j);
     if (tail)
-      hn::BlendedStore(
-          update(hn::MaskedLoad(mtail, df, dyr + body), hn::MaskedLoad(mtail, df, gamma + body),
-                 hn::MaskedLoad(mtail, df, xr + body), hn::MaskedLoad(mtail, df, dxr + body)),
-          mtail, df, dxr + body);
+      part::Store(df,
+                  update(part::Load(df, dyr + body, tail), part::Load(df, gamma + body, tail),
+                         part::Load(df, xr + body, tail), part::Load(df, dxr + body, tail)),
+                  dxr + body, tail);
   }
   // dgamma, dbeta: add the double sums over rows, rounding once; wide rows sum them now, in
   // column blocks.

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "kernels/random/philox-inl.h"
+#include "phaselab/hwy_part-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace pl {
@@ -57,7 +58,7 @@ HWY_INLINE V AdamStep(D d, const AdamConsts& c, float wd, float decay, V p, V g,
   return hn::NegMulAdd(hn::Set(d, c.step_size), ratio, p);
 }
 
-// Adam / AdamW over n elements. The tail is a masked vector, so every element sees the same
+// Adam / AdamW over n elements. The tail is a partial vector, so every element sees the same
 // arithmetic.
 template <bool kDecoupled>
 HWY_INLINE void AdamFused(float* HWY_RESTRICT param, const float* HWY_RESTRICT grad,
@@ -76,13 +77,13 @@ HWY_INLINE void AdamFused(float* HWY_RESTRICT param, const float* HWY_RESTRICT g
     hn::StoreU(p, d, param + i);
   }
   if (i < n) {
-    const auto k = hn::FirstN(d, n - i);
-    auto mv = hn::MaskedLoad(k, d, m + i), vv = hn::MaskedLoad(k, d, v + i);
-    const auto p = AdamStep<kDecoupled>(d, c, wd, decay, hn::MaskedLoad(k, d, param + i),
-                                        hn::MaskedLoad(k, d, grad + i), mv, vv);
-    hn::BlendedStore(mv, k, d, m + i);
-    hn::BlendedStore(vv, k, d, v + i);
-    hn::BlendedStore(p, k, d, param + i);
+    const size_t r = n - i;
+    auto mv = part::Load(d, m + i, r), vv = part::Load(d, v + i, r);
+    const auto p = AdamStep<kDecoupled>(d, c, wd, decay, part::Load(d, param + i, r),
+                                        part::Load(d, grad + i, r), mv, vv);
+    part::Store(d, mv, m + i, r);
+    part::Store(d, vv, v + i, r);
+    part::Store(d, p, param + i, r);
   }
 }
 
@@ -98,9 +99,9 @@ HWY_INLINE void SgldUpdate(float* HWY_RESTRICT theta, const float* HWY_RESTRICT 
     hn::StoreU(hn::MulAdd(sv, hn::LoadU(d, xi + i), t), d, theta + i);
   }
   if (i < n) {
-    const auto k = hn::FirstN(d, n - i);
-    const auto t = hn::NegMulAdd(etav, hn::MaskedLoad(k, d, grad + i), hn::MaskedLoad(k, d, theta + i));
-    hn::BlendedStore(hn::MulAdd(sv, hn::MaskedLoad(k, d, xi + i), t), k, d, theta + i);
+    const size_t r = n - i;
+    const auto t = hn::NegMulAdd(etav, part::Load(d, grad + i, r), part::Load(d, theta + i, r));
+    part::Store(d, hn::MulAdd(sv, part::Load(d, xi + i, r), t), theta + i, r);
   }
 }
 

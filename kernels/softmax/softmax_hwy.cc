@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "phaselab/hwy_part-inl.h"
 #include "phaselab/hwy_wide_sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -79,7 +80,7 @@ void SoftmaxRows(const float* x, float* y, size_t rows, size_t cols, float scale
     }
     if (c < body) mx0 = hn::Max(mx0, hn::Mul(vscale, hn::LoadU(d, xr + c)));
     if (tail)
-      mx1 = hn::Max(mx1, hn::IfThenElse(mtail, hn::Mul(vscale, hn::MaskedLoad(mtail, d, xr + body)),
+      mx1 = hn::Max(mx1, hn::IfThenElse(mtail, hn::Mul(vscale, part::Load(d, xr + body, tail)),
                                         neg_inf));
     const V neg_m = hn::Neg(hn::MaxOfLanes(d, hn::Max(mx0, mx1)));
 
@@ -93,8 +94,8 @@ void SoftmaxRows(const float* x, float* y, size_t rows, size_t cols, float scale
     if (tail) {
       // Inactive lanes load 0, whose e^(-m) may be anything: zero them before summing.
       const V e = hn::IfThenElseZero(
-          mtail, ExpShifted(d, hn::MaskedLoad(mtail, d, xr + body), vscale, neg_m));
-      hn::BlendedStore(e, mtail, d, yr + body);
+          mtail, ExpShifted(d, part::Load(d, xr + body, tail), vscale, neg_m));
+      part::Store(d, e, yr + body, tail);
       WideAdd(d, e, sum_lo, sum_hi);
     }
 
@@ -102,7 +103,7 @@ void SoftmaxRows(const float* x, float* y, size_t rows, size_t cols, float scale
     const V inv = hn::Set(d, static_cast<float>(1.0 / WideTotal(dd, sum_lo, sum_hi)));
     for (c = 0; c < body; c += N) hn::StoreU(hn::Mul(hn::LoadU(d, yr + c), inv), d, yr + c);
     if (tail)
-      hn::BlendedStore(hn::Mul(hn::MaskedLoad(mtail, d, yr + body), inv), mtail, d, yr + body);
+      part::Store(d, hn::Mul(part::Load(d, yr + body, tail), inv), yr + body, tail);
     FillZero(d, yr + n, cols - n);
   }
 }
@@ -121,7 +122,6 @@ void SoftmaxRowsBwd(const float* y, const float* dy, float* dx, size_t rows, siz
     float* dxr = dx + r * cols;
     const size_t n = causal ? std::min(r + 1, cols) : cols;
     const size_t tail = n % N, body = n - tail;
-    const auto mtail = hn::FirstN(d, tail);
 
     // Pass 1: s in double (exact products), kept as the float pair s_hi + s_lo.
     auto acc_lo = hn::Zero(dd), acc_hi = hn::Zero(dd);
@@ -129,7 +129,7 @@ void SoftmaxRowsBwd(const float* y, const float* dy, float* dx, size_t rows, siz
     for (; c < body; c += N)
       WideAddProduct(d, hn::LoadU(d, dyr + c), hn::LoadU(d, yr + c), acc_lo, acc_hi);
     if (tail)
-      WideAddProduct(d, hn::MaskedLoad(mtail, d, dyr + body), hn::MaskedLoad(mtail, d, yr + body),
+      WideAddProduct(d, part::Load(d, dyr + body, tail), part::Load(d, yr + body, tail),
                      acc_lo, acc_hi);
     const double s_d = WideTotal(dd, acc_lo, acc_hi);
     const float s_hi_f = static_cast<float>(s_d);
@@ -142,9 +142,8 @@ void SoftmaxRowsBwd(const float* y, const float* dy, float* dx, size_t rows, siz
       hn::StoreU(hn::Mul(hn::Mul(vscale, hn::LoadU(d, yr + c)), g), d, dxr + c);
     }
     if (tail) {
-      const V g = hn::Sub(hn::Sub(hn::MaskedLoad(mtail, d, dyr + body), s_hi), s_lo);
-      hn::BlendedStore(hn::Mul(hn::Mul(vscale, hn::MaskedLoad(mtail, d, yr + body)), g), mtail, d,
-                       dxr + body);
+      const V g = hn::Sub(hn::Sub(part::Load(d, dyr + body, tail), s_hi), s_lo);
+      part::Store(d, hn::Mul(hn::Mul(vscale, part::Load(d, yr + body, tail)), g), dxr + body, tail);
     }
     FillZero(d, dxr + n, cols - n);
   }
