@@ -271,21 +271,28 @@ const Variant* find_variant(const std::string& name) {
   return nullptr;
 }
 
+// A target is known when this build has at least one variant for its ISA (scalar always).
+bool isa_has_variants(const std::string& isa) {
+  if (isa == "scalar") return true;
+  for (const auto& v : variants())
+    if (isa == v.isa) return true;
+  return false;
+}
+
 std::vector<std::string> known_targets() {
   std::vector<std::string> out;
   for (const auto& i : kIsas)
-    if (isa_compiled_for_this_arch(i)) out.push_back(i.name);
+    if (isa_compiled_for_this_arch(i) && isa_has_variants(i.name)) out.push_back(i.name);
   return out;
 }
 
 bool target_known(const std::string& isa) {
   const IsaInfo* i = isa_info(isa);
-  return i && isa_compiled_for_this_arch(*i);
+  return i && isa_compiled_for_this_arch(*i) && isa_has_variants(isa);
 }
 
 bool target_supported(const std::string& isa) {
-  const IsaInfo* i = isa_info(isa);
-  return i && isa_compiled_for_this_arch(*i) && isa_supported(*i);
+  return target_known(isa) && isa_supported(*isa_info(isa));
 }
 
 std::string best_target() {
