@@ -7,11 +7,5 @@ bash scripts/setup.sh
 [[ -f build/build.ninja ]] || meson setup build --buildtype=release >/dev/null
 ninja -C build -j "$(nproc)" >/dev/null
 out=${1:-runs/copy_default-$(date +%Y%m%d-%H%M%S)}
-set +e
-./build/driver/phaselab run configs/copy_default.toml --out "$out"
-rc=$?
-set -e
-echo
-echo "results: $out/results.csv  (run record: $out/run.json)"
-echo "figures: $out/figures/"
-exit $rc
+# phaselab prints where results.csv, run.json and the figures are when the run ends.
+exec ./build/driver/phaselab run configs/copy_default.toml --out "$out"
