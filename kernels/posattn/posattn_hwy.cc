@@ -1,4 +1,4 @@
-// posattn.hwy.<isa>, posattn_bwd.hwy.<isa>: the copy task's positional attention, all targets.
+// posattn.hwy.<isa>, posattn_bwd.hwy.<isa>, posattn_onehot_sse.hwy.<isa>: the copy task's positional attention, all targets.
 //
 // V == 4 (the copy-task benchmark; L <= 64): one vector holds G = lanes / 4 consecutive rows of
 // an L x 4 matrix, so a whole row of h, f, dh or df is one 128-bit block. Then
@@ -16,6 +16,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/gemm/gemm-inl.h"
 // clang-format on
@@ -255,6 +256,189 @@ void PosattnBwd(const float* a, const float* x, const float* w, const float* h, 
   for (size_t mu = 0; mu < p; ++mu)
     gemm_detail::Gemm(false, true, l, l, v, 1.f, dh + mu * l * v, v, x + mu * l * v, v,
                       mu == 0 ? 0.f : 1.f, da, l);
+}
+
+// sse and its gradient on one-hot tokens (kernels.def). Everything runs transposed, one vector =
+// N consecutive rows i of one column, columns padded to Lp = N ceil(L / N) with zeros:
+//   AT[k]  = A[:, k]                                  (L x Lp)
+//   hT[u]  = sum_{k: t_k = u} AT[k]                   (V x Lp; X one-hot: an indexed add, no FMA)
+//   rT[o]  = sum_u W[o, u] hT[u] - [y == o], 0 where y = -1 or i >= L
+//   sse   += sum_o |rT[o]|^2;  dwacc[o, u] += rT[o] .* hT[u];  dhT[u] = sum_o W[o, u] rT[o]
+//   daT[k] += dhT[t_k]                                (da = sum dh X^T, again an indexed add)
+// Per sequence that is L Lp adds instead of the dense path's L^2 V multiply-adds for A X and again
+// for dA; h, f and dh never leave L1.
+namespace posattn_detail {
+// kV != 0: V fixed at compile time (the o, u loops unroll and W stays in registers).
+template <size_t kV>
+double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
+                 const int32_t* HWY_RESTRICT x_tok, const int32_t* HWY_RESTRICT y_tok,
+                 float* HWY_RESTRICT da, float* HWY_RESTRICT dw, size_t p, size_t l,
+                 size_t v_runtime) {
+  const size_t v = kV ? kV : v_runtime;
+  const bool grad = da != nullptr;
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t N = hn::Lanes(d), Lp = (l + N - 1) / N * N;
+  // S sequences at a time: the indexed adds of one sequence form store-to-load chains through
+  // hT[t]; interleaving S independent sequences hides their latency.
+  constexpr size_t S = 8;
+  const size_t sv = v * Lp;  // one sequence's hT / rT / dhT
+  float* at = Buffer(l * Lp + 3 * S * sv + l * Lp + v * v * N + S * Lp);
+  float* hT = at + l * Lp;
+  float* rT = hT + S * sv;
+  float* dhT = rT + S * sv;
+  float* daT = dhT + S * sv;
+  float* dwacc = daT + l * Lp;
+  int32_t* yb = reinterpret_cast<int32_t*>(dwacc + v * v * N);  // S x Lp targets, -1 past L
+  for (size_t k = 0; k < l; ++k)
+    for (size_t i = 0; i < Lp; ++i) at[k * Lp + i] = i < l ? a[i * l + k] : 0.f;
+  for (size_t s = 0; s < S; ++s)
+    for (size_t i = l; i < Lp; ++i) yb[s * Lp + i] = -1;
+  if (grad) {
+    std::fill(daT, daT + l * Lp, 0.f);
+    std::fill(dwacc, dwacc + v * v * N, 0.f);
+  }
+  const auto zero = hn::Zero(d), one = hn::Set(d, 1.f);
+  const auto none = hn::Set(di, -1);
+  double sse = 0;
+  auto dw00 = zero, dw01 = zero, dw02 = zero, dw03 = zero, dw10 = zero, dw11 = zero, dw12 = zero,
+       dw13 = zero, dw20 = zero, dw21 = zero, dw22 = zero, dw23 = zero, dw30 = zero, dw31 = zero,
+       dw32 = zero, dw33 = zero;  // V = 4 only
+  for (size_t mu = 0; mu < p; mu += S) {
+    const size_t g = std::min(S, p - mu);  // sequences in this group
+    const int32_t* xt = x_tok + mu * l;    // g x L
+    // Targets of the partial last chunk (if L is not a multiple of N) go through yb, -1 padded.
+    const size_t lfull = l / N * N;
+    if (lfull < l)
+      for (size_t s = 0; s < g; ++s)
+        std::copy(y_tok + (mu + s) * l + lfull, y_tok + (mu + s + 1) * l, yb + s * Lp + lfull);
+    // hT_s = X_s^T A^T
+    for (size_t i = 0; i < g * sv; i += N) hn::Store(zero, d, hT + i);
+    for (size_t k = 0; k < l; ++k)
+      for (size_t c = 0; c < Lp; c += N) {
+        const auto ak = hn::Load(d, at + k * Lp + c);
+        for (size_t s = 0; s < g; ++s) {
+          float* dst = hT + s * sv + size_t(xt[s * l + k]) * Lp + c;
+          hn::Store(hn::Add(hn::Load(d, dst), ak), d, dst);
+        }
+      }
+    // rT_s = W hT_s - Y_s^T, masked outside the loss
+    auto acc = zero;
+    if constexpr (kV == 4) {
+      // V = 4: h, r and dh of a chunk stay in registers, dw accumulates in dwOU.
+      for (size_t s = 0; s < g; ++s)
+        for (size_t c = 0; c < Lp; c += N) {
+          const float* hs = hT + s * sv + c;
+          const auto h0 = hn::Load(d, hs), h1 = hn::Load(d, hs + Lp), h2 = hn::Load(d, hs + 2 * Lp),
+                     h3 = hn::Load(d, hs + 3 * Lp);
+          const auto yv = c < lfull ? hn::LoadU(di, y_tok + (mu + s) * l + c) : hn::Load(di, yb + s * Lp + c);
+          const auto in_loss = hn::RebindMask(d, hn::Gt(yv, none));
+          auto row = [&](int32_t o) {
+            const float* wo = w + 4 * o;
+            auto r = hn::Mul(hn::Set(d, wo[0]), h0);
+            r = hn::MulAdd(hn::Set(d, wo[1]), h1, r);
+            r = hn::MulAdd(hn::Set(d, wo[2]), h2, r);
+            r = hn::MulAdd(hn::Set(d, wo[3]), h3, r);
+            r = hn::IfThenElse(hn::RebindMask(d, hn::Eq(yv, hn::Set(di, o))), hn::Sub(r, one), r);
+            return hn::IfThenElseZero(in_loss, r);
+          };
+          const auto r0 = row(0), r1 = row(1), r2 = row(2), r3 = row(3);
+          acc = hn::MulAdd(r0, r0, acc);
+          acc = hn::MulAdd(r1, r1, acc);
+          acc = hn::MulAdd(r2, r2, acc);
+          acc = hn::MulAdd(r3, r3, acc);
+          if (!grad) continue;
+#define PL_DW_ROW(o, r)                 \
+  dw##o##0 = hn::MulAdd(r, h0, dw##o##0); \
+  dw##o##1 = hn::MulAdd(r, h1, dw##o##1); \
+  dw##o##2 = hn::MulAdd(r, h2, dw##o##2); \
+  dw##o##3 = hn::MulAdd(r, h3, dw##o##3);
+          PL_DW_ROW(0, r0) PL_DW_ROW(1, r1) PL_DW_ROW(2, r2) PL_DW_ROW(3, r3)
+#undef PL_DW_ROW
+          float* dhs = dhT + s * sv + c;
+          for (size_t u = 0; u < 4; ++u) {
+            auto t = hn::Mul(hn::Set(d, w[u]), r0);
+            t = hn::MulAdd(hn::Set(d, w[4 + u]), r1, t);
+            t = hn::MulAdd(hn::Set(d, w[8 + u]), r2, t);
+            t = hn::MulAdd(hn::Set(d, w[12 + u]), r3, t);
+            hn::Store(t, d, dhs + u * Lp);
+          }
+        }
+      sse += double(hn::GetLane(hn::SumOfLanes(d, acc)));
+      if (!grad) continue;
+    } else {
+    for (size_t s = 0; s < g; ++s)
+      for (size_t c = 0; c < Lp; c += N) {
+        const auto yv = c < lfull ? hn::LoadU(di, y_tok + (mu + s) * l + c) : hn::Load(di, yb + s * Lp + c);
+        const auto in_loss = hn::RebindMask(d, hn::Gt(yv, none));
+        const float* hs = hT + s * sv + c;
+        for (size_t o = 0; o < v; ++o) {
+          auto r = zero;
+          for (size_t u = 0; u < v; ++u) r = hn::MulAdd(hn::Set(d, w[o * v + u]), hn::Load(d, hs + u * Lp), r);
+          r = hn::IfThenElse(hn::RebindMask(d, hn::Eq(yv, hn::Set(di, int32_t(o)))), hn::Sub(r, one), r);
+          r = hn::IfThenElseZero(in_loss, r);
+          acc = hn::MulAdd(r, r, acc);
+          hn::Store(r, d, rT + s * sv + o * Lp + c);
+        }
+      }
+    sse += double(hn::GetLane(hn::SumOfLanes(d, acc)));
+    if (!grad) continue;
+    // dw partials += sum_s rT_s[o] .* hT_s[u];  dhT_s = W^T rT_s
+    for (size_t c = 0; c < Lp; c += N)
+      for (size_t o = 0; o < v; ++o)
+        for (size_t u = 0; u < v; ++u) {
+          float* q = dwacc + (o * v + u) * N;
+          auto t = hn::Load(d, q);
+          for (size_t s = 0; s < g; ++s)
+            t = hn::MulAdd(hn::Load(d, rT + s * sv + o * Lp + c), hn::Load(d, hT + s * sv + u * Lp + c), t);
+          hn::Store(t, d, q);
+        }
+    for (size_t s = 0; s < g; ++s)
+      for (size_t c = 0; c < Lp; c += N)
+        for (size_t u = 0; u < v; ++u) {
+          auto t = zero;
+          for (size_t o = 0; o < v; ++o)
+            t = hn::MulAdd(hn::Set(d, w[o * v + u]), hn::Load(d, rT + s * sv + o * Lp + c), t);
+          hn::Store(t, d, dhT + s * sv + u * Lp + c);
+        }
+    }
+    // daT[k] += sum_s dhT_s[t_{s,k}]
+    for (size_t k = 0; k < l; ++k)
+      for (size_t c = 0; c < Lp; c += N) {
+        auto t = zero;
+        for (size_t s = 0; s < g; ++s) t = hn::Add(t, hn::Load(d, dhT + s * sv + size_t(xt[s * l + k]) * Lp + c));
+        float* dst = daT + k * Lp + c;
+        hn::Store(hn::Add(hn::Load(d, dst), t), d, dst);
+      }
+  }
+  if (grad) {
+    if constexpr (kV == 4) {
+#define PL_DW_STORE(o)                              \
+  hn::Store(dw##o##0, d, dwacc + (4 * o + 0) * N); \
+  hn::Store(dw##o##1, d, dwacc + (4 * o + 1) * N); \
+  hn::Store(dw##o##2, d, dwacc + (4 * o + 2) * N); \
+  hn::Store(dw##o##3, d, dwacc + (4 * o + 3) * N);
+      PL_DW_STORE(0) PL_DW_STORE(1) PL_DW_STORE(2) PL_DW_STORE(3)
+#undef PL_DW_STORE
+    }
+    // d sse = 2 r: the factor 2 is applied once here (exact in float).
+    for (size_t i = 0; i < l; ++i)
+      for (size_t k = 0; k < l; ++k) da[i * l + k] = 2.f * daT[k * Lp + i];
+    for (size_t j = 0; j < v * v; ++j) {
+      double t = 0;
+      for (size_t q = 0; q < N; ++q) t += dwacc[j * N + q];
+      dw[j] = float(2 * t);
+    }
+  }
+  return sse;
+}
+}  // namespace posattn_detail
+
+double PosattnOnehotSse(const float* a, const float* w, const int32_t* x_tok, const int32_t* y_tok,
+                        float* da, float* dw, size_t p, size_t l, size_t v) {
+  if (l == 0 || v == 0) return 0.0;
+  if (v == 4) return posattn_detail::OnehotSse<4>(a, w, x_tok, y_tok, da, dw, p, l, v);
+  return posattn_detail::OnehotSse<0>(a, w, x_tok, y_tok, da, dw, p, l, v);
 }
 
 }  // namespace HWY_NAMESPACE

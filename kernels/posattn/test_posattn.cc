@@ -182,3 +182,97 @@ TEST_CASE("posattn_bwd: against central finite differences of the double forward
     for (size_t l : {1, 3, 5, 9})
       for (size_t p : {1, 3}) check_posattn(p, l, v, true);
 }
+
+namespace {
+
+using OnehotFn = decltype(&pl::scalar::PosattnOnehotSse);
+
+// sse = sum ||A X W^T - Y||^2 over the rows with y >= 0, X and Y the one-hot tokens, in double
+// through this file's dense forward; with grads also 2 x backward(df = r), and optionally those
+// against central differences of the sse.
+void check_onehot(size_t p, size_t l, size_t v, bool with_fd) {
+  CAPTURE(p);
+  CAPTURE(l);
+  CAPTURE(v);
+  const uint32_t seed = uint32_t(p * 131 + l * 17 + v);
+  const auto a = pltest::uniform(l * l, -1.f, 1.f, seed), w = pltest::uniform(v * v, -1.f, 1.f, seed + 1);
+  const auto ux = pltest::uniform(p * l, 0.f, 1.f, seed + 2), uy = pltest::uniform(p * l, 0.f, 1.f, seed + 3);
+  std::vector<int32_t> xt(p * l), yt(p * l);
+  for (size_t i = 0; i < p * l; ++i) {
+    xt[i] = std::min(int32_t(ux[i] * float(v)), int32_t(v) - 1);
+    // about one position in five out of the loss; the rest any token
+    yt[i] = uy[i] < 0.2f ? -1 : std::min(int32_t((uy[i] - 0.2f) / 0.8f * float(v)), int32_t(v) - 1);
+  }
+  Problem q{p, l, v, to_double(a), std::vector<double>(p * l * v, 0.0), to_double(w), {}};
+  for (size_t i = 0; i < p * l; ++i) q.x[i * v + size_t(xt[i])] = 1.0;
+  auto sse_of = [&](const Problem& qq, std::vector<double>* r) {
+    std::vector<double> h, f;
+    forward(qq, h, f);
+    double s = 0;
+    for (size_t row = 0; row < p * l; ++row)
+      for (size_t o = 0; o < v; ++o) {
+        double& e = f[row * v + o];
+        e = yt[row] < 0 ? 0.0 : e - (yt[row] == int32_t(o) ? 1.0 : 0.0);
+        s += e * e;
+      }
+    if (r) *r = f;
+    return s;
+  };
+  std::vector<double> r, h, f, da, dw, dh;
+  const double sse = sse_of(q, &r);
+  q.df = r;
+  forward(q, h, f);
+  backward(q, h, da, dw, dh);
+  for (auto& e : da) e *= 2;
+  for (auto& e : dw) e *= 2;
+  std::vector<double> fda, fdw;
+  if (with_fd) {
+    auto fd = [&](std::vector<double> Problem::*m) {
+      Problem qq = q;
+      std::vector<double> g((qq.*m).size());
+      for (size_t i = 0; i < g.size(); ++i) {
+        const double x0 = (qq.*m)[i], eps = 1e-4;
+        (qq.*m)[i] = x0 + eps;
+        const double fp = sse_of(qq, nullptr);
+        (qq.*m)[i] = x0 - eps;
+        const double fm = sse_of(qq, nullptr);
+        (qq.*m)[i] = x0;
+        g[i] = (fp - fm) / (2 * eps);
+      }
+      return g;
+    };
+    fda = fd(&Problem::a);
+    fdw = fd(&Problem::w);
+  }
+  const double tol_sse = 1e-5 * std::sqrt(double(p * l * v)) * (1 + std::fabs(sse));
+  for (const auto* var : runnable(pl::KernelId::posattn_onehot_sse)) {
+    CAPTURE(var->name);
+    const auto fn = pl::as<OnehotFn>(*var);
+    Out dao(l * l), dwo(v * v);
+    CHECK(std::fabs(fn(a.data(), w.data(), xt.data(), yt.data(), nullptr, nullptr, p, l, v) - sse) <= tol_sse);
+    const double got = fn(a.data(), w.data(), xt.data(), yt.data(), dao.data(), dwo.data(), p, l, v);
+    CHECK(std::fabs(got - sse) <= tol_sse);
+    dao.check("dA", da, tol_for(p * l * v));
+    dwo.check("dW", dw, tol_for(p * l * v));
+    if (with_fd) {
+      dao.check("dA vs finite differences", fda, tol_for(p * l * v));
+      dwo.check("dW vs finite differences", fdw, tol_for(p * l * v));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("posattn_onehot_sse: dense double oracle around the vector widths") {
+  for (size_t v : {1, 2, 4, 5, 17})
+    for (size_t l : {1, 3, 4, 8, 15, 16, 17, 33, 64})
+      for (size_t p : {1, 2, 5}) check_onehot(p, l, v, false);
+  check_onehot(1000, 16, 4, false);
+  check_onehot(3, 16, 64, false);
+}
+
+TEST_CASE("posattn_onehot_sse: gradients against central finite differences of the sse") {
+  for (size_t v : {1, 3, 4})
+    for (size_t l : {1, 3, 5, 9})
+      for (size_t p : {1, 3}) check_onehot(p, l, v, true);
+}

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   }
   std::sort(ms.begin(), ms.end());
   std::sort(cpu.begin(), cpu.end());
-  std::printf("target %s posattn %s\n", k.target, k.variant.posattn);
+  std::printf("target %s posattn %s\n", k.target, k.variant.posattn_onehot_sse);
   std::printf("median_ms %.4f\n", ms[ms.size() / 2]);
   std::printf("median_cpu_ms %.4f\n", cpu[cpu.size() / 2]);
   return 0;

@@ -7,34 +7,18 @@
 namespace copytask {
 
 CopyNet::CopyNet(const pl_kernel_table& k, const NetConfig& c, std::vector<int32_t> tokens, int P,
-                 int max_batch, int test_chunk)
+                 int /*max_batch*/, int test_chunk)
     : k_(k),
       c_(c),
       P_(P),
-      max_batch_(std::max(1, std::min(max_batch <= 0 ? P : max_batch, P))),
       test_chunk_(std::max(1, test_chunk)),
       tokens_(std::move(tokens)) {
   if (tokens_.size() != size_t(P) * c.L) throw std::invalid_argument("CopyNet: token count != P*L");
-  const size_t LV = size_t(c.L) * c.V;
-  x_.resize(size_t(P) * LV);
-  copyc::one_hot(tokens_.data(), tokens_.size(), c.V, x_.data());
-  // Where each target's 1 sits inside its sequence's block of f, so the hot loop subtracts y
-  // without index arithmetic.
-  target_at_.resize(tokens_.size());
-  for (int mu = 0; mu < P; ++mu)
-    for (int l = 0; l < c.L; ++l)
-      target_at_[size_t(mu) * c.L + l] =
-          copyc::in_loss(l, c.wrap)
-              ? l * c.V + copyc::target_token(tokens_.data() + size_t(mu) * c.L, l, c.L)
-              : -1;
+  targets_.resize(tokens_.size());
+  fill_targets(tokens_.data(), size_t(P), targets_.data());
   a_.resize(size_t(c.L) * c.L);
   da_.resize(a_.size());
-  h_.resize(size_t(max_batch_) * LV);
-  f_.resize(h_.size());
-  dh_.resize(h_.size());
-  xt_.resize(size_t(test_chunk_) * LV);
-  ht_.resize(xt_.size());
-  ft_.resize(xt_.size());
+  yt_.resize(size_t(test_chunk_) * c.L);
 }
 
 void CopyNet::attention(const float* G, float* A) const {
@@ -47,54 +31,36 @@ void CopyNet::attention(const float* G, float* A) const {
     for (size_t j = 0; j < L; ++j) A[l * L + j] = (c_.causal && j > l) ? 0.0f : G[l * L + j];
 }
 
-void CopyNet::subtract_targets(float* f, const int32_t* tokens, size_t n) const {
-  const int L = c_.L, V = c_.V;
-  for (size_t mu = 0; mu < n; ++mu) {
-    const int32_t* seq = tokens + mu * L;
-    float* fm = f + mu * size_t(L) * V;
-    for (int l = 0; l < L; ++l) {
-      if (copyc::in_loss(l, c_.wrap))
-        fm[size_t(l) * V + size_t(copyc::target_token(seq, l, L))] -= 1.0f;
-      else
-        std::memset(fm + size_t(l) * V, 0, size_t(V) * sizeof(float));
-    }
-  }
+void CopyNet::fill_targets(const int32_t* tokens, size_t n, int32_t* y) const {
+  const int L = c_.L;
+  for (size_t mu = 0; mu < n; ++mu)
+    for (int l = 0; l < L; ++l)
+      y[mu * L + l] =
+          copyc::in_loss(l, c_.wrap) ? copyc::target_token(tokens + mu * L, l, L) : int32_t(-1);
 }
 
 double CopyNet::data_sse(const float* theta, size_t mu0, size_t n, float* grad, double scale) {
-  const size_t L = size_t(c_.L), V = size_t(c_.V), LV = L * V;
-  if (n > size_t(max_batch_) || mu0 + n > size_t(P_))
+  const size_t L = size_t(c_.L), V = size_t(c_.V);
+  if (mu0 + n > size_t(P_))
     throw std::invalid_argument("CopyNet::data_sse: slice out of range");
   const float* W = theta + w_off();
   const float* G = theta + g_off();
-  const float* x = x_.data() + mu0 * LV;
   attention(G, a_.data());
-  // Forward: h = A X, f = h W^T; then f <- r = f - y (rows outside the loss zeroed).
-  k_.posattn(a_.data(), x, W, h_.data(), f_.data(), n, L, V);
-  const int32_t* at = target_at_.data() + mu0 * L;
-  for (size_t mu = 0; mu < n; ++mu) {
-    float* fm = f_.data() + mu * LV;
-    for (size_t l = 0; l < L; ++l) {
-      const int32_t i = at[mu * L + l];
-      if (i >= 0)
-        fm[i] -= 1.0f;
-      else
-        std::memset(fm + l * V, 0, V * sizeof(float));
-    }
-  }
-  const double sse = k_.dot(f_.data(), f_.data(), n * LV);
+  // h = A X, r = h W^T - Y, SSE = sum r^2 and (with grad) dSSE/dA, dSSE/dW, fused on the token
+  // indices (X, Y one-hot): see posattn_onehot_sse in kernels.def.
+  float* dW = grad ? grad + w_off() : nullptr;
+  const double sse = k_.posattn_onehot_sse(a_.data(), W, tokens_.data() + mu0 * L,
+                                            targets_.data() + mu0 * L, grad ? da_.data() : nullptr,
+                                            dW, n, L, V);
   if (!grad) return sse;
-  // Backward with df = r (dSSE/df = 2 r; the 2 and `scale` are applied to the small outputs).
-  float* dW = grad + w_off();
   float* dG = grad + g_off();
-  k_.posattn_bwd(a_.data(), x, W, h_.data(), f_.data(), da_.data(), dW, dh_.data(), n, L, V);
   if (c_.softmax) {
     k_.softmax_rows_bwd(a_.data(), da_.data(), dG, L, L, 1.0f, c_.causal ? 1 : 0);
   } else {
     for (size_t l = 0; l < L; ++l)
       for (size_t j = 0; j < L; ++j) dG[l * L + j] = (c_.causal && j > l) ? 0.0f : da_[l * L + j];
   }
-  const float s = float(2 * scale);
+  const float s = float(scale);
   for (size_t i = 0; i < n_params(); ++i) grad[i] *= s;
   return sse;
 }
@@ -110,42 +76,32 @@ double CopyNet::objective(const float* theta, float* grad) {
   const double data_scale = c_.kappa * c_.beta() / P_;
   double sse = 0;
   if (grad) {
-    // One full-data pass (the gradient is not accumulated across slices).
-    if (max_batch_ != P_) throw std::logic_error("CopyNet::objective: gradient needs max_batch == P");
     sse = data_sse(theta, 0, size_t(P_), grad, data_scale);
     const size_t nw = size_t(c_.V) * c_.V, ng = size_t(c_.L) * c_.L;
     const float gw = float(2 * c_.kappa / (P_ * c_.sw2)), gg = float(2 * c_.kappa / (P_ * c_.sg2));
     for (size_t i = 0; i < nw; ++i) grad[w_off() + i] += gw * theta[w_off() + i];
     for (size_t i = 0; i < ng; ++i) grad[g_off() + i] += gg * theta[g_off() + i];
   } else {
-    for (size_t mu0 = 0; mu0 < size_t(P_); mu0 += size_t(max_batch_)) {
-      const size_t n = std::min(size_t(max_batch_), size_t(P_) - mu0);
-      sse += data_sse(theta, mu0, n, nullptr, 0);
-    }
+    sse = data_sse(theta, 0, size_t(P_), nullptr, 0);
   }
   return data_scale * sse + prior_term(theta);
 }
 
 double CopyNet::train_mse(const float* theta) {
-  double sse = 0;
-  for (size_t mu0 = 0; mu0 < size_t(P_); mu0 += size_t(max_batch_)) {
-    const size_t n = std::min(size_t(max_batch_), size_t(P_) - mu0);
-    sse += data_sse(theta, mu0, n, nullptr, 0);
-  }
+  const double sse = data_sse(theta, 0, size_t(P_), nullptr, 0);
   return sse / (double(P_) * copyc::loss_positions(c_.L, c_.wrap));
 }
 
 double CopyNet::mse_on(const float* theta, const int32_t* tokens, size_t n) {
   if (n == 0) return NAN;
-  const size_t L = size_t(c_.L), V = size_t(c_.V), LV = L * V;
+  const size_t L = size_t(c_.L), V = size_t(c_.V);
   attention(theta + g_off(), a_.data());
   double sse = 0;
   for (size_t mu0 = 0; mu0 < n; mu0 += size_t(test_chunk_)) {
     const size_t m = std::min(size_t(test_chunk_), n - mu0);
-    copyc::one_hot(tokens + mu0 * L, m * L, int(V), xt_.data());
-    k_.posattn(a_.data(), xt_.data(), theta + w_off(), ht_.data(), ft_.data(), m, L, V);
-    subtract_targets(ft_.data(), tokens + mu0 * L, m);
-    sse += k_.dot(ft_.data(), ft_.data(), m * LV);
+    fill_targets(tokens + mu0 * L, m, yt_.data());
+    sse += k_.posattn_onehot_sse(a_.data(), theta + w_off(), tokens + mu0 * L, yt_.data(), nullptr,
+                                 nullptr, m, L, V);
   }
   return sse / (double(n) * copyc::loss_positions(c_.L, c_.wrap));
 }

@@ -31,8 +31,8 @@ struct NetConfig {
 
 class CopyNet {
  public:
-  // tokens: P x L training tokens. max_batch: the largest slice passed to data_grad (P for full
-  // batch). test_chunk: sequences per chunk when evaluating held-out data.
+  // tokens: P x L training tokens. max_batch: no longer used (the fused kernel needs no per-batch
+  // buffers; any slice works). test_chunk: sequences per chunk when evaluating held-out data.
   CopyNet(const pl_kernel_table& k, const NetConfig& c, std::vector<int32_t> tokens, int P,
           int max_batch, int test_chunk = 1024);
 
@@ -46,7 +46,7 @@ class CopyNet {
   void attention(const float* G, float* A) const;
 
   // SSE over training sequences [mu0, mu0 + n); if grad != nullptr, grad = scale * dSSE/dtheta
-  // (overwritten, both blocks). n <= max_batch.
+  // (overwritten, both blocks).
   double data_sse(const float* theta, size_t mu0, size_t n, float* grad, double scale);
 
   // Full-data MAP objective; with grad != nullptr also its gradient (priors included).
@@ -59,22 +59,19 @@ class CopyNet {
   // The same on other sequences (n x L tokens), evaluated in chunks.
   double mse_on(const float* theta, const int32_t* tokens, size_t n);
 
-  const std::vector<float>& x() const { return x_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
 
  private:
-  // f (n x L x V) -= y and zero the rows outside the loss; in place on f.
-  void subtract_targets(float* f, const int32_t* tokens, size_t n) const;
+  // y (n x L) = target token of each position, -1 where the position is not in the loss.
+  void fill_targets(const int32_t* tokens, size_t n, int32_t* y) const;
 
   const pl_kernel_table& k_;
   NetConfig c_;
-  int P_, max_batch_, test_chunk_;
-  std::vector<int32_t> tokens_;  // P x L
-  std::vector<float> x_;         // P x L x V one-hot
-  std::vector<int32_t> target_at_;  // P x L: flat index l*V + y_l within a sequence, -1 if not in loss
-  std::vector<float> a_, da_;    // L x L
-  std::vector<float> h_, f_, dh_;  // max_batch x L x V
-  std::vector<float> xt_, ht_, ft_;  // test_chunk x L x V
+  int P_, test_chunk_;
+  std::vector<int32_t> tokens_;   // P x L
+  std::vector<int32_t> targets_;  // P x L target tokens, -1 outside the loss
+  std::vector<float> a_, da_;     // L x L
+  std::vector<int32_t> yt_;       // test_chunk x L targets of held-out data
 };
 
 // ---------------------------------------------------------------- Adam on the MAP objective
