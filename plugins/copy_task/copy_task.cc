@@ -60,6 +60,12 @@ const pl_param_decl kParams[] = {
     plsdk::float_param("tol", 1e-7, "stop when the relative change of obj over `window` steps <= tol",
                        kNonNeg, 0),
     plsdk::int_param("window", 100, "steps between convergence checks", 1, INT64_MAX),
+    plsdk::bool_param("balance", true,
+                      "linear attention, Adam: move (W, G) to the prior's minimum on the "
+                      "rescaling orbit (lam W, G / lam) every window"),
+    plsdk::bool_param("flip", true,
+                      "linear attention, Adam: every window, move to the mirror point "
+                      "(W (I - 2 11^T/V), G (I - 2 J/L)) when that lowers the objective"),
     plsdk::int_param("batch", 0, "sequences per step (0: full batch)", 0, 100000000),
     plsdk::float_param("step", 0.0,
                        "sampler step (SGLD eta / MALA initial eps); 0 = auto", kNonNeg, 0),
@@ -223,6 +229,8 @@ class CopyTask {
       a.max_steps = cx.i("max_steps");
       a.tol = cx.f("tol");
       a.window = cx.i("window");
+      a.balance = cx.b("balance");
+      a.flip = cx.b("flip");
       a.batch = batch_;
       adam_ = std::make_unique<copytask::AdamTrainer>(net_, a);
     } else {

@@ -107,7 +107,12 @@ double CopyNet::mse_on(const float* theta, const int32_t* tokens, size_t n) {
 }
 
 AdamTrainer::AdamTrainer(CopyNet& net, const AdamConfig& cfg)
-    : net_(net), cfg_(cfg), grad_(net.n_params()), m_(net.n_params()), v_(net.n_params()) {
+    : net_(net),
+      cfg_(cfg),
+      grad_(net.n_params()),
+      m_(net.n_params()),
+      v_(net.n_params()),
+      mirror_(net.n_params()) {
   if (cfg_.window < 1) cfg_.window = 1;
 }
 

@@ -82,6 +82,21 @@ struct AdamConfig {
   int64_t window = 100;
   int batch = 0;           // sequences per step; 0 = full batch
   bool train_attention = true;  // false: G stays fixed (e.g. uniform attention, read-out only)
+  // Linear attention only: f = A X W^T is invariant under (W, G) -> (lam W, G / lam), so only the
+  // O(1/P) priors fix the scale and the objective is nearly flat along that orbit at large P:
+  // Adam crawls along it and the stopping rule fires at different scales (different |c_G|) from
+  // different starts. With balance, every window theta moves to the prior's minimum on its orbit,
+  // lam^4 = (|G|^2 / sg2) / (|W|^2 / sw2), in closed form (data term unchanged, prior lowered),
+  // and Adam's gradient and moments are carried along.
+  bool balance = true;
+  // Linear attention (no causal mask) has two minima at P above the onset: the sign of the row
+  // sums s_l relative to D (the copy overlap) is + (the MAP) or - (higher objective, c_1 ~ -1.2;
+  // the reduced theory's action has it too), and Adam lands in either, from either init, and
+  // crawls in the - branch at large P. With flip, every window also evaluates the mirror point
+  // (W, G) -> (W (I - 2 11^T/V), G (I - 2 J/L)), which keeps W's action on centred inputs and
+  // the product (row sums of A) x (W 1) and flips only their cross term; if its objective is
+  // lower, theta moves there (a descent move) and Adam restarts.
+  bool flip = true;
 };
 
 struct AdamResult {
@@ -89,6 +104,7 @@ struct AdamResult {
   bool finite = true;
   int64_t steps = 0;
   double objective = 0;
+  int flips = 0;  // mirror moves taken (AdamConfig::flip)
 };
 
 // Optimiser state, allocated once per run.
@@ -98,11 +114,15 @@ class AdamTrainer {
   // Trains theta in place. `stop` is polled every window steps (cancellation); may be empty.
   template <typename Stop>
   AdamResult train(float* theta, const pl_kernel_table& k, Stop&& stop);
+  // Linear attention: theta to the prior's minimum on its rescaling orbit (AdamConfig::balance).
+  void balance(float* theta, const pl_kernel_table& k);
+  // Linear attention: the mean-channel flip (AdamConfig::flip).
+  void flip_mean_channel(float* theta) const;
 
  private:
   CopyNet& net_;
   AdamConfig cfg_;
-  std::vector<float> grad_, m_, v_;
+  std::vector<float> grad_, m_, v_, mirror_;
 };
 
 // ---------------------------------------------------------------- SGLD on (W, G)
