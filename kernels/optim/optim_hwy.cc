@@ -19,38 +19,37 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 namespace {
 
-// The constants of one Adam step. mhat / (sqrt(vhat) + eps) = (m / c1) / (sqrt(v / c2) + eps),
-// c = 1 - beta^step computed in double.
+// The constants of one Adam step. With c = 1 - beta^step (in double),
+//   mhat / (sqrt(vhat) + eps) = (m / c1) / (sqrt(v / c2) + eps)
+//                             = (sqrt(c2) / c1) m / (sqrt(v) + eps sqrt(c2)),
+// so lr sqrt(c2) / c1 and eps sqrt(c2) are the two folded scalars (no per-element scaling of v).
 struct AdamConsts {
-  float b1, one_minus_b1, b2, one_minus_b2, step_size, inv_c2, eps;
+  float one_minus_b1, one_minus_b2, step_size, eps;
 };
 
 AdamConsts adam_consts(float lr, float beta1, float beta2, float eps, int64_t step) {
   const double c1 = 1.0 - std::pow(double{beta1}, double(step));
   const double c2 = 1.0 - std::pow(double{beta2}, double(step));
-  return {beta1,
-          static_cast<float>(1.0 - beta1),
-          beta2,
-          static_cast<float>(1.0 - beta2),
-          static_cast<float>(lr / c1),
-          static_cast<float>(1.0 / c2),
-          eps};
+  return {static_cast<float>(1.0 - beta1), static_cast<float>(1.0 - beta2),
+          static_cast<float>(lr * std::sqrt(c2) / c1), static_cast<float>(eps * std::sqrt(c2))};
 }
 
 // One Adam/AdamW element-wise update on vectors (SVE vectors cannot live in lambda captures,
 // hence a function). decoupled == false: weight decay folded into g (Adam); true: AdamW.
+// The moments as m + (1 - b1)(g - m) and v + (1 - b2)(g^2 - v): one FMA each (plus a subtract
+// on the add pipes, resp. the fused g g - v), instead of a multiply and an FMA.
 template <bool kDecoupled, class D, class V = hn::Vec<D>>
 HWY_INLINE V AdamStep(D d, const AdamConsts& c, float wd, float decay, V p, V g, V& mv, V& vv) {
   if (!kDecoupled) g = hn::MulAdd(hn::Set(d, wd), p, g);
-  mv = hn::MulAdd(hn::Set(d, c.b1), mv, hn::Mul(hn::Set(d, c.one_minus_b1), g));
-  vv = hn::MulAdd(hn::Set(d, c.b2), vv, hn::Mul(hn::Set(d, c.one_minus_b2), hn::Mul(g, g)));
-  // mhat / (sqrt(vhat) + eps). On AVX2/AVX-512 the reciprocal estimate (12 resp. 14 bits) plus
+  mv = hn::MulAdd(hn::Set(d, c.one_minus_b1), hn::Sub(g, mv), mv);
+  vv = hn::MulAdd(hn::Set(d, c.one_minus_b2), hn::MulSub(g, g, vv), vv);
+  // m / (sqrt(v) + eps'). On AVX2/AVX-512 the reciprocal estimate (12 resp. 14 bits) plus
   // one Newton step r <- r (2 - den r) (error ~ its square, <= 2^-24) is cheaper than a division;
   // other targets' estimates are too coarse (NEON: 8 bits), so they divide.
-  const V den = hn::Add(hn::Sqrt(hn::Mul(vv, hn::Set(d, c.inv_c2))), hn::Set(d, c.eps));
+  const V den = hn::Add(hn::Sqrt(vv), hn::Set(d, c.eps));
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   const V r0 = hn::ApproximateReciprocal(den);
-  const V ratio = hn::Mul(mv, hn::Mul(r0, hn::NegMulAdd(den, r0, hn::Set(d, 2.0f))));
+  const V ratio = hn::Mul(hn::Mul(mv, r0), hn::NegMulAdd(den, r0, hn::Set(d, 2.0f)));
 #else
   const V ratio = hn::Div(mv, den);
 #endif
