@@ -6,11 +6,11 @@
 #define HWY_TARGET_INCLUDE "kernels/attention/attention_hwy.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-#include <hwy/contrib/math/math-inl.h>
 
 #include <cstring>
 #include <limits>
 
+#include "kernels/exp/exp-inl.h"
 #include "kernels/gemm/gemm-inl.h"
 // clang-format on
 
@@ -37,13 +37,14 @@ inline void SoftmaxRow(float* HWY_RESTRICT x, size_t len) {
   const auto mx = hn::MaxOfLanes(d, vmax);
   auto vsum = hn::Zero(d);
   for (i = 0; i + N <= len; i += N) {
-    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), mx));
+    const auto e = exp_detail::ExpVec(d, hn::Sub(hn::LoadU(d, x + i), mx));
     hn::StoreU(e, d, x + i);
     vsum = hn::Add(vsum, e);
   }
   if (i < len) {
     const auto m = hn::FirstN(d, len - i);
-    const auto e = hn::IfThenElseZero(m, hn::Exp(d, hn::Sub(LoadPart(d, x + i, len - i), mx)));
+    const auto t = hn::Sub(LoadPart(d, x + i, len - i), mx);
+    const auto e = hn::IfThenElseZero(m, exp_detail::ExpVec(d, t));
     StorePart(d, e, x + i, len - i);
     vsum = hn::Add(vsum, e);
   }

@@ -34,6 +34,29 @@
 
 namespace pl::PL_INTRIN_NS {
 
+// dst[c * ldd + r] = src[r * lds + c] for r, c < 4 (a 4 x 4 block transposed through
+// 128-bit registers).
+#if PL_INTRIN_NEON
+inline void transpose4x4(const float* src, size_t lds, float* dst, size_t ldd) {
+  const float32x4x2_t t01 = vtrnq_f32(vld1q_f32(src), vld1q_f32(src + lds));
+  const float32x4x2_t t23 = vtrnq_f32(vld1q_f32(src + 2 * lds), vld1q_f32(src + 3 * lds));
+  vst1q_f32(dst, vcombine_f32(vget_low_f32(t01.val[0]), vget_low_f32(t23.val[0])));
+  vst1q_f32(dst + ldd, vcombine_f32(vget_low_f32(t01.val[1]), vget_low_f32(t23.val[1])));
+  vst1q_f32(dst + 2 * ldd, vcombine_f32(vget_high_f32(t01.val[0]), vget_high_f32(t23.val[0])));
+  vst1q_f32(dst + 3 * ldd, vcombine_f32(vget_high_f32(t01.val[1]), vget_high_f32(t23.val[1])));
+}
+#else
+inline void transpose4x4(const float* src, size_t lds, float* dst, size_t ldd) {
+  __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + lds), r2 = _mm_loadu_ps(src + 2 * lds),
+         r3 = _mm_loadu_ps(src + 3 * lds);
+  _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+  _mm_storeu_ps(dst, r0);
+  _mm_storeu_ps(dst + ldd, r1);
+  _mm_storeu_ps(dst + 2 * ldd, r2);
+  _mm_storeu_ps(dst + 3 * ldd, r3);
+}
+#endif
+
 #if PL_INTRIN_AVX512
 using V = __m512;
 constexpr size_t kW = 16;
@@ -72,6 +95,16 @@ struct DSum {
   }
   double total() const { return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi)); }
 };
+// Every lane in [lo, hi] (NaN lanes are not).
+inline bool all_in(V x, float lo, float hi) {
+  return _mm512_cmp_ps_mask(x, set1(lo), _CMP_GE_OQ) == 0xFFFF &&
+         _mm512_cmp_ps_mask(x, set1(hi), _CMP_LE_OQ) == 0xFFFF;
+}
+// bits(e) + (bits(t) << 23): e 2^n when the low mantissa bits of t hold n (see exp below).
+inline V add_exponent(V e, V t) {
+  return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(e),
+                                              _mm512_slli_epi32(_mm512_castps_si512(t), 23)));
+}
 inline V pow2i(V n) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
@@ -126,6 +159,15 @@ struct DSum {
     return _mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t)));
   }
 };
+inline bool all_in(V x, float lo, float hi) {
+  const V in = _mm256_and_ps(_mm256_cmp_ps(x, set1(lo), _CMP_GE_OQ),
+                             _mm256_cmp_ps(x, set1(hi), _CMP_LE_OQ));
+  return _mm256_movemask_ps(in) == 0xFF;
+}
+inline V add_exponent(V e, V t) {
+  return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(e),
+                                              _mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+}
 inline V pow2i(V n) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
@@ -172,19 +214,23 @@ struct DSum {
   }
   double total() const { return vaddvq_f64(vaddq_f64(lo, hi)); }
 };
+inline bool all_in(V x, float lo, float hi) {
+  return vminvq_u32(vandq_u32(vcgeq_f32(x, set1(lo)), vcleq_f32(x, set1(hi)))) != 0;
+}
+inline V add_exponent(V e, V t) {
+  return vreinterpretq_f32_s32(vaddq_s32(vreinterpretq_s32_f32(e),
+                                         vshlq_n_s32(vreinterpretq_s32_f32(t), 23)));
+}
 inline V pow2i(V n) {
   return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23));
 }
 #endif
 
 // exp(x), <= 2 ULP where the result is a normal float: n = round(x / ln 2) (1.5 * 2^23 shifter),
-// r = x - n ln 2 in two parts (Cody-Waite), exp(r) = 1 + r + r^2 P(r) (Cephes coefficients),
-// times 2^n as two factors 2^(n/2) 2^(n - n/2), so results near overflow and subnormal results
-// come out right. Inputs are clamped to [-104, 89], beyond which exp is 0 / +inf in float.
-inline V exp(V x) {
-  x = min(max(x, set1(-104.0f)), set1(89.0f));
-  const V shifter = set1(12582912.0f);
-  const V n = sub(fma(x, set1(1.44269504088896341f), shifter), shifter);
+// r = x - n ln 2 in two parts (Cody-Waite), exp(r) = 1 + r + r^2 P(r) (Cephes coefficients).
+// exp_reduced returns e^r from x and t = x log2(e) + 1.5 * 2^23 (n = t - 1.5 * 2^23).
+inline V exp_reduced(V x, V t) {
+  const V n = sub(t, set1(12582912.0f));
   V r = fnma(n, set1(0.693359375f), x);
   r = fnma(n, set1(-2.12194440e-4f), r);
   V p = set1(1.9875691500e-4f);
@@ -193,12 +239,33 @@ inline V exp(V x) {
   p = fma(p, r, set1(4.1665795894e-2f));
   p = fma(p, r, set1(1.6666665459e-1f));
   p = fma(p, r, set1(5.0000001201e-1f));
-  const V e = add(fma(p, mul(r, r), r), set1(1.0f));
+  return add(fma(p, mul(r, r), r), set1(1.0f));
+}
+
+// Any input: clamped to [-104, 89], beyond which exp is 0 / +inf in float, and 2^n applied as
+// two factors 2^(n/2) 2^(n - n/2), so results near overflow and subnormal results come out right.
+[[gnu::noinline]] inline V exp_any_range(V x) {
+  x = min(max(x, set1(-104.0f)), set1(89.0f));
+  const V shifter = set1(12582912.0f);
+  const V t = fma(x, set1(1.44269504088896341f), shifter);
+  const V e = exp_reduced(x, t);
   // n is an exact integer in [-150, 128]; halves rounded down / up stay in the normal range.
+  const V n = sub(t, shifter);
   const V half = set1(0.5f);
   const V n1 = sub(fma(n, half, shifter), shifter);  // round(n / 2)
   const V n2 = sub(n, n1);
   return mul(mul(e, pow2i(n1)), pow2i(n2));
+}
+
+// Fast path: every lane in [-87, 88], where n is in [-126, 127] and e^r 2^n is a normal float
+// (n = -126 only for x in [-87, -86.99], where e^r >= 1.39), so adding n << 23 to the bits of
+// e^r is the exact product; bits(t) << 23 == n << 23 (mod 2^32), the shifter's own bits leave
+// through the top. Other vectors take exp_any_range, which gives the same bits on in-range lanes
+// (scaling by 2^n is exact either way), so no element depends on its neighbours.
+inline V exp(V x) {
+  if (__builtin_expect(!all_in(x, -87.0f, 88.0f), 0)) return exp_any_range(x);
+  const V t = fma(x, set1(1.44269504088896341f), set1(12582912.0f));
+  return add_exponent(exp_reduced(x, t), t);
 }
 
 // e^(scale x - m) with the exponent t = scale x - m carried as an exact float pair

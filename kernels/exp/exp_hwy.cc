@@ -1,19 +1,12 @@
-// exp.hwy.<isa>: Cody-Waite reduction + Cephes polynomial written with Highway operations, all
-// targets. <= 2 ULP against double exp where the result is a normal float (the same formulas as
-// exp_vec of kernels/common/xsimd_arch.hpp, so the two backends compute the same numbers).
-//
-// Why not hn::Exp: it rounds with a float -> int32 conversion (Highway fixes up the overflow
-// lanes of cvttps2dq: several extra operations per vector), converts back, and scales with two
-// multiplies and a range blend. Here n = round(x / ln 2) comes from the 1.5 * 2^23 shifter, whose
-// low mantissa bits already hold n, so 2^n is added to the exponent field with one integer add.
-// That is exact only where e^x is a normal float, so the fast path needs every lane of the vector
-// in [-87, 88]; other vectors (rare: exp is ~0 or ~inf there) take the clamped two-factor scaling,
-// which gives bit-identical results on the in-range lanes (scaling by 2^n is exact either way),
-// so an element's result never depends on its neighbours.
+// exp.hwy.<isa>: exp_detail::ExpVec of kernels/exp/exp-inl.h (Cody-Waite reduction + Cephes
+// polynomial, shifter rounding and an exponent-field add on a range-checked fast path), all
+// targets.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/exp/exp_hwy.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+
+#include "kernels/exp/exp-inl.h"
 #include "phaselab/hwy_part-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -21,72 +14,14 @@ namespace pl {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-namespace {
-
-// e^r for r = x - n ln 2, |r| <= ln 2 / 2, from t = x log2(e) + 1.5 * 2^23 (n = t - 1.5 * 2^23):
-// Cody-Waite r in two parts (ln 2 = 0.693359375 - 2.12194440e-4), then
-// e^r = 1 + r + r^2 P(r) by Horner, Cephes coefficients.
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE V ExpReduced(D d, V x, V t) {
-  const V n = hn::Sub(t, hn::Set(d, 12582912.0f));
-  V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), x);
-  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
-  V p = hn::Set(d, 1.9875691500e-4f);
-  p = hn::MulAdd(p, r, hn::Set(d, 1.3981999507e-3f));
-  p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
-  p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
-  p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
-  return hn::Add(hn::MulAdd(p, hn::Mul(r, r), r), hn::Set(d, 1.0f));
-}
-
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE V Shifted(D d, V x) {
-  return hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), hn::Set(d, 12582912.0f));
-}
-
-// Any input: clamped to [-104, 89] (beyond, e^x is 0 / inf in float), 2^n applied as two
-// factors 2^(n/2) 2^(n - n/2) so results near overflow and in the subnormal range come out right.
-template <class D, class V = hn::Vec<D>>
-HWY_NOINLINE V ExpAnyRange(D d, V x) {
-  const hn::RebindToSigned<D> di;
-  x = hn::Min(hn::Max(x, hn::Set(d, -104.0f)), hn::Set(d, 89.0f));
-  const V t = Shifted(d, x);
-  const V e = ExpReduced(d, x, t);
-  // The low bits of t hold n (two's complement) as long as |n| < 2^22.
-  const auto ni = hn::Sub(hn::BitCast(di, t), hn::BitCast(di, hn::Set(d, 12582912.0f)));
-  const auto n1 = hn::ShiftRight<1>(ni);  // arithmetic shift: floor(n / 2)
-  const auto n2 = hn::Sub(ni, n1);
-  const auto bias = hn::Set(di, 127);
-  const V s1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n1, bias)));
-  const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n2, bias)));
-  return hn::Mul(hn::Mul(e, s1), s2);
-}
-
-// e^x. Fast path: every lane in [-87, 88], where n is in [-126, 127] and e^r 2^n is normal
-// (n = -126 only for x in [-87, -86.99], where r >= 0.33 and e^r >= 1.39), so adding n << 23 to
-// the bits of e^r is the exact product. bits(t) << 23 == n << 23 (mod 2^32): the shifter's own
-// mantissa bit 2^22 and its exponent leave through the top. NaN lanes fail the range test.
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE V ExpVec(D d, V x) {
-  const hn::RebindToSigned<D> di;
-  const auto in = hn::And(hn::Ge(x, hn::Set(d, -87.0f)), hn::Le(x, hn::Set(d, 88.0f)));
-  if (HWY_UNLIKELY(!hn::AllTrue(d, in))) return ExpAnyRange(d, x);
-  const V t = Shifted(d, x);
-  const V e = ExpReduced(d, x, t);
-  return hn::BitCast(d, hn::Add(hn::BitCast(di, e), hn::ShiftLeft<23>(hn::BitCast(di, t))));
-}
-
-}  // namespace
-
 // x, y: n. The tail is a partial vector, so every element sees the same arithmetic.
 void Exp(const float* x, float* y, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   size_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(ExpVec(d, hn::LoadU(d, x + i)), d, y + i);
+  for (; i + N <= n; i += N) hn::StoreU(exp_detail::ExpVec(d, hn::LoadU(d, x + i)), d, y + i);
   if (i < n) {
-    part::Store(d, ExpVec(d, part::Load(d, x + i, n - i)), y + i, n - i);
+    part::Store(d, exp_detail::ExpVec(d, part::Load(d, x + i, n - i)), y + i, n - i);
   }
 }
 

@@ -6,6 +6,7 @@
 //   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a.
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -19,13 +20,28 @@ constexpr size_t kNr = kNrv * kW;
 // bp (k x kNr) = op(B)[0:k, j0 : j0 + nr), zero-padded to kNr columns.
 void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t j0, size_t nr, float* bp) {
   if (!trans_b) {  // op(B)[p, j] = b[p * ldb + j]
+    // Vector copies (a libc memcpy call per row costs as much as the copy at these sizes).
     for (size_t p = 0; p < k; ++p) {
-      std::memcpy(bp + p * kNr, b + p * ldb + j0, nr * sizeof(float));
-      std::fill(bp + p * kNr + nr, bp + (p + 1) * kNr, 0.0f);
+      const float* src = b + p * ldb + j0;
+      float* dst = bp + p * kNr;
+      size_t j = 0;
+      for (; j + kW <= nr; j += kW) store(dst + j, load(src + j));
+      if (j < nr) store_n(dst + j, load_n(src + j, nr - j), nr - j);
+      std::fill(dst + nr, dst + kNr, 0.0f);
     }
   } else {  // op(B)[p, j] = b[j * ldb + p]
     for (size_t p = 0; p < k; ++p) std::fill(bp + p * kNr + nr, bp + (p + 1) * kNr, 0.0f);
-    for (size_t j = 0; j < nr; ++j) {
+    size_t j = 0;
+    // 4 x 4 blocks transposed in registers (rows j..j+3 of b, depths p..p+3): the element-wise
+    // loop below strides through b and costs more than the micro-kernel on small products.
+    for (; j + 4 <= nr; j += 4) {
+      const float* src = b + (j0 + j) * ldb;
+      size_t p = 0;
+      for (; p + 4 <= k; p += 4) transpose4x4(src + p, ldb, bp + p * kNr + j, kNr);
+      for (; p < k; ++p)
+        for (size_t i = 0; i < 4; ++i) bp[p * kNr + j + i] = src[i * ldb + p];
+    }
+    for (; j < nr; ++j) {
       const float* src = b + (j0 + j) * ldb;
       for (size_t p = 0; p < k; ++p) bp[p * kNr + j] = src[p];
     }
@@ -98,20 +114,28 @@ void Gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, c
   const auto& table = trans_a ? kMicroT : kMicroN;
 
   const size_t panels = (n + kNr - 1) / kNr;
-  thread_local std::vector<float> packed;
-  if (packed.size() < panels * k * kNr) packed.resize(panels * k * kNr);
+  // 64-byte aligned, so that no load of a panel row splits across two cache lines.
+  thread_local std::vector<float> storage;
+  if (storage.size() < panels * k * kNr + 16) storage.resize(panels * k * kNr + 16);
+  float* const bpack = reinterpret_cast<float*>(
+      (reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63});
   for (size_t jp = 0; jp < panels; ++jp)
-    pack_b(trans_b, b, ldb, k, jp * kNr, std::min(kNr, n - jp * kNr), packed.data() + jp * k * kNr);
+    pack_b(trans_b, b, ldb, k, jp * kNr, std::min(kNr, n - jp * kNr), bpack + jp * k * kNr);
 
-  // Row blocks outside, panels inside: the kMr rows of A stay in L1 while packed B (k x n)
-  // streams from L2.
-  for (size_t i0 = 0; i0 < m; i0 += kMr) {
-    const size_t mr = std::min<size_t>(kMr, m - i0);
-    const float* ai = trans_a ? a + i0 : a + i0 * lda;
+  // Blocks of kMcRows rows of A (kMcRows x k stays in L1/L2), panels inside them, row tiles
+  // inside the panel: each k x kNr panel is reused by every row tile of the block while it is
+  // in L1 (packed B as a whole, k x n, may not fit there: 64 KiB for attention's 128 x 128).
+  constexpr size_t kMcRows = 16 * kMr;
+  for (size_t ic = 0; ic < m; ic += kMcRows) {
+    const size_t mc = std::min(kMcRows, m - ic);
     for (size_t jp = 0; jp < panels; ++jp) {
       const size_t j0 = jp * kNr;
-      table[mr - 1](k, ai, lda, packed.data() + jp * k * kNr, c + i0 * ldc + j0, ldc,
-                    std::min(kNr, n - j0), alpha, beta);
+      for (size_t i0 = ic; i0 < ic + mc; i0 += kMr) {
+        const size_t mr = std::min<size_t>(kMr, ic + mc - i0);
+        const float* ai = trans_a ? a + i0 : a + i0 * lda;
+        table[mr - 1](k, ai, lda, bpack + jp * k * kNr, c + i0 * ldc + j0, ldc,
+                      std::min(kNr, n - j0), alpha, beta);
+      }
     }
   }
 }
