@@ -244,7 +244,8 @@ inline V exp_reduced(V x, V t) {
 
 // Any input: clamped to [-104, 89], beyond which exp is 0 / +inf in float, and 2^n applied as
 // two factors 2^(n/2) 2^(n - n/2), so results near overflow and subnormal results come out right.
-[[gnu::noinline]] inline V exp_any_range(V x) {
+// Inline, not a call: a call would make the softmax loops spill their live vectors around it.
+inline V exp_any_range(V x) {
   x = min(max(x, set1(-104.0f)), set1(89.0f));
   const V shifter = set1(12582912.0f);
   const V t = fma(x, set1(1.44269504088896341f), shifter);

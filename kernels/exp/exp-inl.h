@@ -50,8 +50,9 @@ HWY_INLINE V Shifted(D d, V x) {
 
 // Any input: clamped to [-104, 89] (beyond, e^x is 0 / inf in float), 2^n applied as two
 // factors 2^(n/2) 2^(n - n/2) so results near overflow and in the subnormal range come out right.
+// Inline, not a call: a call would make the callers' loops spill their live vectors around it.
 template <class D, class V = hn::Vec<D>>
-HWY_NOINLINE V ExpAnyRange(D d, V x) {
+HWY_INLINE V ExpAnyRange(D d, V x) {
   const hn::RebindToSigned<D> di;
   x = hn::Min(hn::Max(x, hn::Set(d, -104.0f)), hn::Set(d, 89.0f));
   const V t = Shifted(d, x);
