@@ -357,10 +357,11 @@ class CopyTask {
       const uint64_t base = 100 + 8 * (uint64_t(c) * 2 + init_id);
       auto stop = [&] { return cx.cancelled(); };
       if (method_ == "sgld") {
-        r.step = sgld_->eta();
         r.ok = sgld_->run(
             theta_.data(), k_, cx.seed(), cx.point_stream(base), cx.point_stream(base + 1),
             [&](const float* A, int64_t j) { record_sample(cx, r, c, A, j); }, stop);
+        r.step = sgld_->eta();
+        r.steps += sgld_->steps();
       } else {
         // Langevin on G (double); W is integrated out. Start from the same G as the other methods.
         const size_t nw = size_t(cfg_.V) * cfg_.V;
@@ -375,6 +376,7 @@ class CopyTask {
             stop);
         acc += mala_->accept_rate();
         r.step = mala_->eps();
+        r.steps += mcfg_.burn_in + mcfg_.samples * std::max<int64_t>(1, mcfg_.thin);
         // The final state with its posterior-mean read-out, for the train/test MSE columns.
         for (size_t i = 0; i < gd_.size(); ++i) theta_[nw + i] = float(gd_[i]);
         marginal_->posterior_mean_readout(gd_.data(), theta_.data());
@@ -400,8 +402,7 @@ class CopyTask {
     const copyc::EnsembleCoverage ec = copyc::ensemble_coverage(stats_.A.data(), stats_.cG.size(), cfg_.L);
     r.ens_cov = ec.coverage;
     r.ens_pca2 = ec.pca2_share;
-    r.converged = true;
-    r.steps = 0;
+    r.converged = true;  // steps: sampler steps over all chains of this init (restarts included)
   }
 
   void emit(plsdk::Context& cx, const std::vector<BranchResult>& res) {

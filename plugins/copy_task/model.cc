@@ -118,8 +118,34 @@ AdamTrainer::AdamTrainer(CopyNet& net, const AdamConfig& cfg)
 
 double auto_sgld_step(const NetConfig& c, int P) {
   // The largest curvature of U in W is about beta P L_loss / V (C ~ (P L / V) I for uniform or
-  // copy attention); 0.1 / that is well inside the stability limit 2 / lambda_max.
+  // copy attention); 0.1 / that is well inside the stability limit 2 / lambda_max. Only a
+  // starting value: SgldSampler bounds it by curvature_bound() along the burn-in.
   return 0.1 * c.V / (c.beta() * P * copyc::loss_positions(c.L, c.wrap));
+}
+
+double CopyNet::curvature_bound(const float* theta) {
+  // U = (beta/2) SSE + |W|^2/(2 sw2) + |G|^2/(2 sg2). Token-averaged Gauss-Newton traces:
+  //  W block: beta sum_{mu,l} h_l h_l^T (x) I, trace per output = beta P sum_l E|h_l|^2 with
+  //           E|h_l|^2 = (1 - 1/V) |A_l|^2 + s_l^2 / V (tokens i.i.d. uniform);
+  //  A block: row l couples A[l, k] through beta sum_mu (W x_k).(W x_k'), trace beta P L |W|^2 / V
+  //           (softmax multiplies it by the row-softmax Jacobian, norm <= 1).
+  // Each trace bounds its block's top eigenvalue, their sum the whole Hessian's (up to the
+  // residual term, small where the fit is good and covered by the step's margin).
+  const size_t L = size_t(c_.L), V = size_t(c_.V);
+  attention(theta + g_off(), a_.data());
+  double hw = 0;
+  for (size_t l = 0; l < L; ++l) {
+    if (!copyc::in_loss(int(l), c_.wrap)) continue;
+    double q = 0, s = 0;
+    for (size_t k = 0; k < L; ++k) {
+      q += double(a_[l * L + k]) * a_[l * L + k];
+      s += a_[l * L + k];
+    }
+    hw += (1 - 1.0 / double(V)) * q + s * s / double(V);
+  }
+  const double ww = k_.dot(theta + w_off(), theta + w_off(), V * V);
+  const double beta = c_.beta();
+  return beta * P_ * hw + 1 / c_.sw2 + beta * P_ * double(L) * ww / double(V) + 1 / c_.sg2;
 }
 
 }  // namespace copytask

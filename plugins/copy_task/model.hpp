@@ -54,6 +54,10 @@ class CopyNet {
   // The prior part kappa/(P sw2)||W||^2 + kappa/(P sg2)||G||^2 of the objective.
   double prior_term(const float* theta) const;
 
+  // An upper estimate of the top Hessian eigenvalue of U = (P / (2 kappa)) obj at theta,
+  // averaged over i.i.d. uniform tokens (see model.cc): the SGLD step bound.
+  double curvature_bound(const float* theta);
+
   // Per-position mean squared error (summed over the V outputs) on the training set.
   double train_mse(const float* theta);
   // The same on other sequences (n x L tokens), evaluated in chunks.
@@ -127,7 +131,12 @@ class AdamTrainer {
 
 // ---------------------------------------------------------------- SGLD on (W, G)
 struct SgldConfig {
-  double eta = 0;          // step; 0 = auto: 0.1 V / (beta P L_loss) (= 0.1 kappa V / P per position)
+  // Step; 0 = auto: start from 0.1 V / (beta P L_loss) (= 0.1 kappa V / P per position), then
+  // eta <- min(eta, auto_margin / curvature_bound(theta)) at every burn-in step (never up, fixed
+  // after burn-in, so the kept chain is a fixed-kernel Markov chain); if the burn-in still leaves
+  // the finite numbers, it restarts from the start with eta / 4 (at most 6 times).
+  double eta = 0;
+  double auto_margin = 0.5;
   double temperature = 1;
   int batch = 0;           // 0 = full batch
   int64_t burn_in = 2000, thin = 10, samples = 200;

@@ -26,10 +26,13 @@ class SgldSampler {
     nb_ = (size_t(P) + B_ - 1) / B_;
     order_.resize(nb_);
     bits_.resize(nb_);
-    if (cfg_.eta <= 0) cfg_.eta = auto_sgld_step(net.config(), P);
     if (cfg_.thin < 1) cfg_.thin = 1;
+    start_.resize(net.n_params());
   }
-  double eta() const { return cfg_.eta; }
+  // The step of the last chain (after the burn-in's bound when automatic).
+  double eta() const { return eta_; }
+  // Steps of the last chain, restarts included.
+  int64_t steps() const { return steps_; }
 
   // Runs one chain from theta (in place): burn_in steps, then `samples` samples every `thin`
   // steps; record(A, j) gets the attention matrix (L x L) of sample j. stop() is polled every
@@ -42,10 +45,18 @@ class SgldSampler {
     const size_t nw = size_t(c.V) * c.V, ng = size_t(c.L) * c.L, n = nw + ng;
     const double scale_base = 0.5 * c.beta() * P;  // dU/dtheta of the data term = (beta/2) dSSE
     const int64_t total = cfg_.burn_in + cfg_.samples * cfg_.thin;
+    const bool automatic = cfg_.eta <= 0;
+    eta_ = automatic ? auto_sgld_step(c, P) : cfg_.eta;
+    steps_ = 0;
+    std::copy(theta, theta + n, start_.begin());
+    int restarts = 0;
     uint64_t counter = 0, batch_counter = 0;
     size_t pos = nb_;  // position in the current epoch's batch order
     int64_t kept = 0;
     for (int64_t t = 1; t <= total; ++t) {
+      ++steps_;
+      if (automatic && t <= cfg_.burn_in)
+        eta_ = std::min(eta_, cfg_.auto_margin / net_.curvature_bound(theta));
       if (pos == nb_) {  // new epoch: Fisher-Yates shuffle of the batch order
         for (size_t i = 0; i < nb_; ++i) order_[i] = uint32_t(i);
         if (nb_ > 1) {
@@ -61,13 +72,22 @@ class SgldSampler {
       const size_t mu0 = size_t(order_[pos++]) * B_;
       const size_t m = std::min(B_, size_t(P) - mu0);
       const double sse = net_.data_sse(theta, mu0, m, grad_.data(), scale_base / double(m));
-      if (!std::isfinite(sse)) return false;
+      if (!std::isfinite(sse)) {
+        if (!automatic || t > cfg_.burn_in || restarts == 6) return false;
+        // Backoff: the bound did not catch the growth in time; restart the burn-in, smaller step.
+        // (The noise counters run on, so the restarted chain is still a function of the seed.)
+        std::copy(start_.begin(), start_.end(), theta);
+        eta_ /= 4;
+        ++restarts;
+        t = 0;
+        continue;
+      }
       // Prior gradients: W / sw2, G / sg2.
       const float iw = float(1 / c.sw2), ig = float(1 / c.sg2);
       for (size_t i = 0; i < nw; ++i) grad_[net_.w_off() + i] += iw * theta[net_.w_off() + i];
       for (size_t i = 0; i < ng; ++i) grad_[net_.g_off() + i] += ig * theta[net_.g_off() + i];
-      k.sgld(theta, grad_.data(), cfg_.train_attention ? n : nw, float(cfg_.eta), float(cfg_.temperature), seed, noise_stream,
-             counter);
+      k.sgld(theta, grad_.data(), cfg_.train_attention ? n : nw, float(eta_), float(cfg_.temperature),
+             seed, noise_stream, counter);
       counter += n;
       if (t > cfg_.burn_in && (t - cfg_.burn_in) % cfg_.thin == 0) {
         net_.attention(theta + net_.g_off(), a_.data());
@@ -82,7 +102,9 @@ class SgldSampler {
   CopyNet& net_;
   SgldConfig cfg_;
   size_t B_ = 0, nb_ = 0;
-  std::vector<float> grad_, a_;
+  double eta_ = 0;
+  int64_t steps_ = 0;
+  std::vector<float> grad_, a_, start_;
   std::vector<uint32_t> order_, bits_;
 };
 

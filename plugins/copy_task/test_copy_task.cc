@@ -632,3 +632,81 @@ TEST_CASE("plugin: linear Adam, both initialisations end at the same stationary 
     CHECK(std::fabs(std::stod(u[i1])) < 0.5);
   }
 }
+
+TEST_CASE("curvature bound: above the top Hessian eigenvalue of U, not far above") {
+  const pl_kernel_table k = copytest::kernel_table();
+  for (int variant = 0; variant < 2; ++variant) {
+    copytask::NetConfig c;
+    c.L = 6;
+    c.V = 3;
+    c.softmax = variant == 1;
+    c.sw2 = 1.5;
+    c.sg2 = 0.7;
+    const int P = 100;
+    CAPTURE(variant);
+    copytask::CopyNet net(k, c, copyc::make_tokens(k, 4, 5 + variant, P, c.L, c.V), P, P);
+    std::mt19937 g(11 + variant);
+    std::normal_distribution<double> N(0, 1);
+    const size_t n = net.n_params();
+    std::vector<double> th(n);
+    for (auto& x : th) x = N(g);
+    // Top eigenvalue of the Hessian of U = (P / (2 kappa)) obj by power iteration on central
+    // differences of the double objective's gradient (itself by central differences).
+    const double to_u = P / (2 * c.kappa);
+    auto obj = [&](const std::vector<double>& t) { return objective_double(c, net.tokens(), P, t); };
+    auto grad = [&](const std::vector<double>& t) {
+      std::vector<double> gr(n);
+      for (size_t i = 0; i < n; ++i) {
+        auto tp = t, tm = t;
+        tp[i] += 1e-5;
+        tm[i] -= 1e-5;
+        gr[i] = (obj(tp) - obj(tm)) / 2e-5;
+      }
+      return gr;
+    };
+    std::vector<double> v(n);
+    for (auto& x : v) x = N(g);
+    double lam = 0;
+    for (int it = 0; it < 20; ++it) {
+      double nv = 0;
+      for (double x : v) nv += x * x;
+      nv = std::sqrt(nv);
+      for (auto& x : v) x /= nv;
+      auto tp = th, tm = th;
+      for (size_t i = 0; i < n; ++i) tp[i] += 1e-3 * v[i], tm[i] -= 1e-3 * v[i];
+      const auto gp = grad(tp), gm = grad(tm);
+      double dot = 0;
+      for (size_t i = 0; i < n; ++i) {
+        v[i] = to_u * (gp[i] - gm[i]) / 2e-3;
+        dot += v[i] * v[i];
+      }
+      lam = std::sqrt(dot);
+    }
+    const std::vector<float> thf(th.begin(), th.end());
+    const double bound = net.curvature_bound(thf.data());
+    MESSAGE("softmax " << c.softmax << ": top |eigenvalue| " << lam << ", bound " << bound);
+    CHECK(lam <= 1.1 * bound);
+    CHECK(lam >= bound / (4.0 * c.V));
+  }
+}
+
+TEST_CASE("plugin: SGLD with the automatic step stays finite for linear attention at small P") {
+  // P = 4, L = 16: the prior-dominated G has |A|_F^2 ~ L^2 sg2, far above the copy-head scale
+  // that the old fixed rule 0.1 kappa V / P assumed; that step (0.1 here) diverges for seed 1.
+  FakeHost h;
+  std::map<std::string, std::string> cfg = {
+      {"attention", "linear"}, {"L", "16"}, {"V", "4"}, {"P", "4"}, {"P_test", "20"}, {"method", "sgld"},
+      {"burn_in", "2000"}, {"thin", "10"}, {"samples", "100"}};
+  for (uint64_t seed = 1; seed <= 2; ++seed) {
+    CAPTURE(seed);
+    REQUIRE(h.run(cfg, seed) == PL_OK);
+    REQUIRE(h.rows[0].size() == 2);
+    for (const auto& row : h.rows[0]) {
+      CHECK(row[column("steps")] == "3000");  // burn_in + samples * thin, one chain
+      CHECK(std::stod(row[column("step_size")]) < 0.1);
+      CHECK(std::isfinite(std::stod(row[column("cG_var")])));
+    }
+  }
+  cfg["step"] = "0.1";
+  CHECK(h.run(cfg, 1) == PL_FAILED);
+}
