@@ -16,8 +16,8 @@
 #include "copy_task/langevin.hpp"
 #include "copy_task/model.hpp"
 #include "copy_task/sampler.hpp"
-#include "copy_task/test_kernels.hpp"
 #include "phaselab_plugin.h"
+#include "sdk/test_host.hpp"
 
 extern "C" const pl_plugin phaselab_plugin_entry;
 
@@ -35,12 +35,17 @@ std::vector<double> shift_matrix(int L, double cG, double c1) {
 
 }  // namespace
 
-TEST_CASE("kernel table: stand-ins only for kernels not in the registry") {
-  std::string missing;
-  const pl_kernel_table k = copytest::kernel_table("", &missing);
-  MESSAGE("kernels from local stand-ins: " << (missing.empty() ? "none" : missing));
-  CHECK(bool(k.posattn));
+TEST_CASE("kernel table: every kernel the copy task calls has a registry variant") {
+  const pl_kernel_table k = pltest_host::kernel_table();
+  CHECK(bool(k.posattn_onehot_sse));
+  CHECK(bool(k.softmax_rows));
+  CHECK(bool(k.softmax_rows_bwd));
+  CHECK(bool(k.adam));
+  CHECK(bool(k.sgld));
+  CHECK(bool(k.gaussian));
+  CHECK(bool(k.uniform_bits));
   CHECK(bool(k.dot));
+  CHECK(bool(k.sum));
 }
 
 TEST_CASE("order parameters: closed forms on the plane and the spectrum") {
@@ -110,7 +115,7 @@ TEST_CASE("ensemble coverage: in-plane ensembles are covered, isotropic noise is
 }
 
 TEST_CASE("tokens: range, uniform frequencies, stream determinism; targets") {
-  const pl_kernel_table k = copytest::kernel_table();
+  const pl_kernel_table k = pltest_host::kernel_table();
   const int P = 500, L = 16, V = 5;
   const auto t = copyc::make_tokens(k, 7, 11, P, L, V);
   REQUIRE(t.size() == size_t(P * L));
@@ -186,7 +191,7 @@ double objective_double(const copytask::NetConfig& c, const std::vector<int32_t>
 }  // namespace
 
 TEST_CASE("MAP objective and gradient vs a double implementation and finite differences") {
-  const pl_kernel_table k = copytest::kernel_table();
+  const pl_kernel_table k = pltest_host::kernel_table();
   const int L = 5, V = 3, P = 7;
   for (int variant = 0; variant < 6; ++variant) {
     copytask::NetConfig c;
@@ -228,7 +233,7 @@ TEST_CASE("MAP objective and gradient vs a double implementation and finite diff
 }
 
 TEST_CASE("uniform attention with the optimal read-out reaches the plateau (1-1/V)(1-1/L)") {
-  const pl_kernel_table k = copytest::kernel_table();
+  const pl_kernel_table k = pltest_host::kernel_table();
   for (auto LV : {std::pair<int, int>{8, 4}, std::pair<int, int>{4, 3}}) {
     const int L = LV.first, V = LV.second, P = 2000;
     CAPTURE(L);
@@ -265,7 +270,7 @@ TEST_CASE("uniform attention with the optimal read-out reaches the plateau (1-1/
 }
 
 TEST_CASE("MALA and unadjusted Langevin recover the mean and variance of a Gaussian target") {
-  const pl_kernel_table k = copytest::kernel_table();
+  const pl_kernel_table k = pltest_host::kernel_table();
   const std::vector<double> mean = {1.0, -2.0, 0.5}, sd = {0.5, 1.0, 2.0};
   auto U = [&](const double* x, double* g) {
     double u = 0;
@@ -313,7 +318,7 @@ TEST_CASE("MALA and unadjusted Langevin recover the mean and variance of a Gauss
 TEST_CASE("SGLD on W at fixed attention recovers the Gaussian posterior of the read-out") {
   // With A fixed, W | data is Gaussian: per output row o, precision M = I/sw2 + beta C and mean
   // beta M^{-1} b_o with C = H^T H, b_o = H^T y_o (H: rows h = A x over the loss positions).
-  const pl_kernel_table k = copytest::kernel_table();
+  const pl_kernel_table k = pltest_host::kernel_table();
   const int L = 4, V = 2, P = 60;
   copytask::NetConfig c;
   c.L = L;
@@ -379,102 +384,6 @@ TEST_CASE("SGLD on W at fixed attention recovers the Gaussian posterior of the r
 // ---------------------------------------------------------------- the plugin through a fake host
 namespace {
 
-struct FakeHost {
-  pl_kernel_table k;
-  pl_host host;
-  std::vector<std::vector<std::vector<std::string>>> rows;  // table -> row -> cells as text
-  std::string failure;
-
-  FakeHost() : k(copytest::kernel_table()) {
-    std::memset(&host, 0, sizeof host);
-    host.struct_size = sizeof host;
-    host.abi_version = PL_PLUGIN_ABI_VERSION;
-    host.kernels = &k;
-    host.ctx = this;
-    host.emit = [](void* ctx, uint32_t t, const pl_cell* c, uint32_t n) {
-      auto* self = static_cast<FakeHost*>(ctx);
-      if (t >= phaselab_plugin_entry.num_tables || n != phaselab_plugin_entry.tables[t].num_columns)
-        return 1;
-      std::vector<std::string> row;
-      char buf[64];
-      for (uint32_t i = 0; i < n; ++i) {
-        switch (c[i].kind) {
-          case PL_CELL_NUM: std::snprintf(buf, sizeof buf, "%.17g", c[i].num); row.push_back(buf); break;
-          case PL_CELL_INT: row.push_back(std::to_string(c[i].i)); break;
-          case PL_CELL_STR: row.push_back(c[i].str); break;
-          default: row.push_back("");
-        }
-      }
-      self->rows.resize(phaselab_plugin_entry.num_tables);
-      self->rows[t].push_back(row);
-      return 0;
-    };
-    host.progress = [](void*, double) {};
-    host.cancelled = [](void*) { return 0; };
-    host.log = [](void*, pl_log_level, const char*) {};
-    host.fail = [](void* ctx, const char* r) { static_cast<FakeHost*>(ctx)->failure = r; };
-    host.out_dir = ".";
-    host.threads = 1;
-  }
-
-  // Runs one point: plugin defaults overridden by `over` (name -> text value).
-  pl_status run(const std::map<std::string, std::string>& over, uint64_t seed) {
-    const pl_plugin& p = phaselab_plugin_entry;
-    std::vector<pl_value> vals(p.num_params);
-    std::vector<std::string> keep(p.num_params);
-    for (uint32_t j = 0; j < p.num_params; ++j) {
-      const pl_param_decl& d = p.params[j];
-      pl_value& v = vals[j];
-      v.type = d.type;
-      const auto it = over.find(d.name);
-      switch (d.type) {
-        case PL_PARAM_INT:
-        case PL_PARAM_BOOL:
-          v.i = it != over.end() ? std::stoll(it->second) : d.def_int;
-          v.f = double(v.i);
-          break;
-        case PL_PARAM_FLOAT:
-          v.f = it != over.end() ? std::stod(it->second) : d.def_float;
-          break;
-        default: {
-          keep[j] = it != over.end() ? it->second : d.def_string;
-          v.s = keep[j].c_str();
-          if (d.type == PL_PARAM_ENUM) {
-            const std::string ch = d.choices;
-            int idx = 0;
-            size_t pos = 0;
-            while (true) {
-              const size_t bar = ch.find('|', pos);
-              if (ch.substr(pos, bar - pos) == keep[j]) break;
-              if (bar == std::string::npos) { idx = -1; break; }
-              pos = bar + 1;
-              ++idx;
-            }
-            v.i = idx;
-          }
-        }
-      }
-    }
-    char err[256] = {0};
-    if (p.validate && p.validate(vals.data(), p.num_params, err, sizeof err)) {
-      failure = err;
-      return PL_FAILED;
-    }
-    pl_point pt;
-    std::memset(&pt, 0, sizeof pt);
-    pt.seed = seed;
-    pt.point_key = 12345;
-    pt.params = vals.data();
-    pt.num_params = p.num_params;
-    void* state = nullptr;
-    rows.assign(p.num_tables, {});
-    pl_status st = p.create(&host, &pt, &state);
-    if (st == PL_OK) st = p.run(state, &host, &pt);
-    p.destroy(state);
-    return st;
-  }
-};
-
 int column(const char* name) {
   const pl_table_decl& t = phaselab_plugin_entry.tables[0];
   for (uint32_t i = 0; i < t.num_columns; ++i)
@@ -511,7 +420,7 @@ TEST_CASE("plugin: declarations are consistent") {
 }
 
 TEST_CASE("plugin: Adam both branches, MAP marker, determinism, seed dependence") {
-  FakeHost h;
+  pltest_host::FakeHost h(phaselab_plugin_entry);
   const std::map<std::string, std::string> cfg = {
       {"L", "6"}, {"V", "3"}, {"P", "40"}, {"P_test", "50"}, {"max_steps", "400"}};
   REQUIRE(h.run(cfg, 1) == PL_OK);
@@ -532,7 +441,7 @@ TEST_CASE("plugin: Adam both branches, MAP marker, determinism, seed dependence"
 }
 
 TEST_CASE("plugin: SGLD rows carry sample statistics; deterministic") {
-  FakeHost h;
+  pltest_host::FakeHost h(phaselab_plugin_entry);
   const std::map<std::string, std::string> cfg = {
       {"L", "5"}, {"V", "3"}, {"P", "40"}, {"P_test", "20"}, {"method", "sgld"},
       {"burn_in", "100"}, {"thin", "2"}, {"samples", "30"}, {"chains", "2"}, {"batch", "10"}};
@@ -548,13 +457,13 @@ TEST_CASE("plugin: SGLD rows carry sample statistics; deterministic") {
 }
 
 TEST_CASE("plugin: validation names the key") {
-  FakeHost h;
+  pltest_host::FakeHost h(phaselab_plugin_entry);
   CHECK(h.run({{"P", "10"}, {"batch", "20"}}, 1) == PL_FAILED);
   CHECK(h.failure.find("copy_task.batch") != std::string::npos);
 }
 
 TEST_CASE("plugin: exact-marginal Langevin (MALA) rows; deterministic") {
-  FakeHost h;
+  pltest_host::FakeHost h(phaselab_plugin_entry);
   const std::map<std::string, std::string> cfg = {
       {"L", "5"}, {"V", "3"}, {"P", "60"}, {"P_test", "20"}, {"method", "langevin"},
       {"burn_in", "200"}, {"thin", "2"}, {"samples", "50"}};
@@ -574,7 +483,7 @@ TEST_CASE("plugin: exact-marginal Langevin (MALA) rows; deterministic") {
 }
 
 TEST_CASE("linear Adam: the balance step keeps the data term and puts theta at the orbit's prior minimum") {
-  const pl_kernel_table k = copytest::kernel_table();
+  const pl_kernel_table k = pltest_host::kernel_table();
   copytask::NetConfig c;
   c.L = 6;
   c.V = 3;
@@ -614,7 +523,7 @@ TEST_CASE("linear Adam: the balance step keeps the data term and puts theta at t
 TEST_CASE("plugin: linear Adam, both initialisations end at the same stationary point") {
   // Without the balance step the two starts stop at different scales along the (lam W, G / lam)
   // orbit; without the mirror move one of them can end in the s.D < 0 branch (c_1 ~ -1.2).
-  FakeHost h;
+  pltest_host::FakeHost h(phaselab_plugin_entry);
   const std::map<std::string, std::string> cfg = {{"attention", "linear"}, {"L", "8"}, {"V", "4"},
                                                   {"P", "256"}, {"P_test", "50"}, {"max_steps", "20000"}};
   const int io = column("objective"), ig = column("cG"), ic = column("converged"), i1 = column("c1");
@@ -634,7 +543,7 @@ TEST_CASE("plugin: linear Adam, both initialisations end at the same stationary 
 }
 
 TEST_CASE("curvature bound: above the top Hessian eigenvalue of U, not far above") {
-  const pl_kernel_table k = copytest::kernel_table();
+  const pl_kernel_table k = pltest_host::kernel_table();
   for (int variant = 0; variant < 2; ++variant) {
     copytask::NetConfig c;
     c.L = 6;
@@ -693,7 +602,7 @@ TEST_CASE("curvature bound: above the top Hessian eigenvalue of U, not far above
 TEST_CASE("plugin: SGLD with the automatic step stays finite for linear attention at small P") {
   // P = 4, L = 16: the prior-dominated G has |A|_F^2 ~ L^2 sg2, far above the copy-head scale
   // that the old fixed rule 0.1 kappa V / P assumed; that step (0.1 here) diverges for seed 1.
-  FakeHost h;
+  pltest_host::FakeHost h(phaselab_plugin_entry);
   std::map<std::string, std::string> cfg = {
       {"attention", "linear"}, {"L", "16"}, {"V", "4"}, {"P", "4"}, {"P_test", "20"}, {"method", "sgld"},
       {"burn_in", "2000"}, {"thin", "10"}, {"samples", "100"}};

@@ -20,6 +20,7 @@
 #include "copy_common/theory.hpp"
 #include "phaselab/kernels.hpp"
 #include "phaselab_plugin.h"
+#include "sdk/test_host.hpp"
 
 using namespace copyth;
 
@@ -577,107 +578,6 @@ extern "C" const pl_plugin phaselab_plugin_entry;
 
 namespace {
 
-struct FakeHost {
-  pl_kernel_table k;
-  pl_host host;
-  std::vector<std::vector<std::vector<std::string>>> rows;  // table -> row -> cells as text
-  std::string failure, dir;
-
-  FakeHost() {
-    // The plugin needs uniform_bits and gaussian only: fill the table per kernel (select_kernels
-    // refuses a build where some unrelated family has no variant yet).
-    std::memset(&k, 0, sizeof k);
-    k.struct_size = sizeof k;
-    k.target = "test";
-#define PL_KERNEL(kname, Camel, ret, params)                                      \
-  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), "")) { \
-    k.kname = reinterpret_cast<ret(*) params>(v->fn);                             \
-    k.variant.kname = v->name.c_str();                                            \
-  }
-#include "phaselab/kernels.def"
-#undef PL_KERNEL
-    REQUIRE(bool(k.uniform_bits));
-    REQUIRE(bool(k.gaussian));
-    char tmpl[] = "/tmp/copy_theory_test_XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    dir = tmpl;
-    std::memset(&host, 0, sizeof host);
-    host.struct_size = sizeof host;
-    host.abi_version = PL_PLUGIN_ABI_VERSION;
-    host.kernels = &k;
-    host.ctx = this;
-    host.emit = [](void* ctx, uint32_t t, const pl_cell* c, uint32_t n) {
-      auto* self = static_cast<FakeHost*>(ctx);
-      if (t >= phaselab_plugin_entry.num_tables || n != phaselab_plugin_entry.tables[t].num_columns) return 1;
-      std::vector<std::string> row;
-      char buf[64];
-      for (uint32_t i = 0; i < n; ++i) {
-        if (c[i].kind == PL_CELL_NUM) {
-          if (!std::isfinite(c[i].num)) return 1;  // the driver refuses non-finite numbers
-          std::snprintf(buf, sizeof buf, "%.17g", c[i].num);
-          row.push_back(buf);
-        } else if (c[i].kind == PL_CELL_INT) {
-          row.push_back(std::to_string(c[i].i));
-        } else if (c[i].kind == PL_CELL_STR) {
-          row.push_back(c[i].str);
-        } else {
-          row.push_back("");
-        }
-      }
-      self->rows.resize(phaselab_plugin_entry.num_tables);
-      self->rows[t].push_back(row);
-      return 0;
-    };
-    host.progress = [](void*, double) {};
-    host.cancelled = [](void*) { return 0; };
-    host.log = [](void*, pl_log_level, const char*) {};
-    host.fail = [](void* ctx, const char* r) { static_cast<FakeHost*>(ctx)->failure = r; };
-    host.out_dir = dir.c_str();
-    host.threads = 1;
-  }
-  ~FakeHost() {
-    std::remove((dir + "/transitions.csv").c_str());
-    std::remove((dir + "/scaling_fit.csv").c_str());
-    rmdir(dir.c_str());
-  }
-
-  // One point: declared defaults with `over` (name -> value text) applied.
-  pl_status run(const std::map<std::string, std::string>& over, uint64_t index) {
-    const pl_plugin& p = phaselab_plugin_entry;
-    std::vector<pl_value> vals(p.num_params);
-    std::vector<std::string> keep(p.num_params);
-    for (uint32_t j = 0; j < p.num_params; ++j) {
-      const pl_param_decl& d = p.params[j];
-      pl_value& v = vals[j];
-      v.type = d.type;
-      const auto it = over.find(d.name);
-      const bool has = it != over.end();
-      if (d.type == PL_PARAM_INT || d.type == PL_PARAM_BOOL) {
-        v.i = has ? std::atoll(it->second.c_str()) : d.def_int;
-        v.f = double(v.i);
-      } else if (d.type == PL_PARAM_FLOAT) {
-        v.f = has ? std::atof(it->second.c_str()) : d.def_float;
-      } else {
-        keep[j] = has ? it->second : d.def_string;
-        v.s = keep[j].c_str();
-      }
-    }
-    char err[256] = {0};
-    if (p.validate(vals.data(), p.num_params, err, sizeof err) != 0) return PL_FAILED;
-    pl_point pt{};
-    pt.index = index;
-    pt.seed = 0;
-    pt.point_key = 1234 + index;
-    pt.params = vals.data();
-    pt.num_params = p.num_params;
-    void* state = nullptr;
-    pl_status s = p.create(&host, &pt, &state);
-    if (s == PL_OK) s = p.run(state, &host, &pt);
-    if (state) p.destroy(state);
-    return s;
-  }
-};
-
 std::vector<std::vector<std::string>> read_csv(const std::string& path) {
   std::vector<std::vector<std::string>> out;
   FILE* f = std::fopen(path.c_str(), "r");
@@ -704,16 +604,19 @@ std::vector<std::vector<std::string>> read_csv(const std::string& path) {
 }  // namespace
 
 TEST_CASE("plugin: branches, exact check and transitions.csv through a fake host") {
-  FakeHost h;
+  pltest_host::FakeHost h(phaselab_plugin_entry);
+  h.keep_rows = true;  // rows of both points, as the driver's finish() sees them
+  REQUIRE(bool(h.k.uniform_bits));
+  REQUIRE(bool(h.k.gaussian));
   const std::map<std::string, std::string> base = {
       {"L", "16"}, {"V", "4"}, {"num_P", "7"}, {"P_min", "20"}, {"P_max", "2000"}, {"exact_P_max", "300"}};
   auto lin = base;
   lin["attention"] = "linear";
-  REQUIRE(h.run(lin, 1) == PL_OK);  // out of order: finish() sorts by point
+  REQUIRE(h.run(lin, 0, 1, 1235) == PL_OK);  // out of order: finish() sorts by point
   REQUIRE(h.rows.size() == 2);
   const auto lin_rows = h.rows[0];
   h.rows[0].clear();
-  REQUIRE(h.run(base, 0) == PL_OK);
+  REQUIRE(h.run(base, 0, 0, 1234) == PL_OK);
   CHECK(h.failure.empty());
   // results: every grid P has exactly one global minimum; the exact check is filled for P <= 300
   const auto soft_rows = h.rows[0];

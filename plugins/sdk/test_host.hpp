@@ -1,0 +1,157 @@
+// Test support for plugin suites: a kernel table from the registry and an in-process host that
+// drives a plugin's C entry (validate, create, run, destroy) the way the driver does, keeping the
+// emitted rows as text. Header-only; used by the plugins' doctest executables (which link the
+// kernels library), never by the plugins themselves.
+#pragma once
+
+#include <stdlib.h>  // mkdtemp
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "phaselab/kernels.hpp"
+#include "phaselab_plugin.h"
+
+namespace pltest_host {
+
+// Every kernel's selected registry variant for `target` ("" = the best this CPU runs). Filled per
+// kernel, so a build where an unrelated family has no variant still gives a table.
+inline pl_kernel_table kernel_table(const std::string& target = "") {
+  pl_kernel_table t;
+  std::memset(&t, 0, sizeof t);
+  t.struct_size = sizeof t;
+  t.num_kernels = pl::kNumKernels;
+  t.target = "test";
+#define PL_KERNEL(kname, Camel, ret, params)                                             \
+  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), target)) { \
+    t.kname = reinterpret_cast<ret(*) params>(v->fn);                                   \
+    t.variant.kname = v->name.c_str();                                                  \
+  }
+#include "phaselab/kernels.def"
+#undef PL_KERNEL
+  return t;
+}
+
+// A host for one plugin entry. Rows are kept as text ("%.17g" for numbers), per table; like the
+// driver it refuses non-finite numbers and rows of the wrong width. Output files go to a fresh
+// temporary folder (`dir`), removed with the host.
+struct FakeHost {
+  const pl_plugin& plugin;
+  pl_kernel_table k;
+  pl_host host;
+  std::vector<std::vector<std::vector<std::string>>> rows;  // table -> row -> cells as text
+  std::string failure, dir;
+  bool keep_rows = false;  // false: run() starts every point with empty tables
+
+  explicit FakeHost(const pl_plugin& p, const std::string& target = "")
+      : plugin(p), k(kernel_table(target)) {
+    char tmpl[] = "/tmp/phaselab_test_host_XXXXXX";
+    if (!mkdtemp(tmpl)) throw std::runtime_error("FakeHost: mkdtemp failed");
+    dir = tmpl;
+    std::memset(&host, 0, sizeof host);
+    host.struct_size = sizeof host;
+    host.abi_version = PL_PLUGIN_ABI_VERSION;
+    host.kernels = &k;
+    host.ctx = this;
+    host.emit = [](void* ctx, uint32_t t, const pl_cell* c, uint32_t n) {
+      auto* self = static_cast<FakeHost*>(ctx);
+      const pl_plugin& pp = self->plugin;
+      if (t >= pp.num_tables || n != pp.tables[t].num_columns) return 1;
+      std::vector<std::string> row;
+      char buf[64];
+      for (uint32_t i = 0; i < n; ++i) {
+        switch (c[i].kind) {
+          case PL_CELL_NUM:
+            if (!std::isfinite(c[i].num)) return 1;
+            std::snprintf(buf, sizeof buf, "%.17g", c[i].num);
+            row.push_back(buf);
+            break;
+          case PL_CELL_INT: row.push_back(std::to_string(c[i].i)); break;
+          case PL_CELL_STR: row.push_back(c[i].str); break;
+          default: row.push_back("");
+        }
+      }
+      self->rows.resize(pp.num_tables);
+      self->rows[t].push_back(row);
+      return 0;
+    };
+    host.progress = [](void*, double) {};
+    host.cancelled = [](void*) { return 0; };
+    host.log = [](void*, pl_log_level, const char*) {};
+    host.fail = [](void* ctx, const char* r) { static_cast<FakeHost*>(ctx)->failure = r; };
+    host.out_dir = dir.c_str();
+    host.threads = 1;
+  }
+  ~FakeHost() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  FakeHost(const FakeHost&) = delete;
+  FakeHost& operator=(const FakeHost&) = delete;
+
+  // One point: the declared defaults with `over` (name -> value as text) applied; enum values
+  // also carry their choice index. validate() failures land in `failure` and give PL_FAILED.
+  pl_status run(const std::map<std::string, std::string>& over, uint64_t seed, uint64_t index = 0,
+                uint64_t point_key = 12345) {
+    const pl_plugin& p = plugin;
+    std::vector<pl_value> vals(p.num_params);
+    std::vector<std::string> keep(p.num_params);
+    for (uint32_t j = 0; j < p.num_params; ++j) {
+      const pl_param_decl& d = p.params[j];
+      pl_value& v = vals[j];
+      v.type = d.type;
+      const auto it = over.find(d.name);
+      const bool has = it != over.end();
+      if (d.type == PL_PARAM_INT || d.type == PL_PARAM_BOOL) {
+        v.i = has ? std::stoll(it->second) : d.def_int;
+        v.f = double(v.i);
+      } else if (d.type == PL_PARAM_FLOAT) {
+        v.f = has ? std::stod(it->second) : d.def_float;
+      } else {
+        keep[j] = has ? it->second : d.def_string;
+        v.s = keep[j].c_str();
+        if (d.type == PL_PARAM_ENUM) v.i = choice_index(d.choices, keep[j]);
+      }
+    }
+    char err[256] = {0};
+    if (p.validate && p.validate(vals.data(), p.num_params, err, sizeof err) != 0) {
+      failure = err;
+      return PL_FAILED;
+    }
+    pl_point pt;
+    std::memset(&pt, 0, sizeof pt);
+    pt.index = index;
+    pt.seed = seed;
+    pt.point_key = point_key;
+    pt.params = vals.data();
+    pt.num_params = p.num_params;
+    if (!keep_rows) rows.assign(p.num_tables, {});
+    void* state = nullptr;
+    pl_status st = p.create(&host, &pt, &state);
+    if (st == PL_OK) st = p.run(state, &host, &pt);
+    if (state) p.destroy(state);
+    return st;
+  }
+
+  // Index of `value` in a '|'-separated choice list, -1 if absent.
+  static int64_t choice_index(const std::string& choices, const std::string& value) {
+    int64_t idx = 0;
+    size_t pos = 0;
+    while (true) {
+      const size_t bar = choices.find('|', pos);
+      if (choices.substr(pos, bar - pos) == value) return idx;
+      if (bar == std::string::npos) return -1;
+      pos = bar + 1;
+      ++idx;
+    }
+  }
+};
+
+}  // namespace pltest_host
