@@ -1,13 +1,16 @@
 // Per-run summary of a markov_icl run folder, read back from results.csv: for every
 // (sweep point, seed) the final phase, the phase path, transition times; and the estimated
 // K boundaries (K1*: memorise directly vs generalise-then-memorise; K2*: memorise vs stay in
-// 2-Gen) per seed and other sweep keys. Writes summary.csv and summary.txt beside results.csv.
+// 2-Gen) per seed and other sweep keys with their seed spread; the divergence exponent gamma of
+// the switch time below K2* and the power law of tau_2Gen vs N. Writes summary.csv (per run),
+// summary_fits.csv (boundaries and fits) and summary.txt beside results.csv.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -72,6 +75,79 @@ inline void analyse(RunHistory& h) {
   h.cls = is_mem(h.final_phase) ? (gen2_before_mem ? "gen_then_mem" : "mem") : "gen";
 }
 
+// Least squares y = a + b x, with b's standard error and the RMS residual (n >= 2 points).
+struct LineFit {
+  double a = NAN, b = NAN, se_b = NAN, rms = NAN;
+  int n = 0;
+};
+inline LineFit fit_line(const std::vector<double>& x, const std::vector<double>& y) {
+  LineFit f;
+  f.n = int(x.size());
+  if (x.size() < 2 || y.size() != x.size()) return f;
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) mx += x[i], my += y[i];
+  mx /= double(x.size());
+  my /= double(x.size());
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my);
+  if (!(sxx > 0)) return f;
+  f.b = sxy / sxx;
+  f.a = my - f.b * mx;
+  double sse = 0;
+  for (size_t i = 0; i < x.size(); ++i) sse += std::pow(y[i] - f.a - f.b * x[i], 2);
+  f.rms = std::sqrt(sse / double(x.size()));
+  if (x.size() > 2) f.se_b = std::sqrt(sse / double(x.size() - 2) / sxx);
+  return f;
+}
+
+// Escape time vs context length: the power law log tau = a + p log N (p = power.b) and the
+// one-parameter law tau = c N / ln N (spec claim 3), both by least squares in log tau; the RMS
+// log residuals say which describes the points better.
+struct TauFit {
+  LineFit power;
+  double c_nlogn = NAN, rms_nlogn = NAN;
+};
+inline TauFit fit_tau_vs_N(const std::vector<double>& N, const std::vector<double>& tau) {
+  TauFit f;
+  std::vector<double> lx, ly;
+  for (size_t i = 0; i < N.size(); ++i)
+    if (N[i] > 1 && tau[i] > 0) lx.push_back(std::log(N[i])), ly.push_back(std::log(tau[i]));
+  f.power = fit_line(lx, ly);
+  if (lx.size() < 2) return f;
+  double m = 0;  // log c = mean(log tau - log(N / ln N))
+  for (size_t i = 0; i < lx.size(); ++i) m += ly[i] - (lx[i] - std::log(lx[i]));
+  m /= double(lx.size());
+  double sse = 0;
+  for (size_t i = 0; i < lx.size(); ++i) sse += std::pow(ly[i] - m - (lx[i] - std::log(lx[i])), 2);
+  f.c_nlogn = std::exp(m);
+  f.rms_nlogn = std::sqrt(sse / double(lx.size()));
+  return f;
+}
+
+// Divergence near K2*: log t = a - gamma log(K2 - K) over the points with K < K2; returns the
+// line fit, gamma = -b.
+inline LineFit fit_divergence(const std::vector<double>& K, const std::vector<double>& t, double K2) {
+  std::vector<double> lx, ly;
+  for (size_t i = 0; i < K.size(); ++i)
+    if (K[i] < K2 && t[i] > 0) lx.push_back(std::log(K2 - K[i])), ly.push_back(std::log(t[i]));
+  return fit_line(lx, ly);
+}
+
+// A boundary between two neighbouring grid values of K: lo is on the lower side, hi above.
+struct Bracket {
+  double lo = NAN, hi = NAN;
+  double mid() const { return std::sqrt(lo * hi); }  // geometric mean (K is on a log grid)
+  bool ok() const { return !std::isnan(lo); }
+};
+// Given (K, class) sorted by K: K2* between the largest memorising K followed by a "gen" K;
+// K1* between the largest "mem" K (memorised without a 2-Gen phase) followed by "gen_then_mem".
+inline void k_boundaries(const std::vector<std::pair<double, std::string>>& v, Bracket* k1, Bracket* k2) {
+  for (size_t i = 0; i + 1 < v.size(); ++i) {
+    if (v[i].second != "gen" && v[i + 1].second == "gen") *k2 = {v[i].first, v[i + 1].first};
+    if (v[i].second == "mem" && v[i + 1].second == "gen_then_mem") *k1 = {v[i].first, v[i + 1].first};
+  }
+}
+
 // Reads <run_dir>/results.csv and writes summary.csv, summary.txt. False if nothing to read.
 inline bool write_summary(const std::string& run_dir, std::string* msg) {
   std::ifstream in(run_dir + "/results.csv");
@@ -111,6 +187,7 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
   sc << "final_phase,class,path,t_2gen,t_2mem,t_final\n";
   auto num = [](double v) {
     std::ostringstream o;
+    o.precision(12);
     if (!std::isnan(v)) o << v;
     return o.str();
   };
@@ -121,60 +198,149 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
     sc << h.final_phase << "," << h.cls << "," << h.path << "," << num(h.t_2gen) << ","
        << num(h.t_mem) << "," << num(h.t_final) << "\n";
   }
-  // K boundaries per (other keys incl. seed): geometric mean of the neighbouring K values
-  std::ostringstream txt;
+  std::ostringstream txt, fc;  // summary.txt; summary_fits.csv (one row per boundary or fit)
+  fc << "quantity,group,seeds,points,value,stderr,lo,hi,rms,alt,alt_rms\n";
   txt << "markov_icl summary (" << order.size() << " runs)\n\n";
   for (const auto& k : order) {
     const RunHistory& h = runs[k];
     for (int i = 0; i < c_step; ++i) txt << head[size_t(i)] << "=" << k[size_t(i)] << " ";
     txt << ": final " << h.final_phase << ", path " << h.path << ", class " << h.cls
-        << ", t_2gen " << num(h.t_2gen) << ", t_2mem " << num(h.t_mem) << "\n";
+        << ", t_2gen " << num(h.t_2gen) << ", t_2mem " << num(h.t_mem) << ", t_final "
+        << num(h.t_final) << "\n";
   }
+  // the run key without some columns, as "name=value ..." (the group a fit runs over)
+  auto group = [&](const std::vector<std::string>& k, std::vector<int> drop) {
+    std::string g;
+    for (int i = 0; i < c_step; ++i)
+      if (std::find(drop.begin(), drop.end(), i) == drop.end())
+        g += (g.empty() ? "" : " ") + head[size_t(i)] + "=" + k[size_t(i)];
+    return g;
+  };
+  auto row = [&](const std::string& q, const std::string& g, size_t seeds, int pts, double v, double se,
+                 double lo, double hi, double rms, double alt, double alt_rms) {
+    fc << q << ",\"" << g << "\"," << seeds << "," << pts << "," << num(v) << "," << num(se) << ","
+       << num(lo) << "," << num(hi) << "," << num(rms) << "," << num(alt) << "," << num(alt_rms) << "\n";
+  };
+  auto minmax = [](const std::vector<double>& v) {
+    return std::make_pair(*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+  };
+  // K boundaries per (other keys incl. seed), then their spread over seeds; gamma per seed from
+  // the memorising runs that went through 2-Gen first (K1* < K < K2*), t = t_final.
+  std::map<std::string, Bracket> k2_of;  // group with seed -> K2* bracket
   if (c_K >= 0 && c_K < c_step) {
-    std::map<std::vector<std::string>, std::vector<std::pair<double, std::string>>> byrest;
+    std::map<std::string, std::vector<std::pair<double, std::string>>> byrest;
+    std::map<std::string, std::string> noseed_of;
     for (const auto& k : order) {
-      std::vector<std::string> rest = k;
-      rest.erase(rest.begin() + c_K);
-      byrest[rest].push_back({std::atof(k[size_t(c_K)].c_str()), runs[k].cls});
+      const std::string g = group(k, {c_K});
+      byrest[g].push_back({std::atof(k[size_t(c_K)].c_str()), runs[k].cls});
+      noseed_of[g] = group(k, {c_K, c_seed});
     }
-    txt << "\nK boundaries (geometric mean of the neighbouring K; NaN if not bracketed)\n";
-    std::map<std::vector<std::string>, std::vector<double>> k1s, k2s;  // without seed
-    for (auto& [rest, v] : byrest) {
+    txt << "\nK boundaries per seed: between neighbouring grid values [lo, hi], estimate = geometric mean\n";
+    std::map<std::string, std::vector<Bracket>> k1s, k2s;  // without seed
+    for (auto& [g, v] : byrest) {
       std::sort(v.begin(), v.end());
-      // K2*: above the largest K that memorises, below the next K that does not
-      double k2 = NAN, k1 = NAN;
-      for (size_t i = 0; i + 1 < v.size(); ++i) {
-        if (v[i].second != "gen" && v[i + 1].second == "gen") k2 = std::sqrt(v[i].first * v[i + 1].first);
-        if (v[i].second == "mem" && v[i + 1].second == "gen_then_mem") k1 = std::sqrt(v[i].first * v[i + 1].first);
-      }
-      for (size_t i = 0; i < rest.size(); ++i) {
-        const size_t hi = size_t(i) < size_t(c_K) ? i : i + 1;
-        txt << head[hi] << "=" << rest[i] << " ";
-      }
-      txt << ": K1* " << num(k1) << ", K2* " << num(k2) << "\n";
-      std::vector<std::string> noseed;
-      for (size_t i = 0; i < rest.size(); ++i) {
-        const size_t hi = size_t(i) < size_t(c_K) ? i : i + 1;
-        if (int(hi) != c_seed) noseed.push_back(head[hi] + "=" + rest[i]);
-      }
-      if (!std::isnan(k1)) k1s[noseed].push_back(k1);
-      if (!std::isnan(k2)) k2s[noseed].push_back(k2);
+      Bracket k1, k2;
+      k_boundaries(v, &k1, &k2);
+      txt << g << " : K1* " << (k1.ok() ? "[" + num(k1.lo) + ", " + num(k1.hi) + "] " + num(k1.mid()) : "not bracketed")
+          << ", K2* " << (k2.ok() ? "[" + num(k2.lo) + ", " + num(k2.hi) + "] " + num(k2.mid()) : "not bracketed") << "\n";
+      if (k1.ok()) k1s[noseed_of[g]].push_back(k1), row("K1*", g, 1, 0, k1.mid(), NAN, k1.lo, k1.hi, NAN, NAN, NAN);
+      if (k2.ok()) k2s[noseed_of[g]].push_back(k2), row("K2*", g, 1, 0, k2.mid(), NAN, k2.lo, k2.hi, NAN, NAN, NAN);
+      k2_of[g] = k2;
     }
-    auto spread = [&](const char* name, std::map<std::vector<std::string>, std::vector<double>>& m) {
-      for (auto& [ks, v] : m) {
+    auto spread = [&](const char* name, std::map<std::string, std::vector<Bracket>>& m) {
+      for (auto& [g, v] : m) {
+        std::vector<double> mids;
         double s = 0;
-        for (double x : v) s += std::log2(x);
-        const double mean = s / double(v.size());
-        txt << name << " over " << v.size() << " seed(s)";
-        for (const auto& kk : ks) txt << " " << kk;
-        txt << ": 2^" << mean << " (min " << *std::min_element(v.begin(), v.end()) << ", max "
-            << *std::max_element(v.begin(), v.end()) << ")\n";
+        for (const auto& b : v) mids.push_back(b.mid()), s += std::log2(b.mid());
+        const auto [mn, mx] = minmax(mids);
+        txt << name << " over " << v.size() << " seed(s) " << g << ": 2^" << s / double(v.size()) << " = "
+            << std::exp2(s / double(v.size())) << " (seed estimates " << mn << " .. " << mx << ")\n";
+        row(std::string(name) + " seeds", g, v.size(), 0, std::exp2(s / double(v.size())), NAN, mn, mx, NAN,
+            NAN, NAN);
       }
     };
     spread("K1*", k1s);
     spread("K2*", k2s);
+    txt << "\ngamma near K2*: log t_switch = a - gamma log(K2* - K), t_switch = t_final of the runs that went "
+           "2-Gen then memorised, K2* = the seed's estimate (alt: K2* = bracket top)\n";
+    std::map<std::string, std::vector<double>> gammas;
+    for (auto& [g, v] : byrest) {
+      const Bracket k2 = k2_of[g];
+      if (!k2.ok()) continue;
+      std::vector<double> Ks, ts;
+      for (const auto& k : order)
+        if (group(k, {c_K}) == g && runs[k].cls == "gen_then_mem" && !std::isnan(runs[k].t_final))
+          Ks.push_back(std::atof(k[size_t(c_K)].c_str())), ts.push_back(runs[k].t_final);
+      const LineFit f = fit_divergence(Ks, ts, k2.mid()), fh = fit_divergence(Ks, ts, k2.hi);
+      txt << g << " : " << f.n << " point(s)";
+      if (!std::isnan(f.b)) {
+        txt << ", gamma " << -f.b << " +- " << num(f.se_b) << " (rms log residual " << f.rms << "; K2* = "
+            << k2.hi << ": gamma " << -fh.b << ")";
+        gammas[noseed_of[g]].push_back(-f.b);
+      } else {
+        txt << ", too few for a fit";
+      }
+      txt << "\n";
+      row("gamma", g, 1, f.n, -f.b, f.se_b, NAN, NAN, f.rms, -fh.b, fh.rms);
+    }
+    for (auto& [g, v] : gammas) {
+      double s = 0;
+      for (double x : v) s += x;
+      const auto [mn, mx] = minmax(v);
+      txt << "gamma over " << v.size() << " seed(s) " << g << ": mean " << s / double(v.size()) << " (" << mn
+          << " .. " << mx << ")\n";
+      row("gamma seeds", g, v.size(), 0, s / double(v.size()), NAN, mn, mx, NAN, NAN, NAN);
+    }
+  }
+  // tau_2Gen (first checkpoint of the first stable 2-Gen segment) vs N, per other keys: pooled over
+  // seeds, and per seed for the spread of the exponent.
+  const int c_N = col("N");
+  if (c_N >= 0 && c_N < c_step) {
+    struct Pts {
+      std::vector<double> N, t;
+      std::set<std::string> seeds, Ns;
+    };
+    std::map<std::string, Pts> pooled, perseed;
+    for (const auto& k : order) {
+      const RunHistory& h = runs[k];
+      if (std::isnan(h.t_2gen)) continue;
+      const double N = std::atof(k[size_t(c_N)].c_str());
+      for (auto* m : {&pooled, &perseed}) {
+        Pts& p = (*m)[m == &pooled ? group(k, {c_N, c_seed}) : group(k, {c_N})];
+        p.N.push_back(N);
+        p.t.push_back(h.t_2gen);
+        p.seeds.insert(c_seed >= 0 ? k[size_t(c_seed)] : "");
+        p.Ns.insert(k[size_t(c_N)]);
+      }
+    }
+    txt << "\ntau_2Gen vs N: power law tau = A N^p (least squares in log tau) vs tau = c N / ln N\n";
+    std::map<std::string, std::vector<double>> pseed;
+    for (auto& [g, p] : perseed) {
+      if (p.Ns.size() < 2) continue;
+      const TauFit f = fit_tau_vs_N(p.N, p.t);
+      for (const auto& k : order)
+        if (group(k, {c_N}) == g) {
+          pseed[group(k, {c_N, c_seed})].push_back(f.power.b);
+          break;
+        }
+    }
+    for (auto& [g, p] : pooled) {
+      if (p.Ns.size() < 2) continue;
+      const TauFit f = fit_tau_vs_N(p.N, p.t);
+      txt << g << " : " << p.N.size() << " runs, " << p.Ns.size() << " N values, " << p.seeds.size()
+          << " seed(s): p = " << f.power.b << " +- " << num(f.power.se_b) << " (rms log residual "
+          << f.power.rms << "); N/ln N: c = " << f.c_nlogn << " (rms log residual " << f.rms_nlogn << ")";
+      if (pseed.count(g) && pseed[g].size() > 1) {
+        const auto [mn, mx] = minmax(pseed[g]);
+        txt << "; per-seed p " << mn << " .. " << mx;
+      }
+      txt << "\n";
+      row("tau_2gen_vs_N power p", g, p.seeds.size(), int(p.N.size()), f.power.b, f.power.se_b, NAN, NAN,
+          f.power.rms, f.c_nlogn, f.rms_nlogn);
+    }
   }
   std::ofstream(run_dir + "/summary.txt") << txt.str();
+  std::ofstream(run_dir + "/summary_fits.csv") << fc.str();
   *msg = "markov_icl summary: " + run_dir + "/summary.txt";
   return true;
 }

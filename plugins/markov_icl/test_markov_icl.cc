@@ -6,7 +6,10 @@
 #include <tbb/global_control.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <functional>
 #include <string>
 #include <vector>
@@ -452,6 +455,99 @@ TEST_CASE("markov_icl: summary reads phase paths and transition times from a his
   CHECK(g.cls == "mem");
   CHECK(g.path == "2mem");
   CHECK(std::isnan(g.t_2gen));
+}
+
+TEST_CASE("markov_icl: fits recover known exponents from synthetic times") {
+  // oracle: the exponents the data were generated with
+  std::vector<double> N = {32, 64, 128, 256}, tau, tau2;
+  for (double n : N) tau.push_back(7.0 * std::pow(n, 1.35)), tau2.push_back(40.0 * n / std::log(n));
+  const mk::TauFit f = mk::fit_tau_vs_N(N, tau);
+  CHECK(close(f.power.b, 1.35, 1e-9, 0));
+  CHECK(close(std::exp(f.power.a), 7.0, 0, 1e-9));
+  CHECK(f.rms_nlogn > 0.01);  // a pure power law is not N / ln N
+  const mk::TauFit g = mk::fit_tau_vs_N(N, tau2);
+  CHECK(close(g.c_nlogn, 40.0, 0, 1e-9));
+  CHECK(g.rms_nlogn < 1e-9);
+  CHECK(g.power.rms > 1e-3);  // ... and N / ln N is not a pure power law
+  // with multiplicative noise (a fixed pattern of +-5%) the exponent stays within 3 standard errors
+  std::vector<double> Nn, tn;
+  const double noise[] = {0.05, -0.04, 0.03, -0.05, 0.02, -0.01, 0.04, -0.03};
+  for (int i = 0; i < 8; ++i) Nn.push_back(16.0 * std::pow(2.0, i / 2.0)), tn.push_back(3.0 * std::pow(Nn.back(), 0.8) * std::exp(noise[i]));
+  const mk::TauFit h = mk::fit_tau_vs_N(Nn, tn);
+  CHECK(h.power.se_b > 0);
+  CHECK(std::fabs(h.power.b - 0.8) < 3 * h.power.se_b);
+  // divergence t = A (K2 - K)^-gamma with gamma = 2, K2 = 45
+  std::vector<double> K = {4, 8, 16, 32, 44}, t;
+  for (double k : K) t.push_back(5e4 * std::pow(45.0 - k, -2.0));
+  const mk::LineFit d = mk::fit_divergence(K, t, 45.0);
+  CHECK(d.n == 5);
+  CHECK(close(-d.b, 2.0, 1e-9, 0));
+  CHECK(std::isnan(mk::fit_line({1.0}, {2.0}).b));  // one point: no fit
+  std::vector<std::pair<double, std::string>> cls = {
+      {1, "mem"}, {2, "mem"}, {4, "gen_then_mem"}, {8, "gen_then_mem"}, {16, "gen"}, {32, "gen"}};
+  mk::Bracket k1, k2;
+  mk::k_boundaries(cls, &k1, &k2);
+  CHECK(k1.lo == 2);
+  CHECK(k1.hi == 4);
+  CHECK(k2.lo == 8);
+  CHECK(k2.hi == 16);
+}
+
+TEST_CASE("markov_icl: summary of a synthetic run folder brackets K and fits gamma and tau(N)") {
+  // Histories built so that tau_2Gen = 10 N^1.5 (K = 1024) and the 2-Gen -> 2-Mem switch time is
+  // t = 1e5 (sqrt(32 * 64) - K)^-2 for K = 4, 8, 16, 32 (K1* in [2, 4], K2* in [32, 64]), 2 seeds.
+  const std::string dir = "markov_icl_summary_test";
+  (void)std::system(("mkdir -p " + dir).c_str());
+  const double K2 = std::sqrt(32.0 * 64.0);
+  {
+    std::ofstream o(dir + "/results.csv");
+    o.precision(17);
+    o << "K,N,seed,step,loss_id,phase\n";
+    auto put = [&](int K, int N, int seed, std::vector<std::pair<double, const char*>> h) {
+      for (const auto& [s, p] : h) o << K << "," << N << "," << seed << "," << s << ",2.3," << p << "\n";
+    };
+    for (int seed = 0; seed < 2; ++seed) {
+      for (int K : {1, 2, 4, 8, 16, 32, 64, 128}) {
+        const int N = 64;
+        if (K <= 2) put(K, N, seed, {{0, "1gen"}, {10, "1mem"}, {20, "2mem"}, {40, "2mem"}, {1e6, "2mem"}});
+        else if (K <= 32) {
+          const double ts = 1e5 * std::pow(K2 - K, -2.0);
+          put(K, N, seed, {{0, "1gen"}, {1, "1gen"}, {2, "2gen"}, {3, "2gen"}, {ts, "2mem"}, {2 * ts, "2mem"}, {1e6, "2mem"}});
+        } else put(K, N, seed, {{0, "1gen"}, {1, "1gen"}, {2, "2gen"}, {3, "2gen"}, {1e6, "2gen"}});
+      }
+      for (int N : {32, 64, 128, 256}) {
+        const double tau = 10 * std::pow(double(N), 1.5) * (seed ? 1.1 : 1.0);
+        put(1024, N, seed, {{0, "1gen"}, {tau / 2, "1gen"}, {tau, "2gen"}, {2 * tau, "2gen"}, {1e6, "2gen"}});
+      }
+    }
+  }
+  std::string msg;
+  REQUIRE(mk::write_summary(dir, &msg));
+  std::ifstream in(dir + "/summary_fits.csv");
+  std::string line;
+  std::map<std::string, std::vector<std::vector<std::string>>> rows;
+  while (std::getline(in, line)) {
+    const auto f = mk::split_csv(line);
+    rows[f[0]].push_back(f);
+  }
+  // columns: quantity,group,seeds,points,value,stderr,lo,hi,rms,alt,alt_rms
+  REQUIRE(rows["K1* seeds"].size() == 1);
+  CHECK(close(std::stod(rows["K1* seeds"][0][4]), std::sqrt(8.0), 1e-9, 0));
+  REQUIRE(rows["K2* seeds"].size() == 1);
+  CHECK(rows["K2* seeds"][0][1] == "N=64");
+  CHECK(close(std::stod(rows["K2* seeds"][0][4]), K2, 1e-9, 0));
+  REQUIRE(rows["gamma"].size() == 2);
+  for (const auto& r : rows["gamma"]) {
+    CHECK(r[3] == "4");
+    CHECK(close(std::stod(r[4]), 2.0, 1e-6, 0));
+  }
+  REQUIRE(rows["tau_2gen_vs_N power p"].size() == 1);
+  const auto& tr = rows["tau_2gen_vs_N power p"][0];
+  CHECK(tr[1] == "K=1024");
+  CHECK(tr[2] == "2");
+  CHECK(tr[3] == "8");
+  CHECK(close(std::stod(tr[4]), 1.5, 1e-9, 0));
+  if (std::getenv("MK_KEEP") == nullptr) (void)std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("markov_icl: freezing and lr multipliers act on exactly their modules") {
