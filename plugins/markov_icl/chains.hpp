@@ -163,4 +163,32 @@ struct Chains {
   }
 };
 
+// Concentration a of the symmetric Dirichlet(a 1_C) with the same per-state variance as the M
+// distributions pi (M x C, rows summing to 1), by moments: Var pi_j = (1/C)(1 - 1/C) / (C a + 1).
+inline double dirichlet_conc_by_moments(const double* pi, int M, int C) {
+  double v = 0;
+  for (int j = 0; j < C; ++j) {
+    double m = 0, q = 0;
+    for (int i = 0; i < M; ++i) m += pi[size_t(i) * C + j];
+    m /= M;
+    for (int i = 0; i < M; ++i) q += (pi[size_t(i) * C + j] - m) * (pi[size_t(i) * C + j] - m);
+    v += q / (M - 1);
+  }
+  v /= C;
+  const double m = 1.0 / C;
+  return (m * (1 - m) / v - 1) / C;
+}
+
+// The 1-Gen pseudo-count matched to the ensemble: a Dirichlet prior over the unigram distribution
+// with the variance of the stationary distributions of M fresh chains (Dirichlet(alpha) rows). The
+// stationary distributions concentrate near uniform (Var ~ 1/C^3, so alpha1 ~ C), far tighter than
+// Dirichlet(1 1_C): with alpha1 = 1, 1-Gen over-reacts to the counts and the network's unigram
+// stage is closer to 1-Mem at large K (1-Mem tends to the ensemble's Bayes unigram predictor).
+inline double matched_alpha1(const pl_kernel_table& kt, int C, double alpha, uint64_t seed, int M = 4096) {
+  Chains ch;
+  ch.resize(M, C);
+  ch.generate(kt, seed, 0, alpha);
+  return dirichlet_conc_by_moments(ch.pi.data(), M, C);
+}
+
 }  // namespace mk

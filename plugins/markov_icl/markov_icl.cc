@@ -20,8 +20,10 @@ const pl_param_decl kParams[] = {
     plsdk::int_param("C", 10, "number of states", 2, 64),
     plsdk::float_param("alpha", 1.0, "Dirichlet concentration of the transition rows",
                        PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
-    plsdk::float_param("alpha1", 1.0, "pseudo-count of the 1-Gen predictor",
-                       PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+    plsdk::float_param("alpha1", 1.0,
+                       "pseudo-count of the 1-Gen predictor; 0 = matched to the variance of the "
+                       "ensemble's stationary distributions (about C)",
+                       PL_RANGE_MIN, 0),
     plsdk::int_param("N", 128, "context length (positions)", 2, 4096),
     plsdk::int_param("d_model", 64, "residual width", 2, 4096),
     plsdk::int_param("heads", 1, "attention heads per layer", 1, 64),
@@ -169,6 +171,9 @@ class MarkovIcl {
                               " kernels missing from this build, using plain-loop fallbacks");
     trainer_ = std::make_unique<mk::Trainer>(tc_, k_);
     ckpt_ = mk::checkpoint_steps(tc_.steps, int(cx.i("checkpoints")));
+    if (tc_.alpha1 <= 0)
+      cx.log(PL_LOG_INFO, "markov_icl: 1-Gen pseudo-count matched to the ensemble: alpha1 = " +
+                              std::to_string(trainer_->alpha1()));
   }
 
   pl_status run(plsdk::Context& cx) {

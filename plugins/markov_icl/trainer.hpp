@@ -32,7 +32,7 @@ struct TrainConfig {
   ModelConfig model;
   int K = 8;
   bool infinite = false;  // a fresh chain per sequence (K unused)
-  double alpha = 1, alpha1 = 1;
+  double alpha = 1, alpha1 = 1;  // alpha1 <= 0: matched to the ensemble (matched_alpha1)
   int batch = 64, chunks = 8, n_eval = 1000;
   int64_t steps = 20000;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
@@ -101,6 +101,7 @@ class Trainer {
       : tc_(tc), k_(k), model_(tc.model, &k_, tc.batch, tc.chunks) {
     const ModelConfig& mc = tc.model;
     const int C = mc.C, N = mc.N;
+    if (tc_.alpha1 <= 0) tc_.alpha1 = matched_alpha1(k_, C, tc.alpha, derive(tc.chain_seed, 6));
     if (!tc.infinite) {  // the K training chains: chain k from stream k of purpose 1
       chains_.resize(tc.K, C);
       chains_.generate(k_, derive(tc.chain_seed, 1), 0, tc.alpha);
@@ -135,6 +136,7 @@ class Trainer {
   const Chains& chains() const { return chains_; }
   const EvalSet& eval_set(int s) const { return s == 0 ? id_ : ood_; }
   bool mem_defined() const { return !tc_.infinite; }
+  double alpha1() const { return tc_.alpha1; }  // the 1-Gen pseudo-count in use
 
   // Fills the batch for `step` (each sequence from its own stream (seed, step, b)).
   void make_batch(int64_t step) {
