@@ -117,8 +117,8 @@ void Gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, c
   // 64-byte aligned, so that no load of a panel row splits across two cache lines.
   thread_local std::vector<float> storage;
   if (storage.size() < panels * k * kNr + 16) storage.resize(panels * k * kNr + 16);
-  float* const bpack = reinterpret_cast<float*>(
-      (reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63});
+  float* const bpack =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63});
   for (size_t jp = 0; jp < panels; ++jp)
     pack_b(trans_b, b, ldb, k, jp * kNr, std::min(kNr, n - jp * kNr), bpack + jp * k * kNr);
 

@@ -139,49 +139,60 @@ TEST_CASE("gemm_batched: every batch entry at its strides, all transposes") {
   struct S {
     size_t m, n, k;
   };
-  for (S s : {S{1, 1, 1}, S{5, 9, 17}, S{16, 16, 16}, S{33, 7, 65}, S{17, 100, 4}})
+  // n = 4 and n = 8 with k <= 256: the narrow path of gemm_batched.hwy; k = 300: the general one.
+  for (S s : {S{1, 1, 1}, S{5, 9, 17}, S{16, 16, 16}, S{33, 7, 65}, S{17, 100, 4}, S{16, 4, 16},
+              S{11, 8, 9}, S{9, 3, 300}})
     for (int ta = 0; ta < 2; ++ta)
-      for (int tb = 0; tb < 2; ++tb) {
-        CAPTURE(s.m);
-        CAPTURE(s.n);
-        CAPTURE(s.k);
-        CAPTURE(ta);
-        CAPTURE(tb);
-        const size_t lda = (ta ? s.m : s.k) + 2, ldb = (tb ? s.k : s.n) + 1, ldc = s.n + 3;
-        const size_t sa = (ta ? s.k : s.m) * lda + 7, sb = (tb ? s.n : s.k) * ldb + 1,
-                     sc = s.m * ldc + 5;
-        const auto a = pltest::uniform(batch * sa, -1.f, 1.f, 3);
-        const auto b = pltest::uniform(batch * sb, -1.f, 1.f, 4);
-        const auto c0 = pltest::uniform(batch * sc, -1.f, 1.f, 5);
-        const float alpha = 0.5f, beta = -2.f;
-        std::vector<double> ref(batch * s.m * s.n);
-        for (size_t q = 0; q < batch; ++q)
-          for (size_t i = 0; i < s.m; ++i)
-            for (size_t j = 0; j < s.n; ++j) {
-              double acc = 0;
-              for (size_t p = 0; p < s.k; ++p)
-                acc += double(ta ? a[q * sa + p * lda + i] : a[q * sa + i * lda + p]) *
-                       double(tb ? b[q * sb + j * ldb + p] : b[q * sb + p * ldb + j]);
-              ref[(q * s.m + i) * s.n + j] = alpha * acc + beta * double(c0[q * sc + i * ldc + j]);
-            }
-        const double tol = 1e-5 * std::sqrt(double(s.k));
-        for (const auto* v : runnable(pl::KernelId::gemm_batched)) {
-          CAPTURE(v->name);
-          auto c = c0;
-          pl::as<GemmBatchedFn> (*v)(ta, tb, s.m, s.n, s.k, alpha, a.data(), lda, sa, b.data(), ldb,
-                                     sb, beta, c.data(), ldc, sc, batch);
-          std::vector<float> got(ref.size());
-          bool rest_ok = true;
+      for (int tb = 0; tb < 2; ++tb)
+        for (float beta : {-2.f, 0.f}) {
+          CAPTURE(s.m);
+          CAPTURE(s.n);
+          CAPTURE(s.k);
+          CAPTURE(ta);
+          CAPTURE(tb);
+          const size_t lda = (ta ? s.m : s.k) + 2, ldb = (tb ? s.k : s.n) + 1, ldc = s.n + 3;
+          const size_t sa = (ta ? s.k : s.m) * lda + 7, sb = (tb ? s.n : s.k) * ldb + 1,
+                       sc = s.m * ldc + 5;
+          const auto a = pltest::uniform(batch * sa, -1.f, 1.f, 3);
+          const auto b = pltest::uniform(batch * sb, -1.f, 1.f, 4);
+          CAPTURE(beta);
+          // beta == 0: C is not read (NaN there must not leak into the result)
+          auto c0 = pltest::uniform(batch * sc, -1.f, 1.f, 5);
+          if (beta == 0.f)
+            for (size_t q = 0; q < batch; ++q)
+              for (size_t i = 0; i < s.m; ++i)
+                for (size_t j = 0; j < s.n; ++j)
+                  c0[q * sc + i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+          const float alpha = 0.5f;
+          std::vector<double> ref(batch * s.m * s.n);
           for (size_t q = 0; q < batch; ++q)
             for (size_t i = 0; i < s.m; ++i)
-              for (size_t j = 0; j < ldc; ++j) {
-                if (j < s.n)
-                  got[(q * s.m + i) * s.n + j] = c[q * sc + i * ldc + j];
-                else
-                  rest_ok &= c[q * sc + i * ldc + j] == c0[q * sc + i * ldc + j];
+              for (size_t j = 0; j < s.n; ++j) {
+                double acc = 0;
+                for (size_t p = 0; p < s.k; ++p)
+                  acc += double(ta ? a[q * sa + p * lda + i] : a[q * sa + i * lda + p]) *
+                         double(tb ? b[q * sb + j * ldb + p] : b[q * sb + p * ldb + j]);
+                ref[(q * s.m + i) * s.n + j] =
+                    alpha * acc + (beta == 0.f ? 0.0 : beta * double(c0[q * sc + i * ldc + j]));
               }
-          pltest::check_close("C", got.data(), ref.data(), got.size(), tol, tol);
-          CHECK(rest_ok);
+          const double tol = 1e-5 * std::sqrt(double(s.k));
+          for (const auto* v : runnable(pl::KernelId::gemm_batched)) {
+            CAPTURE(v->name);
+            auto c = c0;
+            pl::as<GemmBatchedFn> (*v)(ta, tb, s.m, s.n, s.k, alpha, a.data(), lda, sa, b.data(),
+                                       ldb, sb, beta, c.data(), ldc, sc, batch);
+            std::vector<float> got(ref.size());
+            bool rest_ok = true;
+            for (size_t q = 0; q < batch; ++q)
+              for (size_t i = 0; i < s.m; ++i)
+                for (size_t j = 0; j < ldc; ++j) {
+                  if (j < s.n)
+                    got[(q * s.m + i) * s.n + j] = c[q * sc + i * ldc + j];
+                  else
+                    rest_ok &= c[q * sc + i * ldc + j] == c0[q * sc + i * ldc + j];
+                }
+            pltest::check_close("C", got.data(), ref.data(), got.size(), tol, tol);
+            CHECK(rest_ok);
+          }
         }
-      }
 }
