@@ -29,9 +29,11 @@ namespace hn = hwy::HWY_NAMESPACE;
 // general path's packing, zero padding and partial-tile stores cost more than the arithmetic.
 // bp: k rows of Lanes(d) floats at stride ldbp (B itself when it already has that shape, else
 // a zero-padded copy).
-#define PL_SMALL_ROW(r) \
-  if constexpr (R > r)  \
-  c##r = hn::MulAdd(hn::Set(d, TA ? a[p * lda + i0 + r] : a[(i0 + r) * lda + p]), bv, c##r)
+#define PL_SMALL_ROW(r)                                                                          \
+  do {                                                                                           \
+    if constexpr (R > r)                                                                         \
+      c##r = hn::MulAdd(hn::Set(d, TA ? a[p * lda + i0 + r] : a[(i0 + r) * lda + p]), bv, c##r); \
+  } while (0)
 #define PL_SMALL_STORE(r)                                                                    \
   if constexpr (R > r) {                                                                     \
     float* cr = c + (i0 + r) * ldc;                                                          \
