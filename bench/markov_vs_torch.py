@@ -125,6 +125,14 @@ def main():
         print(f"{t:>7} {p:>12.2f} {q:>10.2f} {q / p:>15.2f} {g:>17.1f} "
               f"{100 * g / peak if peak == peak else math.nan:>14.1f} {pc:>14.2f} {qc:>9.2f} "
               f"{qc / pc:>6.2f} {fb:>9}")
+    # Is the 3x target reachable at all? The FLOP rate a step 3x faster than torch would need, vs
+    # the FMA peak of the cores used (wall clock), and per CPU second (robust to a loaded machine).
+    print("3x torch would need (counted FLOPs / (torch time / 3)):")
+    for t, p, q, flops, fb, tv, pc, qc in rows:
+        need_wall, need_cpu = flops / (q / 3) * 1e-6, flops / (qc / 3) * 1e-6
+        print(f"  {t} thread(s): {need_wall:.1f} GFLOP/s wall = {100 * need_wall / (t * peak):.0f}% of the "
+              f"{t}-core peak; per CPU second {need_cpu:.1f} GFLOP/s = {100 * need_cpu / peak:.0f}% of the "
+              f"1-core peak (phaselab now: {flops / pc * 1e-6:.1f})")
     print(f"torch {rows[0][5]}; medians over {args.rounds} alternating rounds of {args.reps} steps")
 
 

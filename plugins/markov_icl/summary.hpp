@@ -273,15 +273,15 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
           Ks.push_back(std::atof(k[size_t(c_K)].c_str())), ts.push_back(runs[k].t_final);
       const LineFit f = fit_divergence(Ks, ts, k2.mid()), fh = fit_divergence(Ks, ts, k2.hi);
       txt << g << " : " << f.n << " point(s)";
-      if (!std::isnan(f.b)) {
+      if (f.n >= 3) {  // two points fit any exponent exactly
         txt << ", gamma " << -f.b << " +- " << num(f.se_b) << " (rms log residual " << f.rms << "; K2* = "
             << k2.hi << ": gamma " << -fh.b << ")";
         gammas[noseed_of[g]].push_back(-f.b);
       } else {
-        txt << ", too few for a fit";
+        txt << ", too few for a fit (need 3)";
       }
       txt << "\n";
-      row("gamma", g, 1, f.n, -f.b, f.se_b, NAN, NAN, f.rms, -fh.b, fh.rms);
+      if (f.n >= 3) row("gamma", g, 1, f.n, -f.b, f.se_b, NAN, NAN, f.rms, -fh.b, fh.rms);
     }
     for (auto& [g, v] : gammas) {
       double s = 0;
@@ -316,7 +316,7 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
     txt << "\ntau_2Gen vs N: power law tau = A N^p (least squares in log tau) vs tau = c N / ln N\n";
     std::map<std::string, std::vector<double>> pseed;
     for (auto& [g, p] : perseed) {
-      if (p.Ns.size() < 2) continue;
+      if (p.Ns.size() < 3) continue;  // two points fit any power law exactly
       const TauFit f = fit_tau_vs_N(p.N, p.t);
       for (const auto& k : order)
         if (group(k, {c_N}) == g) {
@@ -325,7 +325,10 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
         }
     }
     for (auto& [g, p] : pooled) {
-      if (p.Ns.size() < 2) continue;
+      if (p.Ns.size() < 3) {
+        txt << g << " : " << p.Ns.size() << " N value(s) with a 2-Gen escape, too few for a fit (need 3)\n";
+        continue;
+      }
       const TauFit f = fit_tau_vs_N(p.N, p.t);
       txt << g << " : " << p.N.size() << " runs, " << p.Ns.size() << " N values, " << p.seeds.size()
           << " seed(s): p = " << f.power.b << " +- " << num(f.power.se_b) << " (rms log residual "
