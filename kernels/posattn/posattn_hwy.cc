@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/gemm/gemm-inl.h"
 // clang-format on
@@ -283,13 +284,16 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
   // hT[t]; interleaving S independent sequences hides their latency.
   constexpr size_t S = 8;
   const size_t sv = v * Lp;  // one sequence's hT / rT / dhT
-  float* at = Buffer(l * Lp + 3 * S * sv + l * Lp + v * v * N + S * Lp);
+  float* at = Buffer(l * Lp + 3 * S * sv + l * Lp + v * v * N);
   float* hT = at + l * Lp;
   float* rT = hT + S * sv;
   float* dhT = rT + S * sv;
   float* daT = dhT + S * sv;
   float* dwacc = daT + l * Lp;
-  int32_t* yb = reinterpret_cast<int32_t*>(dwacc + v * v * N);  // S x Lp targets, -1 past L
+  // S x Lp targets, -1 past L (an int buffer of its own, aligned like the float ones).
+  static thread_local std::vector<int32_t> yb_store;
+  if (yb_store.size() < S * Lp + 16) yb_store.resize(S * Lp + 16);
+  int32_t* yb = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(yb_store.data()) + 63) & ~uintptr_t(63));
   for (size_t k = 0; k < l; ++k)
     for (size_t i = 0; i < Lp; ++i) at[k * Lp + i] = i < l ? a[i * l + k] : 0.f;
   for (size_t s = 0; s < S; ++s)
