@@ -16,7 +16,7 @@ fi
 ninja -C "$dir" -j "$jobs" >/dev/null || { ninja -C "$dir" -j1 | tail -40; echo "aarch64 build failed"; exit 1; }
 # The registry, as the emulated CPU sees it: the arm Highway targets must be there and supported
 # (the registry test checks every one of them).
-qemu-aarch64 -cpu max,sve-default-vector-length=32 -L /usr/aarch64-linux-gnu "$dir/driver/phaselab" kernels | head -8
+qemu-aarch64 -cpu max,sve-default-vector-length=32 "$dir/driver/phaselab" kernels | head -8
 # Every suite but the driver's through meson (its exe_wrapper is qemu, see the cross file).
 status=0
 suites=$(meson test -C "$dir" --list 2>/dev/null | grep -E '^[A-Za-z0-9_-]+$' | grep -vx driver)
@@ -28,14 +28,14 @@ PHASELAB_TEST_COUNTS=$counts meson test -C "$dir" --num-processes "$jobs" --prin
 wrapper=$dir/qemu-phaselab.sh
 cat > "$wrapper" <<EOS
 #!/bin/sh
-exec qemu-aarch64 -cpu max,sve-default-vector-length=32 -L /usr/aarch64-linux-gnu "$PWD/$dir/driver/phaselab" "\$@"
+exec qemu-aarch64 -cpu max,sve-default-vector-length=32 "$PWD/$dir/driver/phaselab" "\$@"
 EOS
 chmod +x "$wrapper"
 if [[ -x $dir/driver/tests/phaselab_driver_tests ]]; then
   echo "driver suite (phaselab started under qemu through $wrapper)"
   PHASELAB_EXE=$PWD/$wrapper PHASELAB_TEST_PLUGINS=$PWD/$dir/driver/tests/plugins \
     PHASELAB_TEST_COUNTS=$counts \
-    qemu-aarch64 -cpu max,sve-default-vector-length=32 -L /usr/aarch64-linux-gnu \
+    qemu-aarch64 -cpu max,sve-default-vector-length=32 \
     "$dir/driver/tests/phaselab_driver_tests" || status=1
 fi
 exit $status

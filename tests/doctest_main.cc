@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 
+#include "tests/emulation.hpp"
+
 namespace {
 
 std::string g_binary = "tests";
@@ -48,6 +50,9 @@ int main(int argc, char** argv) {
     std::string a = argv[0];
     g_binary = a.substr(a.find_last_of('/') + 1);
   }
+  if (pltest::emulated())
+    std::fprintf(stderr, "[phaselab] PHASELAB_EMULATED=1: the heaviest checks run at reduced sizes "
+                         "(tests/emulation.hpp)\n");
   doctest::Context ctx;
   ctx.applyCommandLine(argc, argv);
   return ctx.run();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "phaselab/kernels.hpp"
+#include "tests/emulation.hpp"
 
 namespace pltest {
 
