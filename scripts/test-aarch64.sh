@@ -33,9 +33,11 @@ EOS
 chmod +x "$wrapper"
 if [[ -x $dir/driver/tests/phaselab_driver_tests ]]; then
   echo "driver suite (phaselab started under qemu through $wrapper)"
+  t0=$SECONDS
   PHASELAB_EXE=$PWD/$wrapper PHASELAB_TEST_PLUGINS=$PWD/$dir/driver/tests/plugins \
-    PHASELAB_TEST_COUNTS=$counts \
+    PHASELAB_TEST_COUNTS=$counts PHASELAB_EMULATED=1 \
     qemu-aarch64 -cpu max,sve-default-vector-length=32 \
     "$dir/driver/tests/phaselab_driver_tests" || status=1
+  echo "driver suite: $((SECONDS - t0)) s"
 fi
 exit $status

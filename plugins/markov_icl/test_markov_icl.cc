@@ -20,6 +20,7 @@
 #include "summary.hpp"
 #include "phaselab/kernels.hpp"
 #include "trainer.hpp"
+#include "tests/emulation.hpp"
 
 namespace {
 
@@ -416,7 +417,12 @@ TEST_CASE("markov_icl: at K = 1 training approaches the true chain's loss floor"
   CHECK(r.phase == mk::kMem2);
 }
 
-TEST_CASE("markov_icl: with infinite chains training approaches the 2-Gen predictor") {
+// Skipped under emulation (reported as skipped): its 1200 training steps took over 7 minutes
+// under qemu-aarch64, and fewer steps do not reach the 2-Gen phase, so no shorter version
+// keeps the claim. The kernels it runs are checked on every emulated target by the kernel
+// suite, and the float model on the kernel table by the test against the double model.
+TEST_CASE("markov_icl: with infinite chains training approaches the 2-Gen predictor" *
+          doctest::skip(pltest::emulated())) {
   // C = 3 makes the induction head form within ~700 steps (1-Gen plateau first); see the report.
   const pl_kernel_table t = table();
   mk::TrainConfig tc = small_run(1, true, 32, 32, 1200);
