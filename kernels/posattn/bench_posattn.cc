@@ -68,6 +68,34 @@ void register_onehot(size_t p, size_t l, size_t v) {
         });
 }
 
+// The same sse from token counts (full batch; the cost does not depend on p).
+void register_gram(size_t p, size_t l, size_t v) {
+  const std::string label =
+      "p:" + std::to_string(p) + "/L:" + std::to_string(l) + "/V:" + std::to_string(v);
+  for (const bool grad : {false, true})
+    plbench::register_variants(
+        pl::KernelId::posattn_gram_sse, std::string(grad ? "gram_grad/" : "gram/") + label,
+        [=](benchmark::State& st, const pl::Variant& var) {
+          auto a = plbench::uniform(l * l, -1.f, 1.f, 1), w = plbench::uniform(v * v, -1.f, 1.f, 3),
+               u = plbench::uniform(p * l, 0.f, 1.f, 2);
+          std::vector<int32_t> xt(p * l), yt(p * l);
+          for (size_t i = 0; i < p * l; ++i) xt[i] = std::min(int32_t(u[i] * float(v)), int32_t(v) - 1);
+          for (size_t mu = 0; mu < p; ++mu)
+            for (size_t i = 0; i < l; ++i) yt[mu * l + i] = xt[mu * l + (i + l - 1) % l];
+          std::vector<double> c(l * l * v * v, 0.0), d(c.size(), 0.0);
+          pl::scalar::PosattnOnehotStats(xt.data(), yt.data(), c.data(), d.data(), p, l, v);
+          std::vector<float> da(l * l), dw(v * v);
+          auto fn = pl::as<decltype(&pl::scalar::PosattnGramSse)>(var);
+          for (auto _ : st) {
+            double s = fn(a.data(), w.data(), c.data(), d.data(), grad ? da.data() : nullptr,
+                          grad ? dw.data() : nullptr, l, v);
+            benchmark::DoNotOptimize(s);
+            benchmark::ClobberMemory();
+          }
+          plbench::set_items(st, double(p));
+        });
+}
+
 }  // namespace
 
 PL_BENCHMARKS {
@@ -76,4 +104,6 @@ PL_BENCHMARKS {
   register_posattn(16, 256, 256);
   register_onehot(1000, 16, 4);  // the copy-task Adam step
   register_onehot(100, 64, 64);
+  register_gram(1000, 16, 4);  // the same step through the counts
+  register_gram(1000, 32, 8);
 }

@@ -1,4 +1,5 @@
-// posattn.hwy.<isa>, posattn_bwd.hwy.<isa>, posattn_onehot_sse.hwy.<isa>: the copy task's positional attention, all targets.
+// posattn.hwy.<isa>, posattn_bwd.hwy.<isa>, posattn_onehot_sse.hwy.<isa>, posattn_gram_sse.hwy.<isa>:
+// the copy task's positional attention, all targets.
 //
 // V == 4 (the copy-task benchmark; L <= 64): one vector holds G = lanes / 4 consecutive rows of
 // an L x 4 matrix, so a whole row of h, f, dh or df is one 128-bit block. Then
@@ -443,6 +444,123 @@ double PosattnOnehotSse(const float* a, const float* w, const int32_t* x_tok, co
   if (l == 0 || v == 0) return 0.0;
   if (v == 4) return posattn_detail::OnehotSse<4>(a, w, x_tok, y_tok, da, dw, p, l, v);
   return posattn_detail::OnehotSse<0>(a, w, x_tok, y_tok, da, dw, p, l, v);
+}
+
+// sse from the counts (kernels.def). With the V^2-major layout every pass is a long vector loop
+// over one L^2 block, no per-row horizontal sums:
+//   S = sum_j M_j c_j,  T = sum_j W_j d_j                   (axpys over L^2; j = (u, u'))
+//   R_j = <Q, c_j>,     E_j = <A, d_j>                      (dots over L^2; gradients only)
+//   Q = sum_{i in loss} A_i^T A_i,  A S                     (axpys over rows of L)
+//   sse = <Q, S> - 2 <A, T> + n_loss
+namespace posattn_detail {
+// y[0, n) += alpha x[0, n), double.
+HWY_INLINE void AxpyD(double* HWY_RESTRICT y, double alpha, const double* HWY_RESTRICT x, size_t n) {
+  const hn::ScalableTag<double> d;
+  const size_t N = hn::Lanes(d);
+  const auto va = hn::Set(d, alpha);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+// <x, y> over [0, n), double; two accumulators.
+HWY_INLINE double DotD(const double* HWY_RESTRICT x, const double* HWY_RESTRICT y, size_t n) {
+  const hn::ScalableTag<double> d;
+  const size_t N = hn::Lanes(d);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    s0 = hn::MulAdd(hn::LoadU(d, x + i), hn::LoadU(d, y + i), s0);
+    s1 = hn::MulAdd(hn::LoadU(d, x + i + N), hn::LoadU(d, y + i + N), s1);
+  }
+  for (; i + N <= n; i += N) s0 = hn::MulAdd(hn::LoadU(d, x + i), hn::LoadU(d, y + i), s0);
+  double t = hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
+  for (; i < n; ++i) t += x[i] * y[i];
+  return t;
+}
+}  // namespace posattn_detail
+
+// Counts (kernels.def) with vector adds: per sequence the indicator rows ind[u][k'] = [x_k' = u]
+// (V x L), then row k of block (x_k, u) of c gets ind[u], and row i of block (y_i, u) of d too.
+// V L^2 adds per sequence in vectors of L instead of L^2 scattered increments.
+void PosattnOnehotStats(const int32_t* x_tok, const int32_t* y_tok, double* c, double* d, size_t p,
+                        size_t l, size_t v) {
+  using posattn_detail::AxpyD;
+  const size_t ll = l * l;
+  static thread_local std::vector<double> ind;
+  ind.assign(v * l, 0.0);
+  for (size_t mu = 0; mu < p; ++mu) {
+    const int32_t* xt = x_tok + mu * l;
+    const int32_t* yt = y_tok + mu * l;
+    for (size_t k = 0; k < l; ++k) ind[size_t(xt[k]) * l + k] = 1.0;
+    for (size_t k = 0; k < l; ++k) {
+      double* ck = c + size_t(xt[k]) * v * ll + k * l;
+      for (size_t u = 0; u < v; ++u) AxpyD(ck + u * ll, 1.0, ind.data() + u * l, l);
+    }
+    for (size_t i = 0; i < l; ++i) {
+      if (yt[i] < 0) continue;
+      double* di = d + size_t(yt[i]) * v * ll + i * l;
+      for (size_t u = 0; u < v; ++u) AxpyD(di + u * ll, 1.0, ind.data() + u * l, l);
+    }
+    for (size_t k = 0; k < l; ++k) ind[size_t(xt[k]) * l + k] = 0.0;
+  }
+}
+
+double PosattnGramSse(const float* a, const float* w, const double* c, const double* d, float* da,
+                      float* dw, size_t l, size_t v) {
+  using posattn_detail::AxpyD;
+  using posattn_detail::DotD;
+  const size_t vv = v * v, ll = l * l;
+  if (ll == 0 || vv == 0) return 0.0;
+  // ad | s | t | q | as : L^2 each;  wd | m | r | e : V^2 each;  row: L
+  static thread_local std::vector<double> buf;
+  buf.assign(5 * ll + 4 * vv + l, 0.0);
+  double* ad = buf.data();
+  double* s = ad + ll;
+  double* t = s + ll;
+  double* q = t + ll;
+  double* as = q + ll;
+  double* wd = as + ll;
+  double* m = wd + vv;
+  double* r = m + vv;
+  double* e = r + vv;
+  double* row = e + vv;
+  for (size_t i = 0; i < ll; ++i) ad[i] = a[i];
+  for (size_t j = 0; j < vv; ++j) wd[j] = w[j];
+  double n_loss = 0;
+  for (size_t j = 0; j < vv; ++j)
+    for (size_t i = 0; i < l; ++i) row[i] += d[j * ll + i * l];
+  for (size_t i = 0; i < l; ++i) n_loss += row[i];
+  // M = W^T W: rows of W as axpys into rows of M
+  for (size_t o = 0; o < v; ++o)
+    for (size_t u = 0; u < v; ++u) AxpyD(m + u * v, wd[o * v + u], wd + o * v, v);
+  for (size_t i = 0; i < l; ++i) {
+    if (!(row[i] > 0)) continue;
+    for (size_t k = 0; k < l; ++k) AxpyD(q + k * l, ad[i * l + k], ad + i * l, l);
+  }
+  for (size_t j = 0; j < vv; ++j) {
+    AxpyD(s, m[j], c + j * ll, ll);
+    AxpyD(t, wd[j], d + j * ll, ll);
+  }
+  const double quad = DotD(q, s, ll), lin = DotD(ad, t, ll);
+  if (da) {
+    for (size_t j = 0; j < vv; ++j) {
+      r[j] = DotD(q, c + j * ll, ll);
+      e[j] = DotD(ad, d + j * ll, ll);
+    }
+    // A S on loss rows (S symmetric: row k2 of S is column k2)
+    for (size_t i = 0; i < l; ++i) {
+      if (!(row[i] > 0)) continue;
+      for (size_t k2 = 0; k2 < l; ++k2) AxpyD(as + i * l, ad[i * l + k2], s + k2 * l, l);
+    }
+    for (size_t i = 0; i < ll; ++i) da[i] = static_cast<float>(2 * (as[i] - t[i]));
+    for (size_t o = 0; o < v; ++o)
+      for (size_t u = 0; u < v; ++u) {
+        double wr = 0;
+        for (size_t u2 = 0; u2 < v; ++u2) wr += wd[o * v + u2] * r[u2 * v + u];
+        dw[o * v + u] = static_cast<float>(2 * (wr - e[o * v + u]));
+      }
+  }
+  return quad - 2 * lin + n_loss;
 }
 
 }  // namespace HWY_NAMESPACE

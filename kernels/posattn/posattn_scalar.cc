@@ -106,4 +106,75 @@ double PosattnOnehotSse(const float* a, const float* w, const int32_t* x_tok, co
   return sse;
 }
 
+// Counts of p sequences, added to c and d (layouts in kernels.def).
+void PosattnOnehotStats(const int32_t* x_tok, const int32_t* y_tok, double* c, double* d, size_t p,
+                        size_t l, size_t v) {
+  const size_t ll = l * l;
+  for (size_t mu = 0; mu < p; ++mu) {
+    const int32_t* xt = x_tok + mu * l;
+    const int32_t* yt = y_tok + mu * l;
+    for (size_t k = 0; k < l; ++k)
+      for (size_t k2 = 0; k2 < l; ++k2)
+        c[(size_t(xt[k]) * v + size_t(xt[k2])) * ll + k * l + k2] += 1;
+    for (size_t i = 0; i < l; ++i) {
+      if (yt[i] < 0) continue;
+      for (size_t k = 0; k < l; ++k) d[(size_t(yt[i]) * v + size_t(xt[k])) * ll + i * l + k] += 1;
+    }
+  }
+}
+
+// sse and gradients from the counts, plain loops in double (formulas in kernels.def):
+//   da = 2 (A S - T) on loss rows, dw = 2 (W R - E),
+//   R[u, u'] = sum_{k,k'} Q[k, k'] c[u, u', k, k'], Q = sum_{i in loss} A_i^T A_i,
+//   E[o, u] = sum_{i,k} A_ik d[o, u, i, k].
+double PosattnGramSse(const float* a, const float* w, const double* c, const double* d, float* da,
+                      float* dw, size_t l, size_t v) {
+  const size_t vv = v * v, ll = l * l;
+  std::vector<double> m(vv, 0.0), s(ll, 0.0), t(ll, 0.0), q(ll, 0.0), r(vv, 0.0), e(vv, 0.0);
+  std::vector<char> row(l);
+  double n_loss = 0;
+  for (size_t i = 0; i < l; ++i) {
+    double ni = 0;  // sequences with a target at row i: the k = 0 column counts each once
+    for (size_t j = 0; j < vv; ++j) ni += d[j * ll + i * l];
+    row[i] = ni > 0;
+    n_loss += ni;
+  }
+  for (size_t u = 0; u < v; ++u)
+    for (size_t u2 = 0; u2 < v; ++u2)
+      for (size_t o = 0; o < v; ++o) m[u * v + u2] += double(w[o * v + u]) * w[o * v + u2];
+  for (size_t i = 0; i < l; ++i) {
+    if (!row[i]) continue;
+    for (size_t k = 0; k < l; ++k)
+      for (size_t k2 = 0; k2 < l; ++k2) q[k * l + k2] += double(a[i * l + k]) * a[i * l + k2];
+  }
+  for (size_t j = 0; j < vv; ++j)
+    for (size_t kk = 0; kk < ll; ++kk) {
+      s[kk] += c[j * ll + kk] * m[j];
+      t[kk] += d[j * ll + kk] * double(w[j]);
+      r[j] += q[kk] * c[j * ll + kk];
+      e[j] += double(a[kk]) * d[j * ll + kk];
+    }
+  double quad = 0, lin = 0;
+  for (size_t kk = 0; kk < ll; ++kk) {
+    quad += q[kk] * s[kk];
+    lin += double(a[kk]) * t[kk];
+  }
+  if (da) {
+    for (size_t i = 0; i < l; ++i)
+      for (size_t k = 0; k < l; ++k) {
+        double as = 0;
+        if (row[i])
+          for (size_t k2 = 0; k2 < l; ++k2) as += double(a[i * l + k2]) * s[k2 * l + k];
+        da[i * l + k] = static_cast<float>(2 * (as - t[i * l + k]));
+      }
+    for (size_t o = 0; o < v; ++o)
+      for (size_t u = 0; u < v; ++u) {
+        double wr = 0;
+        for (size_t u2 = 0; u2 < v; ++u2) wr += double(w[o * v + u2]) * r[u2 * v + u];
+        dw[o * v + u] = static_cast<float>(2 * (wr - e[o * v + u]));
+      }
+  }
+  return quad - 2 * lin + n_loss;
+}
+
 }  // namespace pl::scalar

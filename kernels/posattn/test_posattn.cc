@@ -276,3 +276,127 @@ TEST_CASE("posattn_onehot_sse: gradients against central finite differences of t
     for (size_t l : {1, 3, 5, 9})
       for (size_t p : {1, 3}) check_onehot(p, l, v, true);
 }
+
+namespace {
+
+using StatsFn = decltype(&pl::scalar::PosattnOnehotStats);
+using GramFn = decltype(&pl::scalar::PosattnGramSse);
+
+// posattn_gram_sse against the dense double forward/backward of this file on one-hot tokens:
+// targets fixed by position (row i in the loss for every sequence or for none), as the kernel
+// requires. mask: 0 = every row in the loss, 1 = the copy task's open chain (row 0 out), 2 = about
+// one row in three out. y: the previous token (shift = true) or a random one.
+void check_gram(size_t p, size_t l, size_t v, int mask, bool shift) {
+  CAPTURE(p);
+  CAPTURE(l);
+  CAPTURE(v);
+  CAPTURE(mask);
+  CAPTURE(shift);
+  const uint32_t seed = uint32_t(p * 977 + l * 13 + v * 3 + size_t(mask));
+  const auto a = pltest::uniform(l * l, -1.f, 1.f, seed), w = pltest::uniform(v * v, -1.f, 1.f, seed + 1);
+  const auto ux = pltest::uniform(p * l, 0.f, 1.f, seed + 2), uy = pltest::uniform(p * l, 0.f, 1.f, seed + 3),
+             um = pltest::uniform(l, 0.f, 1.f, seed + 4);
+  std::vector<int32_t> xt(p * l), yt(p * l);
+  for (size_t i = 0; i < p * l; ++i) xt[i] = std::min(int32_t(ux[i] * float(v)), int32_t(v) - 1);
+  for (size_t mu = 0; mu < p; ++mu)
+    for (size_t i = 0; i < l; ++i) {
+      const bool out = (mask == 1 && i == 0) || (mask == 2 && um[i] < 0.33f);
+      const int32_t y = shift ? xt[mu * l + (i + l - 1) % l]
+                              : std::min(int32_t(uy[mu * l + i] * float(v)), int32_t(v) - 1);
+      yt[mu * l + i] = out ? -1 : y;
+    }
+  // The oracle: dense one-hot X, sse = sum ||A X W^T - Y||^2 over rows with targets, gradients
+  // 2 x backward(df = r) (checked against finite differences above).
+  Problem q{p, l, v, to_double(a), std::vector<double>(p * l * v, 0.0), to_double(w), {}};
+  for (size_t i = 0; i < p * l; ++i) q.x[i * v + size_t(xt[i])] = 1.0;
+  std::vector<double> h, f, da, dw, dh;
+  forward(q, h, f);
+  double sse = 0, n_loss = 0;
+  for (size_t row = 0; row < p * l; ++row) {
+    n_loss += yt[row] >= 0;
+    for (size_t o = 0; o < v; ++o) {
+      double& e = f[row * v + o];
+      e = yt[row] < 0 ? 0.0 : e - (yt[row] == int32_t(o) ? 1.0 : 0.0);
+      sse += e * e;
+    }
+  }
+  q.df = f;
+  backward(q, h, da, dw, dh);
+  for (auto& e : da) e *= 2;
+  for (auto& e : dw) e *= 2;
+
+  const size_t n = l * l * v * v;
+  for (const auto* sv : runnable(pl::KernelId::posattn_onehot_stats)) {
+    CAPTURE(sv->name);
+    const auto stats = pl::as<StatsFn>(*sv);
+    // Counts in two chunks add up to the counts of all sequences at once.
+    std::vector<double> c(n, 0.0), dd(n, 0.0), c2(n, 0.0), d2(n, 0.0);
+    stats(xt.data(), yt.data(), c.data(), dd.data(), p, l, v);
+    const size_t p1 = p / 2;
+    stats(xt.data(), yt.data(), c2.data(), d2.data(), p1, l, v);
+    stats(xt.data() + p1 * l, yt.data() + p1 * l, c2.data(), d2.data(), p - p1, l, v);
+    CHECK(c == c2);
+    CHECK(dd == d2);
+    std::vector<double> cref(n, 0.0), dref(n, 0.0);  // the plain scatter loop
+    pl::scalar::PosattnOnehotStats(xt.data(), yt.data(), cref.data(), dref.data(), p, l, v);
+    CHECK(c == cref);
+    CHECK(dd == dref);
+    double csum = 0, dsum = 0;
+    for (size_t i = 0; i < n; ++i) csum += c[i], dsum += dd[i];
+    CHECK(csum == double(p * l * l));
+    CHECK(dsum == n_loss * double(l));
+    // The counts are exact integers; sse and gradients agree with the dense oracle up to double
+    // rounding of terms of size p L (sse) and the float rounding of the outputs.
+    const double tol_sse = 1e-11 * double(p * l * (v + 1)) * (1 + std::fabs(sse)) + 1e-9;
+    for (const auto* var : runnable(pl::KernelId::posattn_gram_sse)) {
+      CAPTURE(var->name);
+      const auto fn = pl::as<GramFn>(*var);
+      Out dao(l * l), dwo(v * v);
+      CHECK(std::fabs(fn(a.data(), w.data(), c.data(), dd.data(), nullptr, nullptr, l, v) - sse) <= tol_sse);
+      CHECK(std::fabs(fn(a.data(), w.data(), c.data(), dd.data(), dao.data(), dwo.data(), l, v) - sse) <= tol_sse);
+      const double atol = 1e-10 * double(p * l * (v + 1)), rtol = 2e-7;
+      pltest::check_close("dA", dao.f.data(), da.data(), da.size(), atol, rtol);
+      pltest::check_close("dW", dwo.f.data(), dw.data(), dw.size(), atol, rtol);
+      CHECK(dao.f[l * l] == -2.5f);
+      CHECK(dwo.f[v * v] == -2.5f);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("posattn_gram_sse: counts reproduce the dense sse and its gradients") {
+  for (size_t v : {1, 2, 3, 4, 5})
+    for (size_t l : {1, 2, 3, 7, 8, 9, 16, 17})
+      for (size_t p : {1, 2, 7})
+        for (int mask : {0, 1, 2}) check_gram(p, l, v, mask, mask != 2);
+  check_gram(1000, 16, 4, 0, true);  // the copy-task benchmark shape
+  check_gram(1000, 16, 4, 1, true);
+  check_gram(300, 32, 8, 2, false);
+  check_gram(20, 5, 33, 0, false);
+}
+
+TEST_CASE("posattn_gram_sse: a perfect copy fit has sse = 0 to double rounding") {
+  // A = the cyclic shift (row i attends to i - 1), W = I: r = 0 on every row. The three terms of
+  // the gram form are each p L = 32000 here (integers, exact in double) and must cancel to 0;
+  // the gradients too (a float accumulation would leave ~1e-3).
+  const size_t p = 2000, l = 16, v = 4;
+  std::vector<float> a(l * l, 0.f), w(v * v, 0.f);
+  for (size_t i = 0; i < l; ++i) a[i * l + (i + l - 1) % l] = 1.f;
+  for (size_t u = 0; u < v; ++u) w[u * v + u] = 1.f;
+  const auto ux = pltest::uniform(p * l, 0.f, 1.f, 99);
+  std::vector<int32_t> xt(p * l), yt(p * l);
+  for (size_t i = 0; i < p * l; ++i) xt[i] = std::min(int32_t(ux[i] * float(v)), int32_t(v) - 1);
+  for (size_t mu = 0; mu < p; ++mu)
+    for (size_t i = 0; i < l; ++i) yt[mu * l + i] = xt[mu * l + (i + l - 1) % l];
+  std::vector<double> c(l * l * v * v, 0.0), d(c.size(), 0.0);
+  pl::scalar::PosattnOnehotStats(xt.data(), yt.data(), c.data(), d.data(), p, l, v);
+  for (const auto* var : runnable(pl::KernelId::posattn_gram_sse)) {
+    CAPTURE(var->name);
+    std::vector<float> da(l * l), dw(v * v);
+    const double s = pl::as<GramFn>(*var)(a.data(), w.data(), c.data(), d.data(), da.data(), dw.data(), l, v);
+    CHECK(std::fabs(s) <= 1e-9);
+    for (float g : da) CHECK(std::fabs(g) <= 1e-9f);
+    for (float g : dw) CHECK(std::fabs(g) <= 1e-9f);
+  }
+}

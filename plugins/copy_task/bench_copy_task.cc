@@ -4,6 +4,7 @@
 // ("median_ms", "median_cpu_ms"; CPU time is the fairer figure on a shared machine).
 //   phaselab_copy_bench [--L 16] [--V 4] [--P 1000] [--steps 1000] [--reps 5]
 //                       [--attention softmax|linear] [--target NAME]
+//                       [--path auto|direct|stats]   (NetConfig::loss_path)
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -20,7 +21,7 @@
 int main(int argc, char** argv) {
   int L = 16, V = 4, P = 1000, reps = 5;
   int64_t steps = 1000;
-  std::string attention = "softmax", target;
+  std::string attention = "softmax", target, path = "auto";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--L") L = std::atoi(v.c_str());
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps") reps = std::atoi(v.c_str());
     else if (a == "--attention") attention = v;
     else if (a == "--target") target = v;
+    else if (a == "--path") path = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -45,7 +47,14 @@ int main(int argc, char** argv) {
   c.L = L;
   c.V = V;
   c.softmax = attention == "softmax";
-  copytask::CopyNet net(k, c, copyc::make_tokens(k, 1, 1, P, L, V), P, P);
+  using Path = copytask::NetConfig::LossPath;
+  if (path == "direct") c.loss_path = Path::direct;
+  else if (path == "stats") c.loss_path = Path::stats;
+  else if (path != "auto") {
+    std::fprintf(stderr, "--path must be auto, direct or stats\n");
+    return 2;
+  }
+  copytask::CopyNet net(k, c, copyc::make_tokens(k, 1, 1, P, L, V), P);
   copytask::AdamConfig a;
   a.max_steps = steps;
   a.tol = -1;  // never converged: exactly `steps` steps
@@ -69,7 +78,9 @@ int main(int argc, char** argv) {
   }
   std::sort(ms.begin(), ms.end());
   std::sort(cpu.begin(), cpu.end());
-  std::printf("target %s posattn %s\n", k.target, k.variant.posattn_onehot_sse);
+  std::printf("target %s posattn %s\n", k.target,
+              net.uses_stats() ? (std::string("gram:") + k.variant.posattn_gram_sse).c_str()
+                               : k.variant.posattn_onehot_sse);
   std::printf("median_ms %.4f\n", ms[ms.size() / 2]);
   std::printf("median_cpu_ms %.4f\n", cpu[cpu.size() / 2]);
   return 0;

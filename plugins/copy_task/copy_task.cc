@@ -207,7 +207,7 @@ class CopyTask {
         batch_(int(cx.i("batch"))),
         net_(cx.k, cfg_,
              copyc::make_tokens(cx.k, cx.seed(), cx.seed_stream(kDataStream), P_, cfg_.L, cfg_.V),
-             P_, (method_ == "langevin" || batch_ <= 0) ? P_ : batch_),
+             P_),
         test_tokens_(copyc::make_tokens(cx.k, cx.seed(), cx.seed_stream(kTestStream), P_test_,
                                         cfg_.L, cfg_.V)),
         theta_(net_.n_params()),

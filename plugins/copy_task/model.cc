@@ -7,7 +7,7 @@
 namespace copytask {
 
 CopyNet::CopyNet(const pl_kernel_table& k, const NetConfig& c, std::vector<int32_t> tokens, int P,
-                 int /*max_batch*/, int test_chunk)
+                 int test_chunk)
     : k_(k),
       c_(c),
       P_(P),
@@ -19,6 +19,19 @@ CopyNet::CopyNet(const pl_kernel_table& k, const NetConfig& c, std::vector<int32
   a_.resize(size_t(c.L) * c.L);
   da_.resize(a_.size());
   yt_.resize(size_t(test_chunk_) * c.L);
+  // Token counts for the full-data sse (targets are fixed by position, as posattn_gram_sse needs).
+  // Per call: stats ~ 4 L^2 V^2 + 2 L^3 multiply-adds (in double), direct ~ P (2 L^2 + 3 L V^2).
+  const double L = c.L, V = c.V;
+  const size_t n_stats = size_t(c.L) * c.L * c.V * c.V;
+  const bool cheaper = 4 * L * L * V * V + 2 * L * L * L < double(P) * (2 * L * L + 3 * L * V * V);
+  const bool fits = n_stats <= (size_t(1) << 20);
+  if (c.loss_path == NetConfig::LossPath::stats ||
+      (c.loss_path == NetConfig::LossPath::automatic && cheaper && fits)) {
+    stats_c_.assign(n_stats, 0.0);
+    stats_d_.assign(n_stats, 0.0);
+    k.posattn_onehot_stats(tokens_.data(), targets_.data(), stats_c_.data(), stats_d_.data(),
+                           size_t(P), size_t(c.L), size_t(c.V));
+  }
 }
 
 void CopyNet::attention(const float* G, float* A) const {
@@ -49,9 +62,12 @@ double CopyNet::data_sse(const float* theta, size_t mu0, size_t n, float* grad, 
   // h = A X, r = h W^T - Y, SSE = sum r^2 and (with grad) dSSE/dA, dSSE/dW, fused on the token
   // indices (X, Y one-hot): see posattn_onehot_sse in kernels.def.
   float* dW = grad ? grad + w_off() : nullptr;
-  const double sse = k_.posattn_onehot_sse(a_.data(), W, tokens_.data() + mu0 * L,
-                                            targets_.data() + mu0 * L, grad ? da_.data() : nullptr,
-                                            dW, n, L, V);
+  const double sse =
+      uses_stats() && mu0 == 0 && n == size_t(P_)
+          ? k_.posattn_gram_sse(a_.data(), W, stats_c_.data(), stats_d_.data(),
+                                grad ? da_.data() : nullptr, dW, L, V)
+          : k_.posattn_onehot_sse(a_.data(), W, tokens_.data() + mu0 * L, targets_.data() + mu0 * L,
+                                  grad ? da_.data() : nullptr, dW, n, L, V);
   if (!grad) return sse;
   float* dG = grad + g_off();
   if (c_.softmax) {

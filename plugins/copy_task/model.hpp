@@ -24,6 +24,11 @@ struct NetConfig {
   copyc::Wrap wrap = copyc::Wrap::cyclic;
   double kappa = 1, sw2 = 1, sg2 = 1;
   bool per_position = true;  // beta = 1/(kappa L_loss), else beta = 1/kappa
+  // How the full-data sse is evaluated: `direct` sums over the P sequences every call
+  // (posattn_onehot_sse); `stats` contracts 2 L^2 V^2 token counts gathered once
+  // (posattn_gram_sse; cost independent of P, double accumulation); `automatic` takes stats
+  // when they are cheaper and fit in 2 x 8 MB (see CopyNet). Mini-batches always go direct.
+  enum class LossPath { automatic, direct, stats } loss_path = LossPath::automatic;
   double beta() const {
     return per_position ? 1.0 / (kappa * copyc::loss_positions(L, wrap)) : 1.0 / kappa;
   }
@@ -31,10 +36,9 @@ struct NetConfig {
 
 class CopyNet {
  public:
-  // tokens: P x L training tokens. max_batch: no longer used (the fused kernel needs no per-batch
-  // buffers; any slice works). test_chunk: sequences per chunk when evaluating held-out data.
+  // tokens: P x L training tokens. test_chunk: sequences per chunk when evaluating held-out data.
   CopyNet(const pl_kernel_table& k, const NetConfig& c, std::vector<int32_t> tokens, int P,
-          int max_batch, int test_chunk = 1024);
+          int test_chunk = 1024);
 
   const NetConfig& config() const { return c_; }
   int P() const { return P_; }
@@ -64,6 +68,8 @@ class CopyNet {
   double mse_on(const float* theta, const int32_t* tokens, size_t n);
 
   const std::vector<int32_t>& tokens() const { return tokens_; }
+  // True when full-data sse calls go through the token counts (NetConfig::loss_path).
+  bool uses_stats() const { return !stats_c_.empty(); }
 
  private:
   // y (n x L) = target token of each position, -1 where the position is not in the loss.
@@ -76,6 +82,7 @@ class CopyNet {
   std::vector<int32_t> targets_;  // P x L target tokens, -1 outside the loss
   std::vector<float> a_, da_;     // L x L
   std::vector<int32_t> yt_;       // test_chunk x L targets of held-out data
+  std::vector<double> stats_c_, stats_d_;  // L^2 V^2 token counts (posattn_onehot_stats) or empty
 };
 
 // ---------------------------------------------------------------- Adam on the MAP objective

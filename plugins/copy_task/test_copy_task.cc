@@ -193,20 +193,26 @@ double objective_double(const copytask::NetConfig& c, const std::vector<int32_t>
 TEST_CASE("MAP objective and gradient vs a double implementation and finite differences") {
   const pl_kernel_table k = pltest_host::kernel_table();
   const int L = 5, V = 3, P = 7;
-  for (int variant = 0; variant < 6; ++variant) {
+  using Path = copytask::NetConfig::LossPath;
+  for (int variant = 0; variant < 12; ++variant) {
     copytask::NetConfig c;
     c.L = L;
     c.V = V;
-    c.softmax = variant % 2 == 0;
-    c.causal = variant >= 4;
-    c.wrap = (variant / 2) % 2 ? copyc::Wrap::drop_first : copyc::Wrap::cyclic;
-    c.per_position = variant != 3;
+    // the direct sum over sequences and the token-count (gram) form, each on every variant
+    c.loss_path = variant < 6 ? Path::direct : Path::stats;
+    const int vv = variant % 6;
+    CAPTURE(vv);
+    c.softmax = vv % 2 == 0;
+    c.causal = vv >= 4;
+    c.wrap = (vv / 2) % 2 ? copyc::Wrap::drop_first : copyc::Wrap::cyclic;
+    c.per_position = vv != 3;
     c.kappa = 0.7;
     c.sw2 = 1.3;
     c.sg2 = 0.8;
     CAPTURE(variant);
-    const auto tok = copyc::make_tokens(k, 5, 9 + variant, P, L, V);
-    copytask::CopyNet net(k, c, tok, P, P);
+    const auto tok = copyc::make_tokens(k, 5, 9 + vv, P, L, V);
+    copytask::CopyNet net(k, c, tok, P);
+    CHECK(net.uses_stats() == (c.loss_path == Path::stats));
     std::mt19937 g(variant);
     std::normal_distribution<float> N(0, 0.7f);
     std::vector<float> th(net.n_params()), grad(net.n_params());
@@ -226,9 +232,12 @@ TEST_CASE("MAP objective and gradient vs a double implementation and finite diff
       CAPTURE(i);
       CHECK(close(grad[i], fd, 1e-4 * gmax, 2e-3));
     }
-    // Mini-batch slices add up to the full SSE.
-    copytask::CopyNet net2(k, c, tok, P, 3);
-    CHECK(close(net2.objective(th.data(), nullptr), ref, 1e-6, 1e-5));
+    // Mini-batch slices (always the direct sum) add up to the full SSE.
+    double sse_slices = 0;
+    for (int mu0 = 0; mu0 < P; mu0 += 3)
+      sse_slices += net.data_sse(th.data(), size_t(mu0), size_t(std::min(3, P - mu0)), nullptr, 0);
+    const double sse_full = net.data_sse(th.data(), 0, size_t(P), nullptr, 0);
+    CHECK(close(sse_slices, sse_full, 1e-6, 1e-5));
   }
 }
 
@@ -240,7 +249,7 @@ TEST_CASE("uniform attention with the optimal read-out reaches the plateau (1-1/
     copytask::NetConfig c;
     c.L = L;
     c.V = V;
-    copytask::CopyNet net(k, c, copyc::make_tokens(k, 1, 1, P, L, V), P, P);
+    copytask::CopyNet net(k, c, copyc::make_tokens(k, 1, 1, P, L, V), P);
     std::vector<float> th(net.n_params(), 0.0f);  // G = 0: A = J/L exactly; W from 0
     copytask::AdamConfig a;
     a.lr = 0.05;
@@ -326,7 +335,7 @@ TEST_CASE("SGLD on W at fixed attention recovers the Gaussian posterior of the r
   c.softmax = false;
   c.kappa = 2.0;
   const auto tok = copyc::make_tokens(k, 3, 3, P, L, V);
-  copytask::CopyNet net(k, c, tok, P, P);
+  copytask::CopyNet net(k, c, tok, P);
   std::vector<float> th(net.n_params(), 0.0f);
   // Linear attention G = 0.6 S + 0.4 J/L.
   for (int l = 0; l < L; ++l)
@@ -491,7 +500,7 @@ TEST_CASE("linear Adam: the balance step keeps the data term and puts theta at t
   c.sw2 = 1.7;
   c.sg2 = 0.6;
   const int P = 30;
-  copytask::CopyNet net(k, c, copyc::make_tokens(k, 2, 3, P, c.L, c.V), P, P);
+  copytask::CopyNet net(k, c, copyc::make_tokens(k, 2, 3, P, c.L, c.V), P);
   std::mt19937 g(7);
   std::normal_distribution<float> N(0, 1);
   std::vector<float> th(net.n_params());
@@ -553,7 +562,7 @@ TEST_CASE("curvature bound: above the top Hessian eigenvalue of U, not far above
     c.sg2 = 0.7;
     const int P = 100;
     CAPTURE(variant);
-    copytask::CopyNet net(k, c, copyc::make_tokens(k, 4, 5 + variant, P, c.L, c.V), P, P);
+    copytask::CopyNet net(k, c, copyc::make_tokens(k, 4, 5 + variant, P, c.L, c.V), P);
     std::mt19937 g(11 + variant);
     std::normal_distribution<double> N(0, 1);
     const size_t n = net.n_params();
