@@ -448,9 +448,9 @@ double PosattnOnehotSse(const float* a, const float* w, const int32_t* x_tok, co
 
 // sse from the counts (kernels.def). With the V^2-major layout every pass is a long vector loop
 // over one L^2 block, no per-row horizontal sums:
-//   S = sum_j M_j c_j,  T = sum_j W_j d_j                   (axpys over L^2; j = (u, u'))
+//   S = sum_j M_j c_j,  T = sum_j W_j d_j                   (row combinations over L^2; j = (u, u'))
 //   R_j = <Q, c_j>,     E_j = <A, d_j>                      (dots over L^2; gradients only)
-//   Q = sum_{i in loss} A_i^T A_i,  A S                     (axpys over rows of L)
+//   Q = sum_{i in loss} A_i^T A_i,  A S                     (row combinations over rows of L)
 //   sse = <Q, S> - 2 <A, T> + n_loss
 namespace posattn_detail {
 // y[0, n) += alpha x[0, n), double.
@@ -461,6 +461,48 @@ HWY_INLINE void AxpyD(double* HWY_RESTRICT y, double alpha, const double* HWY_RE
   size_t i = 0;
   for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
   for (; i < n; ++i) y[i] += alpha * x[i];
+}
+// out[0, n) = sum_{t < rows} coef[t * cs] * x[t * n + (0, n)], double: up to four vectors of out
+// held in registers across all rows (no store-to-load chains through out).
+HWY_INLINE void CombineRowsD(double* HWY_RESTRICT out, const double* HWY_RESTRICT coef, size_t cs,
+                             const double* HWY_RESTRICT x, size_t rows, size_t n) {
+  const hn::ScalableTag<double> d;
+  const size_t N = hn::Lanes(d);
+  size_t c = 0;
+  for (; c + 4 * N <= n; c += 4 * N) {
+    auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t t = 0; t < rows; ++t) {
+      const auto f = hn::Set(d, coef[t * cs]);
+      const double* xt = x + t * n + c;
+      a0 = hn::MulAdd(f, hn::LoadU(d, xt), a0);
+      a1 = hn::MulAdd(f, hn::LoadU(d, xt + N), a1);
+      a2 = hn::MulAdd(f, hn::LoadU(d, xt + 2 * N), a2);
+      a3 = hn::MulAdd(f, hn::LoadU(d, xt + 3 * N), a3);
+    }
+    hn::StoreU(a0, d, out + c);
+    hn::StoreU(a1, d, out + c + N);
+    hn::StoreU(a2, d, out + c + 2 * N);
+    hn::StoreU(a3, d, out + c + 3 * N);
+  }
+  // One vector left per chunk: four chains over t mod 4 (one chain would wait on the FMA latency).
+  for (; c + N <= n; c += N) {
+    auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+    size_t t = 0;
+    for (; t + 4 <= rows; t += 4) {
+      const double* xt = x + t * n + c;
+      a0 = hn::MulAdd(hn::Set(d, coef[t * cs]), hn::LoadU(d, xt), a0);
+      a1 = hn::MulAdd(hn::Set(d, coef[(t + 1) * cs]), hn::LoadU(d, xt + n), a1);
+      a2 = hn::MulAdd(hn::Set(d, coef[(t + 2) * cs]), hn::LoadU(d, xt + 2 * n), a2);
+      a3 = hn::MulAdd(hn::Set(d, coef[(t + 3) * cs]), hn::LoadU(d, xt + 3 * n), a3);
+    }
+    for (; t < rows; ++t) a0 = hn::MulAdd(hn::Set(d, coef[t * cs]), hn::LoadU(d, x + t * n + c), a0);
+    hn::StoreU(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), d, out + c);
+  }
+  for (; c < n; ++c) {
+    double a0 = 0;
+    for (size_t t = 0; t < rows; ++t) a0 += coef[t * cs] * x[t * n + c];
+    out[c] = a0;
+  }
 }
 // <x, y> over [0, n), double; two accumulators.
 HWY_INLINE double DotD(const double* HWY_RESTRICT x, const double* HWY_RESTRICT y, size_t n) {
@@ -508,12 +550,13 @@ void PosattnOnehotStats(const int32_t* x_tok, const int32_t* y_tok, double* c, d
 double PosattnGramSse(const float* a, const float* w, const double* c, const double* d, float* da,
                       float* dw, size_t l, size_t v) {
   using posattn_detail::AxpyD;
+  using posattn_detail::CombineRowsD;
   using posattn_detail::DotD;
   const size_t vv = v * v, ll = l * l;
   if (ll == 0 || vv == 0) return 0.0;
   // ad | s | t | q | as : L^2 each;  wd | m | r | e : V^2 each;  row: L
   static thread_local std::vector<double> buf;
-  buf.assign(5 * ll + 4 * vv + l, 0.0);
+  if (buf.size() < 5 * ll + 4 * vv + l) buf.resize(5 * ll + 4 * vv + l);  // every part is written
   double* ad = buf.data();
   double* s = ad + ll;
   double* t = s + ll;
@@ -527,30 +570,31 @@ double PosattnGramSse(const float* a, const float* w, const double* c, const dou
   for (size_t i = 0; i < ll; ++i) ad[i] = a[i];
   for (size_t j = 0; j < vv; ++j) wd[j] = w[j];
   double n_loss = 0;
+  std::fill(row, row + l, 0.0);
   for (size_t j = 0; j < vv; ++j)
     for (size_t i = 0; i < l; ++i) row[i] += d[j * ll + i * l];
   for (size_t i = 0; i < l; ++i) n_loss += row[i];
-  // M = W^T W: rows of W as axpys into rows of M
-  for (size_t o = 0; o < v; ++o)
-    for (size_t u = 0; u < v; ++u) AxpyD(m + u * v, wd[o * v + u], wd + o * v, v);
-  for (size_t i = 0; i < l; ++i) {
-    if (!(row[i] > 0)) continue;
-    for (size_t k = 0; k < l; ++k) AxpyD(q + k * l, ad[i * l + k], ad + i * l, l);
-  }
-  for (size_t j = 0; j < vv; ++j) {
-    AxpyD(s, m[j], c + j * ll, ll);
-    AxpyD(t, wd[j], d + j * ll, ll);
-  }
+  // M = W^T W (row u of M combines the rows of W with weights W[:, u])
+  for (size_t u = 0; u < v; ++u) CombineRowsD(m + u * v, wd + u, v, wd, v, v);
+  // Q = Am^T Am with Am = A with the rows outside the loss zeroed (am reuses the `as` buffer)
+  double* am = as;
+  for (size_t i = 0; i < l; ++i)
+    for (size_t k = 0; k < l; ++k) am[i * l + k] = row[i] > 0 ? ad[i * l + k] : 0.0;
+  for (size_t k = 0; k < l; ++k) CombineRowsD(q + k * l, am + k, l, am, l, l);
+  CombineRowsD(s, m, 1, c, vv, ll);
+  CombineRowsD(t, wd, 1, d, vv, ll);
   const double quad = DotD(q, s, ll), lin = DotD(ad, t, ll);
   if (da) {
     for (size_t j = 0; j < vv; ++j) {
       r[j] = DotD(q, c + j * ll, ll);
       e[j] = DotD(ad, d + j * ll, ll);
     }
-    // A S on loss rows (S symmetric: row k2 of S is column k2)
+    // A S on loss rows, 0 elsewhere (overwrites am)
     for (size_t i = 0; i < l; ++i) {
-      if (!(row[i] > 0)) continue;
-      for (size_t k2 = 0; k2 < l; ++k2) AxpyD(as + i * l, ad[i * l + k2], s + k2 * l, l);
+      if (row[i] > 0)
+        CombineRowsD(as + i * l, ad + i * l, 1, s, l, l);
+      else
+        std::fill(as + i * l, as + (i + 1) * l, 0.0);
     }
     for (size_t i = 0; i < ll; ++i) da[i] = static_cast<float>(2 * (as[i] - t[i]));
     for (size_t o = 0; o < v; ++o)
