@@ -45,6 +45,22 @@ ExactMarginal::ExactMarginal(const MarginalConfig& cfg, const int32_t* tokens, i
   GK_.resize(LL);
   dA_.resize(LL);
   for (auto* v : {&C_, &B_, &Lc_, &Minv_, &Gam_, &GC_, &GB_, &tmp_}) v->resize(VV);
+  const bool fits = VV * LL <= (size_t(1) << 20);
+  if (cfg.path == MarginalConfig::Path::counts ||
+      (cfg.path == MarginalConfig::Path::automatic && fits && VV < size_t(P_))) {
+    n2_.assign(VV * LL, 0.0);
+    nb_.assign(VV * LL, 0.0);
+    for (int mu = 0; mu < P_; ++mu) {
+      const int32_t* t = &tok_[size_t(mu) * L_];
+      const int32_t* y = &tgt_[size_t(mu) * L_];
+      for (int i = 0; i < L_; ++i)
+        for (int j = 0; j < L_; ++j)
+          n2_[(size_t(t[i]) * V_ + size_t(t[j])) * LL + size_t(i) * L_ + j] += 1;
+      for (int l = first_row_; l < L_; ++l)
+        for (int j = 0; j < L_; ++j)
+          nb_[(size_t(t[j]) * V_ + size_t(y[l])) * LL + size_t(l) * L_ + j] += 1;
+    }
+  }
 }
 
 // C = w sum_mu X^T (A_R^T A_R) X, B = w sum_mu X^T A_R^T Y: O(R L^2 + P L^2).
@@ -63,7 +79,21 @@ void ExactMarginal::build(const double* A) const {
   }
   std::fill(C_.begin(), C_.end(), 0.0);
   std::fill(B_.begin(), B_.end(), 0.0);
-  for (int mu = 0; mu < P_; ++mu) {
+  if (uses_counts()) {  // C[e] = <K, n2[e]>, B[e] = <A_R, nb[e]> (nb is 0 outside the loss rows)
+    const size_t LL = size_t(L) * L;
+    for (size_t e = 0; e < C_.size(); ++e) {
+      const double* n2 = &n2_[e * LL];
+      const double* nb = &nb_[e * LL];
+      double c = 0.0, b = 0.0;
+      for (size_t k = 0; k < LL; ++k) {
+        c += K_[k] * n2[k];
+        b += A[k] * nb[k];
+      }
+      C_[e] = c;
+      B_[e] = b;
+    }
+  }
+  for (int mu = 0; mu < (uses_counts() ? 0 : P_); ++mu) {
     const int32_t* t = &tok_[size_t(mu) * L];
     const int32_t* y = &tgt_[size_t(mu) * L];
     for (int i = 0; i < L; ++i) {  // C[t_i, t_j] += K[i, j]
@@ -188,7 +218,19 @@ void ExactMarginal::grad_A(const double* A, double* dA) const {
   const int L = L_, V = V_;
   std::fill(GK_.begin(), GK_.end(), 0.0);
   std::fill(dA, dA + size_t(L) * L, 0.0);
-  for (int mu = 0; mu < P_; ++mu) {
+  if (uses_counts()) {  // GK = sum_e GC[e] n2[e], dA (loss rows) = sum_e GB[e] nb[e]
+    const size_t LL = size_t(L) * L;
+    for (size_t e = 0; e < GC_.size(); ++e) {
+      const double gc = GC_[e], gb = GB_[e];
+      const double* n2 = &n2_[e * LL];
+      const double* nb = &nb_[e * LL];
+      for (size_t k = 0; k < LL; ++k) {
+        GK_[k] += gc * n2[k];
+        dA[k] += gb * nb[k];
+      }
+    }
+  }
+  for (int mu = 0; mu < (uses_counts() ? 0 : P_); ++mu) {
     const int32_t* t = &tok_[size_t(mu) * L];
     const int32_t* y = &tgt_[size_t(mu) * L];
     for (int i = 0; i < L; ++i) {

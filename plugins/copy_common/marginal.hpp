@@ -7,8 +7,12 @@
 //   action(G) = S_data(A(G)) + ||G||^2 / (2 sg2),  A = row-softmax(G) or A = G (masked if causal)
 //
 // One-hot tokens make C and B scatter-adds: C = sum_mu X^T (A_R^T A_R) X, B = sum_mu X^T A_R^T Y, so
-// one evaluation costs O(P L^2 + L^3 + V^3) and never forms H. All work buffers are allocated in
-// the constructor: evaluations do not allocate, and an object must not be shared between threads.
+// one evaluation costs O(P L^2 + L^3 + V^3) and never forms H ("direct"). They are also linear in
+// token counts gathered once, n2[u, u', i, j] = #{t_i = u, t_j = u'} and nb[u, y, l, j] =
+// #{t_j = u, y_l = y}: C[u, u'] = w sum_ij K_ij n2[u, u', i, j], B[u, y] = w sum_lj A_lj nb[u, y, l, j]
+// ("counts": O(V^2 L^2 + L^3 + V^3) per evaluation, independent of P). All work buffers are
+// allocated in the constructor: evaluations do not allocate, and an object must not be shared
+// between threads.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +40,10 @@ struct MarginalConfig {
   Attention attention = Attention::softmax;
   bool causal = false;  // A[l, l'] = 0 for l' > l (softmax: those logits are -inf)
   double weight = 1.0;  // every sequence counts `weight` times (tests: exact population by enumeration)
+  // How C, B and the gradient gather the data: per sequence (direct) or from token counts;
+  // automatic takes counts when V^2 < P and the 2 V^2 L^2 counts fit in 2 x 8 MB. Same numbers
+  // up to double rounding.
+  enum class Path { automatic, direct, counts } path = Path::automatic;
 };
 
 // Positions in the loss: L (cyclic) or L - 1 (drop_first; position 1 is left out).
@@ -65,6 +73,7 @@ class ExactMarginal {
   int V() const { return V_; }
   int P() const { return P_; }
   int rows() const { return R_; }  // positions in the loss
+  bool uses_counts() const { return !n2_.empty(); }
   double beta() const { return beta_; }
   const MarginalConfig& config() const { return cfg_; }
   // C and B (V x V) of the last evaluation (tests, population checks).
@@ -84,6 +93,7 @@ class ExactMarginal {
   double beta_;
   std::vector<int32_t> tok_;  // P x L
   std::vector<int32_t> tgt_;  // P x L: target symbol of row l (valid for loss rows)
+  std::vector<double> n2_, nb_;  // V^2 blocks of L x L token counts (empty on the direct path)
   // workspaces (mutable: evaluations are logically const)
   mutable std::vector<double> A_, K_, GK_, dA_;            // L x L
   mutable std::vector<double> C_, B_, Lc_, Minv_, Gam_, GC_, GB_, tmp_;  // V x V

@@ -194,10 +194,15 @@ std::vector<double> hessian0(const MarginalConfig& c, const std::vector<int32_t>
 
 }  // namespace
 
+using MPath = MarginalConfig::Path;
+
 TEST_CASE("exact marginal: primal S_data equals the dual GP form") {
+  for (MPath path : {MPath::direct, MPath::counts})
   for (int wrap = 0; wrap < 2; ++wrap)
     for (int bc = 0; bc < 2; ++bc) {
+      CAPTURE(int(path));
       MarginalConfig c;
+      c.path = path;
       c.L = 6;
       c.V = 5;
       c.kappa = 0.7;
@@ -207,6 +212,7 @@ TEST_CASE("exact marginal: primal S_data equals the dual GP form") {
       const int P = 9;
       const auto tok = random_tokens(P, c.L, c.V, 11 + wrap + 2 * bc);
       ExactMarginal em(c, tok.data(), P);
+      CHECK(em.uses_counts() == (path == MPath::counts));
       for (uint32_t s = 0; s < 3; ++s) {
         const auto A = random_matrix(c.L, 0.6, 100 + s);
         const double got = em.s_data(A.data(), nullptr);
@@ -219,10 +225,13 @@ TEST_CASE("exact marginal: primal S_data equals the dual GP form") {
 }
 
 TEST_CASE("exact marginal: gradients vs central finite differences") {
+  for (MPath path : {MPath::direct, MPath::counts})
   for (int att = 0; att < 2; ++att)
     for (int causal = 0; causal < 2; ++causal)
       for (int wrap = 0; wrap < 2; ++wrap) {
+        CAPTURE(int(path));
         MarginalConfig c;
+        c.path = path;
         c.L = 5;
         c.V = 4;
         c.sw2 = 0.8;
@@ -249,6 +258,40 @@ TEST_CASE("exact marginal: gradients vs central finite differences") {
           CHECK(near(dG[e], fdG, 1e-6, 1e-6));
         }
       }
+}
+
+TEST_CASE("exact marginal: the count path gives the direct path's action and gradient") {
+  for (int att = 0; att < 2; ++att)
+    for (int wrap = 0; wrap < 2; ++wrap) {
+      MarginalConfig c;
+      c.L = 16;
+      c.V = 4;
+      c.attention = att ? Attention::linear : Attention::softmax;
+      c.wrap = wrap ? Wrap::drop_first : Wrap::cyclic;
+      c.weight = 1.5;
+      const int P = 500;
+      const auto tok = random_tokens(P, c.L, c.V, 21 + att + 2 * wrap);
+      MarginalConfig cd = c, cc = c, ca = c;
+      cd.path = MPath::direct;
+      cc.path = MPath::counts;
+      ExactMarginal ed(cd, tok.data(), P), ec(cc, tok.data(), P), ea(ca, tok.data(), P);
+      CHECK(ea.uses_counts());  // automatic: V^2 = 16 < P and small counts
+      const auto G = random_matrix(c.L, 1.5, 31 + wrap);
+      std::vector<double> gd(G.size()), gc(G.size());
+      const double sd = ed.action(G.data(), gd.data()), sc = ec.action(G.data(), gc.data());
+      CHECK(near(sc, sd, 1e-9, 1e-12));
+      double gmax = 0;
+      for (double x : gd) gmax = std::max(gmax, std::fabs(x));
+      for (size_t e = 0; e < G.size(); ++e) CHECK(near(gc[e], gd[e], 1e-12 * gmax, 1e-10));
+      std::vector<double> A(G.size());
+      ed.attention_of(G.data(), A.data());
+      CHECK(near(ec.train_mse(A.data()), ed.train_mse(A.data()), 1e-12, 1e-10));
+    }
+  MarginalConfig small;
+  small.L = 6;
+  small.V = 4;
+  const auto tok = random_tokens(10, small.L, small.V, 3);
+  CHECK_FALSE(ExactMarginal(small, tok.data(), 10).uses_counts());  // automatic: P <= V^2
 }
 
 TEST_CASE("exact marginal: weight equals duplicated data; read-out and train MSE vs explicit H") {
