@@ -523,11 +523,26 @@ HWY_INLINE double DotD(const double* HWY_RESTRICT x, const double* HWY_RESTRICT 
 
 // Counts (kernels.def) with vector adds: per sequence the indicator rows ind[u][k'] = [x_k' = u]
 // (V x L), then row k of block (x_k, u) of c gets ind[u], and row i of block (y_i, u) of d too.
-// V L^2 adds per sequence in vectors of L instead of L^2 scattered increments.
+// V L^2 adds per sequence in vectors of L instead of L^2 scattered increments; for V > 8 that is
+// more work than the scatter, which is used then.
 void PosattnOnehotStats(const int32_t* x_tok, const int32_t* y_tok, double* c, double* d, size_t p,
                         size_t l, size_t v) {
   using posattn_detail::AxpyD;
   const size_t ll = l * l;
+  if (v > 8) {
+    for (size_t mu = 0; mu < p; ++mu) {
+      const int32_t* xt = x_tok + mu * l;
+      const int32_t* yt = y_tok + mu * l;
+      for (size_t k = 0; k < l; ++k)
+        for (size_t k2 = 0; k2 < l; ++k2)
+          c[(size_t(xt[k]) * v + size_t(xt[k2])) * ll + k * l + k2] += 1;
+      for (size_t i = 0; i < l; ++i) {
+        if (yt[i] < 0) continue;
+        for (size_t k = 0; k < l; ++k) d[(size_t(yt[i]) * v + size_t(xt[k])) * ll + i * l + k] += 1;
+      }
+    }
+    return;
+  }
   static thread_local std::vector<double> ind;
   ind.assign(v * l, 0.0);
   for (size_t mu = 0; mu < p; ++mu) {

@@ -45,7 +45,7 @@ ExactMarginal::ExactMarginal(const MarginalConfig& cfg, const int32_t* tokens, i
   GK_.resize(LL);
   dA_.resize(LL);
   for (auto* v : {&C_, &B_, &Lc_, &Minv_, &Gam_, &GC_, &GB_, &tmp_}) v->resize(VV);
-  const bool fits = VV * LL <= (size_t(1) << 20);
+  const bool fits = VV * LL <= (size_t(1) << 24);  // 2 x 128 MB at most
   if (cfg.path == MarginalConfig::Path::counts ||
       (cfg.path == MarginalConfig::Path::automatic && fits && VV < size_t(P_))) {
     n2_.assign(VV * LL, 0.0);

@@ -41,7 +41,7 @@ struct MarginalConfig {
   bool causal = false;  // A[l, l'] = 0 for l' > l (softmax: those logits are -inf)
   double weight = 1.0;  // every sequence counts `weight` times (tests: exact population by enumeration)
   // How C, B and the gradient gather the data: per sequence (direct) or from token counts;
-  // automatic takes counts when V^2 < P and the 2 V^2 L^2 counts fit in 2 x 8 MB. Same numbers
+  // automatic takes counts when V^2 < P and the 2 V^2 L^2 counts fit in 2 x 128 MB. Same numbers
   // up to double rounding.
   enum class Path { automatic, direct, counts } path = Path::automatic;
 };

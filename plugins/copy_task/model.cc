@@ -24,7 +24,7 @@ CopyNet::CopyNet(const pl_kernel_table& k, const NetConfig& c, std::vector<int32
   const double L = c.L, V = c.V;
   const size_t n_stats = size_t(c.L) * c.L * c.V * c.V;
   const bool cheaper = 4 * L * L * V * V + 2 * L * L * L < double(P) * (2 * L * L + 3 * L * V * V);
-  const bool fits = n_stats <= (size_t(1) << 20);
+  const bool fits = n_stats <= (size_t(1) << 24);  // 2 x 128 MB at most
   if (c.loss_path == NetConfig::LossPath::stats ||
       (c.loss_path == NetConfig::LossPath::automatic && cheaper && fits)) {
     stats_c_.assign(n_stats, 0.0);

@@ -27,7 +27,7 @@ struct NetConfig {
   // How the full-data sse is evaluated: `direct` sums over the P sequences every call
   // (posattn_onehot_sse); `stats` contracts 2 L^2 V^2 token counts gathered once
   // (posattn_gram_sse; cost independent of P, double accumulation); `automatic` takes stats
-  // when they are cheaper and fit in 2 x 8 MB (see CopyNet). Mini-batches always go direct.
+  // when they are cheaper and fit in 2 x 128 MB (see CopyNet). Mini-batches always go direct.
   enum class LossPath { automatic, direct, stats } loss_path = LossPath::automatic;
   double beta() const {
     return per_position ? 1.0 / (kappa * copyc::loss_positions(L, wrap)) : 1.0 / kappa;
