@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/gemm/gemm-inl.h"
+#include "phaselab/kernels.hpp"
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -529,20 +530,7 @@ void PosattnOnehotStats(const int32_t* x_tok, const int32_t* y_tok, double* c, d
                         size_t l, size_t v) {
   using posattn_detail::AxpyD;
   const size_t ll = l * l;
-  if (v > 8) {
-    for (size_t mu = 0; mu < p; ++mu) {
-      const int32_t* xt = x_tok + mu * l;
-      const int32_t* yt = y_tok + mu * l;
-      for (size_t k = 0; k < l; ++k)
-        for (size_t k2 = 0; k2 < l; ++k2)
-          c[(size_t(xt[k]) * v + size_t(xt[k2])) * ll + k * l + k2] += 1;
-      for (size_t i = 0; i < l; ++i) {
-        if (yt[i] < 0) continue;
-        for (size_t k = 0; k < l; ++k) d[(size_t(yt[i]) * v + size_t(xt[k])) * ll + i * l + k] += 1;
-      }
-    }
-    return;
-  }
+  if (v > 8) return pl::scalar::PosattnOnehotStats(x_tok, y_tok, c, d, p, l, v);
   static thread_local std::vector<double> ind;
   ind.assign(v * l, 0.0);
   for (size_t mu = 0; mu < p; ++mu) {
