@@ -42,6 +42,16 @@ void register_posattn(size_t p, size_t l, size_t v) {
 }
 
 
+// Uniform random tokens (p x L, values < V) and the copy task's targets y_i = x_{i-1 mod L}.
+void copy_tokens(size_t p, size_t l, size_t v, std::vector<int32_t>& xt, std::vector<int32_t>& yt) {
+  const auto u = plbench::uniform(p * l, 0.f, 1.f, 2);
+  xt.resize(p * l);
+  yt.resize(p * l);
+  for (size_t i = 0; i < p * l; ++i) xt[i] = std::min(int32_t(u[i] * float(v)), int32_t(v) - 1);
+  for (size_t mu = 0; mu < p; ++mu)
+    for (size_t i = 0; i < l; ++i) yt[mu * l + i] = xt[mu * l + (i + l - 1) % l];
+}
+
 // One-hot tokens, fused squared loss (sse only, and sse + gradients).
 void register_onehot(size_t p, size_t l, size_t v) {
   const std::string label =
@@ -50,12 +60,9 @@ void register_onehot(size_t p, size_t l, size_t v) {
     plbench::register_variants(
         pl::KernelId::posattn_onehot_sse, std::string(grad ? "sse_grad/" : "sse/") + label,
         [=](benchmark::State& st, const pl::Variant& var) {
-          auto a = plbench::uniform(l * l, -1.f, 1.f, 1), w = plbench::uniform(v * v, -1.f, 1.f, 3),
-               u = plbench::uniform(p * l, 0.f, 1.f, 2);
-          std::vector<int32_t> xt(p * l), yt(p * l);
-          for (size_t i = 0; i < p * l; ++i) xt[i] = std::min(int32_t(u[i] * float(v)), int32_t(v) - 1);
-          for (size_t mu = 0; mu < p; ++mu)
-            for (size_t i = 0; i < l; ++i) yt[mu * l + i] = xt[mu * l + (i + l - 1) % l];
+          auto a = plbench::uniform(l * l, -1.f, 1.f, 1), w = plbench::uniform(v * v, -1.f, 1.f, 3);
+          std::vector<int32_t> xt, yt;
+          copy_tokens(p, l, v, xt, yt);
           std::vector<float> da(l * l), dw(v * v);
           auto fn = pl::as<decltype(&pl::scalar::PosattnOnehotSse)>(var);
           for (auto _ : st) {
@@ -76,12 +83,9 @@ void register_gram(size_t p, size_t l, size_t v) {
     plbench::register_variants(
         pl::KernelId::posattn_gram_sse, std::string(grad ? "gram_grad/" : "gram/") + label,
         [=](benchmark::State& st, const pl::Variant& var) {
-          auto a = plbench::uniform(l * l, -1.f, 1.f, 1), w = plbench::uniform(v * v, -1.f, 1.f, 3),
-               u = plbench::uniform(p * l, 0.f, 1.f, 2);
-          std::vector<int32_t> xt(p * l), yt(p * l);
-          for (size_t i = 0; i < p * l; ++i) xt[i] = std::min(int32_t(u[i] * float(v)), int32_t(v) - 1);
-          for (size_t mu = 0; mu < p; ++mu)
-            for (size_t i = 0; i < l; ++i) yt[mu * l + i] = xt[mu * l + (i + l - 1) % l];
+          auto a = plbench::uniform(l * l, -1.f, 1.f, 1), w = plbench::uniform(v * v, -1.f, 1.f, 3);
+          std::vector<int32_t> xt, yt;
+          copy_tokens(p, l, v, xt, yt);
           std::vector<double> c(l * l * v * v, 0.0), d(c.size(), 0.0);
           pl::scalar::PosattnOnehotStats(xt.data(), yt.data(), c.data(), d.data(), p, l, v);
           std::vector<float> da(l * l), dw(v * v);
