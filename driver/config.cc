@@ -461,10 +461,15 @@ void for_each_combo(const RunConfig& cfg,
 }
 
 uint64_t hash_params(const Plugin& plugin, const std::vector<ParamValue>& params) {
-  // FNV-1a over "name=value;" for every parameter, then mixed: stable across runs and builds.
+  // FNV-1a over "name=value;" for every parameter that differs from its declared default, then
+  // mixed: stable across runs and builds, and across plugin versions that add parameters (a new
+  // key at its default leaves every existing point's streams as they were).
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < params.size(); ++i) {
-    const std::string s = plugin.param_names[i] + "=" + value_text(params[i]) + ";";
+    const std::string text = value_text(params[i]);
+    if (i < plugin.entry.num_params && text == value_text(default_value(plugin.entry.params[i])))
+      continue;
+    const std::string s = plugin.param_names[i] + "=" + text + ";";
     for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
   }
   return plsdk::mix64(h);

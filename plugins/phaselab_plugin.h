@@ -123,7 +123,8 @@ typedef enum pl_log_level { PL_LOG_DEBUG = 0, PL_LOG_INFO = 1, PL_LOG_WARN = 2, 
 typedef struct pl_point {
   uint64_t index; /* position in the run's point order */
   uint64_t seed;
-  uint64_t point_key; /* hash of the non-seed parameter values: stable across runs and orders */
+  uint64_t point_key; /* hash of the parameter values that differ from their defaults (seed excluded):
+                         stable across runs, orders, and plugin versions that add keys */
   const pl_value* params;
   uint32_t num_params;
   const void* reserved[4];

@@ -369,6 +369,39 @@ TEST_CASE("run writes results in point order, with values matching the double or
     CHECK_MESSAGE(json.find(key) != std::string::npos, key);
 }
 
+TEST_CASE("point streams depend on the values, not on keys left at their defaults") {
+  // The toy's inputs come from cx.point_stream(). toy_v2 is the same plugin with one more key
+  // (a later version): left at its default it reproduces the toy's values; set to another value
+  // it changes them, as another value of an existing key does.
+  TempDir d;
+  std::string v2 = kGood;
+  v2.replace(v2.find("\"toy\""), 5, "\"toy_v2\"");
+  v2.replace(v2.find("[toy]"), 5, "[toy_v2]");
+  spit(d / "a.toml", kGood);
+  spit(d / "b.toml", v2);
+  spit(d / "c.toml", v2 + "extra = 1.5\n");
+  spit(d / "e.toml", std::string(kGood) + "steps = 4\n");
+  for (const char* n : {"a", "b", "c", "e"}) {
+    const Result r = phaselab({"run", d / (std::string(n) + ".toml"), "--out", d / n, "--quiet"}, d);
+    CAPTURE(r.err);
+    REQUIRE(r.rc == 0);
+  }
+  auto values = [&](const char* n) {  // the n,mode,seed,value columns of results.csv
+    std::istringstream in(slurp(d / (std::string(n) + "/results.csv")));
+    std::string line, out;
+    while (std::getline(in, line)) {
+      size_t cut = 0;
+      for (int k = 0; k < 4; ++k) cut = line.find(',', cut) + 1;
+      out += line.substr(0, cut) + "\n";
+    }
+    return out;
+  };
+  CHECK(values("a").size() > 100);
+  CHECK(values("a") == values("b"));
+  CHECK(values("a") != values("c"));
+  CHECK(values("a") != values("e"));
+}
+
 TEST_CASE("--target scalar hands the plugin the scalar kernels") {
   TempDir d;
   spit(d / "good.toml", kGood);

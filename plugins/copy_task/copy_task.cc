@@ -67,6 +67,9 @@ const pl_param_decl kParams[] = {
                       "linear attention, Adam: every window, move to the mirror point "
                       "(W (I - 2 11^T/V), G (I - 2 J/L)) when that lowers the objective"),
     plsdk::int_param("batch", 0, "sequences per step (0: full batch)", 0, 100000000),
+    plsdk::enum_param("loss_path", "auto", "auto|direct|counts",
+                      "full-data loss: per sequence, or from token counts gathered once "
+                      "(cost independent of P; auto: counts when cheaper and <= 2 x 128 MB)"),
     plsdk::float_param("step", 0.0,
                        "sampler step (SGLD eta / MALA initial eps); 0 = auto", kNonNeg, 0),
     plsdk::float_param("temperature", 1.0, "sampler temperature T", kPos, 0),
@@ -299,6 +302,9 @@ class CopyTask {
     c.sw2 = cx.f("sw2");
     c.sg2 = cx.f("sg2");
     c.per_position = cx.is("beta_convention", "per_position");
+    c.loss_path = cx.is("loss_path", "direct")   ? NetConfig::LossPath::direct
+                  : cx.is("loss_path", "counts") ? NetConfig::LossPath::stats
+                                                 : NetConfig::LossPath::automatic;
     return c;
   }
 

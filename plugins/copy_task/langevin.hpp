@@ -21,6 +21,9 @@ inline copyth::MarginalConfig marginal_config(const NetConfig& c) {
   m.wrap = c.wrap == copyc::Wrap::cyclic ? copyth::Wrap::cyclic : copyth::Wrap::drop_first;
   m.attention = c.softmax ? copyth::Attention::softmax : copyth::Attention::linear;
   m.causal = c.causal;
+  m.path = c.loss_path == NetConfig::LossPath::direct  ? copyth::MarginalConfig::Path::direct
+           : c.loss_path == NetConfig::LossPath::stats ? copyth::MarginalConfig::Path::counts
+                                                       : copyth::MarginalConfig::Path::automatic;
   return m;
 }
 

@@ -125,7 +125,8 @@ class Context {
   // An RNG stream id for `purpose` that depends on (seed, purpose) only: the same data for every
   // point of one seed (e.g. training data shared by methods).
   uint64_t seed_stream(uint64_t purpose) const { return derive(point_->seed, purpose); }
-  // A stream id that depends on (seed, this point's parameters, purpose).
+  // A stream id that depends on (seed, this point's parameter values that differ from their
+  // defaults, purpose): adding a key to a plugin does not move existing points' streams.
   uint64_t point_stream(uint64_t purpose) const {
     return derive(derive(point_->seed, point_->point_key), purpose);
   }

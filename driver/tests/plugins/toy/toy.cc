@@ -77,6 +77,9 @@ const pl_param_decl kParams[] = {
     plsdk::int_param("fail_at", -1, "n at which the point fails with a reason (-1: never)"),
     plsdk::int_param("sleep_ms", 0, "sleep this long per point, polling cancellation", 0, 600000),
     plsdk::int_param("steps", 3, "rows per point in history.csv", 1, 1000),
+#ifdef PL_TOY_V2
+    plsdk::float_param("extra", 0.0, "a key added by a later version; not used", 0, 0.0),
+#endif
 };
 const char* const kResultCols[] = {"value", "ref", "label", "exp_variant"};
 const char* const kHistoryCols[] = {"step", "partial"};
@@ -92,5 +95,10 @@ const pl_plot_decl kPlots[] = {
 
 }  // namespace
 
+#ifdef PL_TOY_V2
+PL_DEFINE_PLUGIN(Toy, "toy_v2", "0.2", "the toy with one more parameter (driver tests)", kParams,
+                 kTables, kPlots, validate, nullptr)
+#else
 PL_DEFINE_PLUGIN(Toy, "toy", "0.1", "tiny deterministic plugin for the driver tests", kParams,
                  kTables, kPlots, validate, nullptr)
+#endif
