@@ -28,9 +28,9 @@ double flops_per_step(const mk::ModelConfig& c, int B) {
   const double R = double(B) * c.N, d = c.d, f = c.ffn;
   double fwd = 0;
   for (int l = 0; l < c.layers; ++l) {
-    fwd += 2 * R * d * 3 * d + 2 * R * d * d;                      // qkv, output projection
-    if (c.mlp) fwd += 2 * (2 * R * d * f);                          // fc, proj
-    fwd += double(B) * 2 * (2.0 * c.N * (c.N + 1) / 2 * d);         // Q K^T and P V (causal)
+    fwd += 2 * R * d * 3 * d + 2 * R * d * d;                // qkv, output projection
+    if (c.mlp) fwd += 2 * (2 * R * d * f);                   // fc, proj
+    fwd += double(B) * 2 * (2.0 * c.N * (c.N + 1) / 2 * d);  // Q K^T and P V (causal)
   }
   fwd += 2 * R * d * c.C;  // unembedding
   return 3 * fwd;
@@ -79,23 +79,34 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
-    if (a == "--threads") threads = next();
-    else if (a == "--d") mc.d = next();
-    else if (a == "--N") mc.N = next();
-    else if (a == "--batch") batch = next();
-    else if (a == "--heads") mc.heads = next();
-    else if (a == "--reps") reps = next();
-    else if (a == "--chunks") chunks = next();
-    else if (a == "--target" && i + 1 < argc) target = argv[++i];
-    else if (a == "--peak") peak = true;
+    if (a == "--threads")
+      threads = next();
+    else if (a == "--d")
+      mc.d = next();
+    else if (a == "--N")
+      mc.N = next();
+    else if (a == "--batch")
+      batch = next();
+    else if (a == "--heads")
+      mc.heads = next();
+    else if (a == "--reps")
+      reps = next();
+    else if (a == "--chunks")
+      chunks = next();
+    else if (a == "--target" && i + 1 < argc)
+      target = argv[++i];
+    else if (a == "--peak")
+      peak = true;
     else {
-      std::fprintf(stderr, "usage: markov_step [--threads T] [--d D] [--N N] [--batch B] [--heads H] "
-                           "[--reps R] [--chunks C] [--target NAME] [--peak]\n");
+      std::fprintf(stderr,
+                   "usage: markov_step [--threads T] [--d D] [--N N] [--batch B] [--heads H] "
+                   "[--reps R] [--chunks C] [--target NAME] [--peak]\n");
       return 2;
     }
   }
   mc.ffn = 4 * mc.d;
-  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, size_t(std::max(1, threads)));
+  tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
+                         size_t(std::max(1, threads)));
   pl_kernel_table t{};
   std::string err;
   if (!pl::select_kernels(target, &t, &err)) {
@@ -128,19 +139,21 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = cpu_now();
     tr.train_step(s);
-    const double e = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double e =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (s > 3) ms.push_back(e), cpu.push_back(cpu_now() - c0);
   }
   std::sort(ms.begin(), ms.end());
   std::sort(cpu.begin(), cpu.end());
   const double med = ms[ms.size() / 2], fl = flops_per_step(mc, batch);
-  std::printf("impl=phaselab threads=%d d=%d N=%d batch=%d heads=%d median_ms=%.3f min_ms=%.3f "
-              "cpu_ms=%.3f flops=%.4g gflops=%.2f fallback_kernels=%d target=%s",
-              threads, mc.d, mc.N, batch, mc.heads, med, ms.front(), cpu[cpu.size() / 2], fl,
-              fl / med * 1e-6, filled,
-              t.target ? t.target : "?");
+  std::printf(
+      "impl=phaselab threads=%d d=%d N=%d batch=%d heads=%d median_ms=%.3f min_ms=%.3f "
+      "cpu_ms=%.3f flops=%.4g gflops=%.2f fallback_kernels=%d target=%s",
+      threads, mc.d, mc.N, batch, mc.heads, med, ms.front(), cpu[cpu.size() / 2], fl,
+      fl / med * 1e-6, filled, t.target ? t.target : "?");
 #if defined(__x86_64__)
-  if (peak && __builtin_cpu_supports("avx512f")) std::printf(" peak_gflops_1core=%.1f", peak_avx512(1.0) * 1e-9);
+  if (peak && __builtin_cpu_supports("avx512f"))
+    std::printf(" peak_gflops_1core=%.1f", peak_avx512(1.0) * 1e-9);
 #endif
   std::printf("\n");
   return 0;

@@ -21,13 +21,13 @@ void register_sgemm(size_t m, size_t n, size_t k) {
     for (auto& x : a) x = u(g);
     for (auto& x : b) x = u(g);
     for (auto _ : st) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.f,
-                  a.data(), int(k), b.data(), int(n), 0.f, c.data(), int(n));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.f, a.data(),
+                  int(k), b.data(), int(n), 0.f, c.data(), int(n));
       benchmark::DoNotOptimize(c.data());
       benchmark::ClobberMemory();
     }
-    st.counters["GFLOPS"] = benchmark::Counter(2.0 * m * n * k * 1e-9,
-                                               benchmark::Counter::kIsIterationInvariantRate);
+    st.counters["GFLOPS"] =
+        benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   });
 }
 

@@ -1,6 +1,7 @@
+#include "driver/cli.hpp"
+
 #include <cstdio>
 
-#include "driver/cli.hpp"
 #include "driver/text.hpp"
 
 namespace phaselab {
@@ -20,22 +21,36 @@ struct CommandSpec {
 
 const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> c = {
-      {"list", "phaselab list", 0, {{"--help", false}},
+      {"list",
+       "phaselab list",
+       0,
+       {{"--help", false}},
        "Lists the plugins found on the search path (the build's plugin folder, then the folders\n"
        "of PHASELAB_PLUGIN_PATH, colon-separated) with their version, description, the config\n"
        "keys they accept (type, default, range, help), result tables and figures.\n"},
-      {"kernels", "phaselab kernels [--json]", 0, {{"--json", false}, {"--help", false}},
+      {"kernels",
+       "phaselab kernels [--json]",
+       0,
+       {{"--json", false}, {"--help", false}},
        "Lists every kernel with every compiled variant, whether this CPU supports it, and the\n"
        "one dispatch selects (marked *). --json prints the same as JSON.\n"},
-      {"check", "phaselab check CONFIG.toml [--target NAME]", 1,
+      {"check",
+       "phaselab check CONFIG.toml [--target NAME]",
+       1,
        {{"--target", true}, {"--help", false}},
        "Validates a config without running it: TOML syntax, every key, type and range against the\n"
        "plugin's declarations, the sweep, the kernel target, and the plugin's own check of every\n"
        "sweep point. Prints the number of points. Exit 0 if valid, 2 if not, 3 if the plugin\n"
        "cannot be loaded.\n"},
-      {"run", "phaselab run CONFIG.toml [--out DIR] [--threads N] [--target NAME] [--resume] [--quiet]", 1,
-       {{"--out", true}, {"--threads", true}, {"--target", true}, {"--resume", false},
-        {"--quiet", false}, {"--help", false}},
+      {"run",
+       "phaselab run CONFIG.toml [--out DIR] [--threads N] [--target NAME] [--resume] [--quiet]",
+       1,
+       {{"--out", true},
+        {"--threads", true},
+        {"--target", true},
+        {"--resume", false},
+        {"--quiet", false},
+        {"--help", false}},
        "Runs every sweep point x seed of the config in parallel and writes the run folder:\n"
        "  results.csv    one row per point (more if the plugin emits several): sweep keys, seed,\n"
        "                 then the plugin's columns; appended as each point finishes, rewritten in\n"
@@ -48,7 +63,8 @@ const std::vector<CommandSpec>& commands() {
        "options:\n"
        "  --out DIR      run folder (default: [run] out, else runs/<name>-<UTC timestamp>)\n"
        "  --threads N    points run in parallel (default: [run] threads; 0 = all cores)\n"
-       "  --target NAME  force a kernel target for the whole run (scalar, avx2, avx512, neon, sve,\n"
+       "  --target NAME  force a kernel target for the whole run (scalar, avx2, avx512, neon, "
+       "sve,\n"
        "                 ...; see `phaselab kernels`); refused if the CPU lacks it\n"
        "  --resume       continue the run in --out: skip points already in results.csv,\n"
        "                 run again those that failed or were not run\n"
@@ -70,21 +86,22 @@ const CommandSpec* find_command(const std::string& name) {
 }  // namespace
 
 void print_usage(std::FILE* f) {
-  std::fprintf(f,
-               "usage: phaselab COMMAND [ARGS]\n"
-               "\n"
-               "commands:\n"
-               "  list                      plugins found, with their config keys\n"
-               "  kernels [--json]          every kernel variant: supported here? selected?\n"
-               "  check CONFIG.toml         validate a config without running it\n"
-               "  run CONFIG.toml [...]     run a config (--out --threads --target --resume --quiet)\n"
-               "\n"
-               "  phaselab COMMAND --help   help for one command\n"
-               "  phaselab --version        version and git commit\n"
-               "\n"
-               "exit status: 0 ok, 2 usage or config error, 3 plugin load or ABI error,\n"
-               "4 a point failed (the others still ran), 130 interrupted.\n"
-               "plugin search path: the build's plugin folder, then PHASELAB_PLUGIN_PATH.\n");
+  std::fprintf(
+      f,
+      "usage: phaselab COMMAND [ARGS]\n"
+      "\n"
+      "commands:\n"
+      "  list                      plugins found, with their config keys\n"
+      "  kernels [--json]          every kernel variant: supported here? selected?\n"
+      "  check CONFIG.toml         validate a config without running it\n"
+      "  run CONFIG.toml [...]     run a config (--out --threads --target --resume --quiet)\n"
+      "\n"
+      "  phaselab COMMAND --help   help for one command\n"
+      "  phaselab --version        version and git commit\n"
+      "\n"
+      "exit status: 0 ok, 2 usage or config error, 3 plugin load or ABI error,\n"
+      "4 a point failed (the others still ran), 130 interrupted.\n"
+      "plugin search path: the build's plugin folder, then PHASELAB_PLUGIN_PATH.\n");
 }
 
 bool print_command_help(const std::string& command) {
@@ -103,7 +120,8 @@ bool parse_args(int argc, char** argv, Args* out) {
       out->options[first == "-h" ? "--help" : first] = "";
       return true;
     }
-    std::fprintf(stderr, "phaselab: error: unknown option %s (try phaselab --help)\n", first.c_str());
+    std::fprintf(stderr, "phaselab: error: unknown option %s (try phaselab --help)\n",
+                 first.c_str());
     return false;
   }
   const CommandSpec* spec = find_command(first);
@@ -111,8 +129,9 @@ bool parse_args(int argc, char** argv, Args* out) {
     std::vector<std::string> names;
     for (const auto& c : commands()) names.push_back(c.name);
     const std::string dym = did_you_mean(first, names);
-    std::fprintf(stderr, "phaselab: error: unknown command %s%s (commands: list, kernels, check, run)\n",
-                 quoted(first).c_str(), dym.empty() ? "" : (" (did you mean " + dym + "?)").c_str());
+    std::fprintf(
+        stderr, "phaselab: error: unknown command %s%s (commands: list, kernels, check, run)\n",
+        quoted(first).c_str(), dym.empty() ? "" : (" (did you mean " + dym + "?)").c_str());
     return false;
   }
   out->command = first;
@@ -144,7 +163,8 @@ bool parse_args(int argc, char** argv, Args* out) {
     }
     if (o->takes_value && !has_value) {
       if (i + 1 >= argc) {
-        std::fprintf(stderr, "phaselab %s: error: option %s needs a value\n", spec->name, a.c_str());
+        std::fprintf(stderr, "phaselab %s: error: option %s needs a value\n", spec->name,
+                     a.c_str());
         return false;
       }
       value = argv[++i];
@@ -157,7 +177,8 @@ bool parse_args(int argc, char** argv, Args* out) {
   if (out->has("--help")) return true;
   if (int(out->positional.size()) != spec->positional) {
     if (spec->positional == 1 && out->positional.empty())
-      std::fprintf(stderr, "phaselab %s: error: missing CONFIG.toml\nusage: %s\n", spec->name, spec->synopsis);
+      std::fprintf(stderr, "phaselab %s: error: missing CONFIG.toml\nusage: %s\n", spec->name,
+                   spec->synopsis);
     else
       std::fprintf(stderr, "phaselab %s: error: unexpected argument %s\nusage: %s\n", spec->name,
                    quoted(out->positional.back()).c_str(), spec->synopsis);

@@ -9,7 +9,7 @@
 namespace phaselab {
 
 struct Args {
-  std::string command;                         // list, kernels, check, run ("" for top level)
+  std::string command;  // list, kernels, check, run ("" for top level)
   std::vector<std::string> positional;
   std::map<std::string, std::string> options;  // "--out" -> "DIR", "--quiet" -> ""
   bool has(const std::string& o) const { return options.count(o) != 0; }

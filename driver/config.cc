@@ -1,8 +1,8 @@
 #include "driver/config.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -23,17 +23,23 @@ std::string where(const std::string& file, const toml::source_region& r) {
 // What a TOML value looks like in a message: "16" for a string, 16, 4.0, true, a list, ...
 std::string found_text(const toml::node& n) {
   switch (n.type()) {
-    case toml::node_type::string: return quoted(*n.value<std::string>());
-    case toml::node_type::integer: return std::to_string(*n.value<int64_t>());
+    case toml::node_type::string:
+      return quoted(*n.value<std::string>());
+    case toml::node_type::integer:
+      return std::to_string(*n.value<int64_t>());
     case toml::node_type::floating_point: {
       std::string s = format_double(*n.value<double>());
       if (s.find_first_of(".eni") == std::string::npos) s += ".0";  // show it is a float
       return s;
     }
-    case toml::node_type::boolean: return *n.value<bool>() ? "true" : "false";
-    case toml::node_type::array: return n.as_array()->empty() ? "an empty list" : "a list";
-    case toml::node_type::table: return "a table";
-    default: return "a date/time";
+    case toml::node_type::boolean:
+      return *n.value<bool>() ? "true" : "false";
+    case toml::node_type::array:
+      return n.as_array()->empty() ? "an empty list" : "a list";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date/time";
   }
 }
 
@@ -97,10 +103,20 @@ ParamValue default_value(const pl_param_decl& d) {
   ParamValue v;
   v.type = d.type;
   switch (d.type) {
-    case PL_PARAM_INT: v.i = d.def_int; v.f = double(d.def_int); break;
-    case PL_PARAM_FLOAT: v.f = d.def_float; break;
-    case PL_PARAM_BOOL: v.i = d.def_int ? 1 : 0; v.f = double(v.i); break;
-    case PL_PARAM_STRING: v.s = d.def_string ? d.def_string : ""; break;
+    case PL_PARAM_INT:
+      v.i = d.def_int;
+      v.f = double(d.def_int);
+      break;
+    case PL_PARAM_FLOAT:
+      v.f = d.def_float;
+      break;
+    case PL_PARAM_BOOL:
+      v.i = d.def_int ? 1 : 0;
+      v.f = double(v.i);
+      break;
+    case PL_PARAM_STRING:
+      v.s = d.def_string ? d.def_string : "";
+      break;
     case PL_PARAM_ENUM: {
       v.s = d.def_string ? d.def_string : "";
       const auto ch = enum_choices(d);
@@ -167,8 +183,9 @@ void run_section(const toml::table& run, const std::string& file, RunConfig* cfg
       cfg->seeds.clear();
       if (auto n = v->value_exact<int64_t>()) {
         if (*n < 1 || *n > 1'000'000) {
-          err(v->source(), "run.seeds must be a seed count >= 1 or a non-empty list of seeds, got " +
-                               found_text(*v));
+          err(v->source(),
+              "run.seeds must be a seed count >= 1 or a non-empty list of seeds, got " +
+                  found_text(*v));
           continue;
         }
         for (int64_t s = 0; s < *n; ++s) cfg->seeds.push_back(uint64_t(s));
@@ -190,7 +207,8 @@ void run_section(const toml::table& run, const std::string& file, RunConfig* cfg
     } else if (key == "threads") {
       auto n = v->value_exact<int64_t>();
       if (!n || *n < 0 || *n > 4096)
-        err(v->source(), "run.threads must be an integer >= 0 (0: all cores), got " + found_text(*v));
+        err(v->source(),
+            "run.threads must be an integer >= 0 (0: all cores), got " + found_text(*v));
       else
         cfg->threads = *n;
     } else if (key == "out") {
@@ -218,10 +236,14 @@ void run_section(const toml::table& run, const std::string& file, RunConfig* cfg
 
 std::string value_text(const ParamValue& v) {
   switch (v.type) {
-    case PL_PARAM_INT: return std::to_string(v.i);
-    case PL_PARAM_FLOAT: return format_double(v.f);
-    case PL_PARAM_BOOL: return v.i ? "true" : "false";
-    default: return v.s;
+    case PL_PARAM_INT:
+      return std::to_string(v.i);
+    case PL_PARAM_FLOAT:
+      return format_double(v.f);
+    case PL_PARAM_BOOL:
+      return v.i ? "true" : "false";
+    default:
+      return v.s;
   }
 }
 
@@ -239,8 +261,8 @@ bool check_target(const std::string& target, std::string* error) {
     return false;
   }
   if (!pl::target_supported(target)) {
-    *error = "kernel target " + quoted(target) + " is not supported by this CPU (best here: " +
-             pl::best_target() + ")";
+    *error = "kernel target " + quoted(target) +
+             " is not supported by this CPU (best here: " + pl::best_target() + ")";
     return false;
   }
   return true;
@@ -322,7 +344,8 @@ bool resolve_config(const toml::table& t, const std::string& file, const Plugin&
       if (key == "sweep") sweep = tab;
       if (key == pname) params = tab;
     } else if (param_index(plugin, key) >= 0) {
-      err(k->source(), "parameter " + key + " belongs in the [" + pname + "] table (or in [sweep])");
+      err(k->source(),
+          "parameter " + key + " belongs in the [" + pname + "] table (or in [sweep])");
     } else {
       err(k->source(), unknown_key("", key, {"plugin", "name", "run", "sweep", pname}));
     }
@@ -352,7 +375,8 @@ bool resolve_config(const toml::table& t, const std::string& file, const Plugin&
   if (sweep) {
     std::set<std::string> columns = {"seed"};
     for (uint32_t ti = 0; ti < p.num_tables; ++ti)
-      for (uint32_t c = 0; c < p.tables[ti].num_columns; ++c) columns.insert(p.tables[ti].columns[c]);
+      for (uint32_t c = 0; c < p.tables[ti].num_columns; ++c)
+        columns.insert(p.tables[ti].columns[c]);
     for (auto [k, v] : in_file_order(*sweep)) {
       const std::string key = std::string(k->str());
       if (key == "seed" || key == "seeds") {
@@ -439,9 +463,9 @@ std::string join_key(const std::vector<std::string>& cells) {
 namespace {
 
 // Visits every sweep combination (without seeds) in run order.
-void for_each_combo(const RunConfig& cfg,
-                    const std::function<void(const std::vector<ParamValue>&,
-                                             const std::vector<size_t>&)>& fn) {
+void for_each_combo(
+    const RunConfig& cfg,
+    const std::function<void(const std::vector<ParamValue>&, const std::vector<size_t>&)>& fn) {
   std::vector<size_t> pos(cfg.sweep.size(), 0);
   std::vector<ParamValue> params = cfg.base;
   while (true) {
@@ -477,7 +501,8 @@ uint64_t hash_params(const Plugin& plugin, const std::vector<ParamValue>& params
 
 std::string combo_label(const RunConfig& cfg, const std::vector<ParamValue>& params) {
   std::string l;
-  for (const auto& a : cfg.sweep) l += (l.empty() ? "" : " ") + a.key + "=" + value_text(params[a.param]);
+  for (const auto& a : cfg.sweep)
+    l += (l.empty() ? "" : " ") + a.key + "=" + value_text(params[a.param]);
   return l;
 }
 

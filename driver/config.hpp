@@ -10,15 +10,14 @@
 //   [copy_task]  scalar parameter values (defaults from the plugin otherwise)
 #pragma once
 
+#include <toml++/toml.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include <toml++/toml.h>
-
 #include "phaselab_plugin.h"
-
 
 namespace phaselab {
 
@@ -72,11 +71,11 @@ bool check_target(const std::string& target, std::string* error);
 struct Point {
   uint64_t index = 0;
   uint64_t seed = 0;
-  std::vector<ParamValue> params;       // every declared parameter, resolved
-  std::vector<std::string> key_cells;   // sweep values then seed, as written in results.csv
-  std::string key;                      // key_cells joined: identifies the point on --resume
-  uint64_t point_key = 0;               // hash of all parameter values (not the seed)
-  std::string label;                    // "L=16 attention=softmax seed=1"
+  std::vector<ParamValue> params;      // every declared parameter, resolved
+  std::vector<std::string> key_cells;  // sweep values then seed, as written in results.csv
+  std::string key;                     // key_cells joined: identifies the point on --resume
+  uint64_t point_key = 0;              // hash of all parameter values (not the seed)
+  std::string label;                   // "L=16 attention=softmax seed=1"
 };
 uint64_t count_points(const RunConfig& cfg);
 std::vector<Point> enumerate_points(const RunConfig& cfg, const Plugin& plugin);

@@ -92,8 +92,10 @@ struct Tool {
 Tool find_gnuplot(const std::string& scratch_dir) {
   Tool t;
   const char* env = std::getenv("PHASELAB_GNUPLOT");  // path to gnuplot; empty: no figures
-  if (env) t.exe = env;
-  else t.exe = find_in_path("gnuplot");
+  if (env)
+    t.exe = env;
+  else
+    t.exe = find_in_path("gnuplot");
   if (t.exe.empty() || ::access(t.exe.c_str(), X_OK) != 0) {
     t.why = "gnuplot not found (install gnuplot-nox, e.g. with scripts/setup.sh)";
     t.exe.clear();
@@ -148,7 +150,8 @@ std::vector<Agg> aggregate(std::vector<std::pair<double, double>> xy) {
   return out;
 }
 
-FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir, const std::string& fig_dir,
+FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
+                        const std::string& fig_dir,
                         const std::map<std::string, std::string>& constants, const Tool& tool) {
   FigureResult res;
   res.name = pd.name;
@@ -204,8 +207,10 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir, cons
   std::vector<int> groups;
   std::string fixed;  // group_by parameters that are constant in this run
   for (const auto& g : split(pd.group_by ? pd.group_by : "", ',')) {
-    if (col(g) >= 0) groups.push_back(col(g));
-    else if (constants.count(g)) fixed += (fixed.empty() ? "" : ", ") + g + "=" + constants.at(g);
+    if (col(g) >= 0)
+      groups.push_back(col(g));
+    else if (constants.count(g))
+      fixed += (fixed.empty() ? "" : ", ") + g + "=" + constants.at(g);
   }
   // One curve per (group value, y column), in order of first appearance.
   std::vector<Curve> curves;
@@ -217,12 +222,14 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir, cons
     for (const auto& [c, v] : filters) keep = keep && same_cell(rec[size_t(c)], v);
     if (!keep) continue;
     std::string glabel;
-    for (int g : groups) glabel += (glabel.empty() ? "" : ", ") + header[size_t(g)] + "=" + rec[size_t(g)];
+    for (int g : groups)
+      glabel += (glabel.empty() ? "" : ", ") + header[size_t(g)] + "=" + rec[size_t(g)];
     double x;
     if (!number(rec[size_t(xc)], &x) || !std::isfinite(x) || (logx && x <= 0)) continue;
     for (const auto& [yname, yc] : ys) {
       double y = 0;
-      if (!hist && (!number(rec[size_t(yc)], &y) || !std::isfinite(y) || (logy && y <= 0))) continue;
+      if (!hist && (!number(rec[size_t(yc)], &y) || !std::isfinite(y) || (logy && y <= 0)))
+        continue;
       const std::string key = glabel + "\x1f" + yname;
       auto it = std::find(curve_keys.begin(), curve_keys.end(), key);
       if (it == curve_keys.end()) {
@@ -241,7 +248,8 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir, cons
   }
 
   // Data file: one block per curve, separated by two blank lines (gnuplot `index`).
-  std::string dat = "# " + std::string(pd.name) + ": from " + pd.table + ".csv, written by phaselab\n";
+  std::string dat =
+      "# " + std::string(pd.name) + ": from " + pd.table + ".csv, written by phaselab\n";
   std::vector<std::string> plots;
   bool any_errorbars = false;
   double lo = INFINITY, hi = -INFINITY;
@@ -260,11 +268,13 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir, cons
       for (const auto& p : c.xy) count[size_t(std::clamp(int((t(p.first) - a) / w), 0, nb - 1))]++;
       for (int k = 0; k < nb; ++k) {
         const double mid = a + (k + 0.5) * w;
-        dat += format_double(logx ? std::exp(mid) : mid) + " " + std::to_string(count[size_t(k)]) + "\n";
+        dat += format_double(logx ? std::exp(mid) : mid) + " " + std::to_string(count[size_t(k)]) +
+               "\n";
       }
       style = "using 1:2 with histeps lw 2";
     } else if (pd.flags & PL_PLOT_POINTS) {
-      for (const auto& p : c.xy) dat += format_double(p.first) + " " + format_double(p.second) + "\n";
+      for (const auto& p : c.xy)
+        dat += format_double(p.first) + " " + format_double(p.second) + "\n";
       style = "using 1:2 with points ps 0.8";
     } else {
       const auto agg = aggregate(c.xy);
@@ -283,8 +293,8 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir, cons
     const size_t cycle = i / 8;
     style += " lc " + std::to_string(1 + i % 8) + " dt " + std::to_string(1 + cycle % 5);
     if (!hist) style += " pt " + std::to_string(kMarkers[cycle % 6]);
-    plots.push_back(gp(std::string(pd.name) + ".dat") + " index " + std::to_string(i) + " " + style +
-                    " title " + gp(c.title));
+    plots.push_back(gp(std::string(pd.name) + ".dat") + " index " + std::to_string(i) + " " +
+                    style + " title " + gp(c.title));
   }
 
   std::string title = pd.title && *pd.title ? pd.title : pd.name;

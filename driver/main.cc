@@ -22,15 +22,16 @@ int cmd_kernels(bool json) {
     std::printf("{\n  \"best_target\": \"%s\",\n  \"kernels\": [\n", best.c_str());
     for (int k = 0; k < pl::kNumKernels; ++k) {
       const pl::Variant* sel = pl::selected_variant(k, "");
-      std::printf("    {\"kernel\": \"%s\", \"selected\": %s, \"variants\": [\n", pl::kernel_name(k),
-                  json_string(sel ? sel->name : "").c_str());
+      std::printf("    {\"kernel\": \"%s\", \"selected\": %s, \"variants\": [\n",
+                  pl::kernel_name(k), json_string(sel ? sel->name : "").c_str());
       bool first = true;
       for (const auto& v : pl::variants()) {
         if (v.kernel != k) continue;
-        std::printf("%s      {\"name\": %s, \"backend\": \"%s\", \"isa\": \"%s\", "
-                    "\"supported\": %s, \"selected\": %s}",
-                    first ? "" : ",\n", json_string(v.name).c_str(), v.backend, v.isa,
-                    v.supported ? "true" : "false", (&v == sel) ? "true" : "false");
+        std::printf(
+            "%s      {\"name\": %s, \"backend\": \"%s\", \"isa\": \"%s\", "
+            "\"supported\": %s, \"selected\": %s}",
+            first ? "" : ",\n", json_string(v.name).c_str(), v.backend, v.isa,
+            v.supported ? "true" : "false", (&v == sel) ? "true" : "false");
         first = false;
       }
       std::printf("\n    ]}%s\n", k + 1 < pl::kNumKernels ? "," : "");
@@ -53,11 +54,16 @@ int cmd_kernels(bool json) {
 
 const char* type_name(pl_param_type t) {
   switch (t) {
-    case PL_PARAM_INT: return "int";
-    case PL_PARAM_FLOAT: return "float";
-    case PL_PARAM_BOOL: return "bool";
-    case PL_PARAM_STRING: return "string";
-    default: return "enum";
+    case PL_PARAM_INT:
+      return "int";
+    case PL_PARAM_FLOAT:
+      return "float";
+    case PL_PARAM_BOOL:
+      return "bool";
+    case PL_PARAM_STRING:
+      return "string";
+    default:
+      return "enum";
   }
 }
 
@@ -116,7 +122,8 @@ void print_errors(const std::vector<std::string>& errors) {
 }
 
 // Reads, loads the plugin and resolves: shared by check and run. Returns 0 or an exit code.
-int prepare(const std::string& file, const std::string& cli_target, Plugin* plugin, RunConfig* cfg) {
+int prepare(const std::string& file, const std::string& cli_target, Plugin* plugin,
+            RunConfig* cfg) {
   std::vector<std::string> errors;
   toml::table t;
   std::string text;
@@ -150,7 +157,8 @@ int prepare(const std::string& file, const std::string& cli_target, Plugin* plug
   }
   std::string why;
   if (!load_plugin(*found, plugin, &why)) {
-    std::fprintf(stderr, "%s: error: plugin %s: %s\n", at.c_str(), quoted(name).c_str(), why.c_str());
+    std::fprintf(stderr, "%s: error: plugin %s: %s\n", at.c_str(), quoted(name).c_str(),
+                 why.c_str());
     return kExitPlugin;
   }
   cfg->text = text;
@@ -172,8 +180,8 @@ int cmd_check(const Args& a) {
   if (int rc = prepare(a.positional[0], target, &plugin, &cfg)) return rc;
   std::string shape;
   for (const auto& ax : cfg.sweep) shape += std::to_string(ax.values.size()) + " " + ax.key + " x ";
-  std::printf("%s: ok: plugin %s %s, %llu points (%s%zu seed%s)\n", cfg.file.c_str(), cfg.plugin.c_str(),
-              plugin.entry.version ? plugin.entry.version : "",
+  std::printf("%s: ok: plugin %s %s, %llu points (%s%zu seed%s)\n", cfg.file.c_str(),
+              cfg.plugin.c_str(), plugin.entry.version ? plugin.entry.version : "",
               (unsigned long long)count_points(cfg), shape.c_str(), cfg.seeds.size(),
               cfg.seeds.size() == 1 ? "" : "s");
   return 0;
@@ -186,8 +194,10 @@ int cmd_run(const Args& a, int argc, char** argv) {
     char* end = nullptr;
     const long n = std::strtol(s.c_str(), &end, 10);
     if (s.empty() || *end || n < 0 || n > 4096) {
-      std::fprintf(stderr, "phaselab run: error: --threads must be an integer >= 0 (0 = all cores), got %s\n",
-                   quoted(s).c_str());
+      std::fprintf(
+          stderr,
+          "phaselab run: error: --threads must be an integer >= 0 (0 = all cores), got %s\n",
+          quoted(s).c_str());
       return kExitUsage;
     }
     opt.threads = n;

@@ -82,8 +82,10 @@ bool ResultStore::open(const std::string& dir, const pl_plugin& plugin, const Ro
           }
           continue;
         }
-        if (t == 0) done->insert(it->second);
-        else if (!done->count(it->second)) continue;
+        if (t == 0)
+          done->insert(it->second);
+        else if (!done->count(it->second))
+          continue;
         f.lines.push_back({it->second, csv_line(rec)});
       }
     }

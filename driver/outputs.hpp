@@ -27,9 +27,10 @@ class ResultStore {
   // Creates (or, with resume, reads back and keeps) the files. `key_index` maps a point key
   // (join_key of sweep values and seed) to its point index; `done` receives the points found
   // finished in results.csv.
-  bool open(const std::string& dir, const pl_plugin& plugin, const std::vector<std::string>& key_header,
-            bool resume, const std::unordered_map<std::string, uint64_t>& key_index,
-            std::set<uint64_t>* done, std::string* error);
+  bool open(const std::string& dir, const pl_plugin& plugin,
+            const std::vector<std::string>& key_header, bool resume,
+            const std::unordered_map<std::string, uint64_t>& key_index, std::set<uint64_t>* done,
+            std::string* error);
   // Appends the rows of one finished point: rows[t] are the rows of table t (measured cells).
   bool commit(uint64_t index, const Row& key_cells, const std::vector<std::vector<Row>>& rows,
               std::string* error);

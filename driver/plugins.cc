@@ -192,8 +192,8 @@ bool load_plugin(const PluginFile& file, Plugin* out, std::string* error) {
     return false;
   }
   if (!file.name.empty() && file.name != p.name) {
-    *error = file.path + " calls itself \"" + p.name + "\" but its file name says \"" + file.name +
-             "\"";
+    *error =
+        file.path + " calls itself \"" + p.name + "\" but its file name says \"" + file.name + "\"";
     return false;
   }
   const std::string bad = check_declarations(p);
@@ -221,19 +221,23 @@ std::vector<std::string> enum_choices(const pl_param_decl& d) {
 
 std::string describe_expected(const pl_param_decl& d) {
   switch (d.type) {
-    case PL_PARAM_BOOL: return "true or false";
-    case PL_PARAM_STRING: return "a string";
+    case PL_PARAM_BOOL:
+      return "true or false";
+    case PL_PARAM_STRING:
+      return "a string";
     case PL_PARAM_ENUM: {
       std::string o = "one of ";
       const auto ch = enum_choices(d);
       for (size_t i = 0; i < ch.size(); ++i) o += (i ? ", " : "") + quoted(ch[i]);
       return o;
     }
-    default: break;
+    default:
+      break;
   }
   std::string o = d.type == PL_PARAM_INT ? "an integer" : "a number";
   const bool has_min = d.range_flags & PL_RANGE_MIN, has_max = d.range_flags & PL_RANGE_MAX;
-  const bool xmin = d.range_flags & PL_RANGE_MIN_EXCLUSIVE, xmax = d.range_flags & PL_RANGE_MAX_EXCLUSIVE;
+  const bool xmin = d.range_flags & PL_RANGE_MIN_EXCLUSIVE,
+             xmax = d.range_flags & PL_RANGE_MAX_EXCLUSIVE;
   if (has_min && has_max)
     return o + " in " + (xmin ? "(" : "[") + num_text(d, d.min) + ", " + num_text(d, d.max) +
            (xmax ? ")" : "]");
@@ -244,10 +248,14 @@ std::string describe_expected(const pl_param_decl& d) {
 
 std::string describe_default(const pl_param_decl& d) {
   switch (d.type) {
-    case PL_PARAM_INT: return std::to_string(d.def_int);
-    case PL_PARAM_FLOAT: return format_double(d.def_float);
-    case PL_PARAM_BOOL: return d.def_int ? "true" : "false";
-    default: return quoted(d.def_string ? d.def_string : "");
+    case PL_PARAM_INT:
+      return std::to_string(d.def_int);
+    case PL_PARAM_FLOAT:
+      return format_double(d.def_float);
+    case PL_PARAM_BOOL:
+      return d.def_int ? "true" : "false";
+    default:
+      return quoted(d.def_string ? d.def_string : "");
   }
 }
 

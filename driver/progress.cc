@@ -21,8 +21,11 @@ std::string format_duration(double s) {
 }
 
 Progress::Progress(size_t total, bool quiet, std::function<double()> running_work)
-    : total_(total), quiet_(quiet), tty_(::isatty(STDERR_FILENO) == 1),
-      running_work_(std::move(running_work)), start_(std::chrono::steady_clock::now()) {}
+    : total_(total),
+      quiet_(quiet),
+      tty_(::isatty(STDERR_FILENO) == 1),
+      running_work_(std::move(running_work)),
+      start_(std::chrono::steady_clock::now()) {}
 
 Progress::~Progress() { stop(); }
 
@@ -61,14 +64,16 @@ std::string Progress::format_bar() const {
   int cols = 80;
   if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) cols = ws.ws_col;
   char tail[160];
-  const std::string eta = work > 0 ? format_duration(elapsed * (double(total_) - work) / work) : "?";
+  const std::string eta =
+      work > 0 ? format_duration(elapsed * (double(total_) - work) / work) : "?";
   std::snprintf(tail, sizeof tail, " %zu/%zu %3.0f%% %s ETA %s", done, total_, 100 * frac,
                 format_duration(elapsed).c_str(), eta.c_str());
   std::string t = tail;
   if (failed_) t += " (" + std::to_string(failed_.load()) + " failed)";
   const int width = std::clamp(cols - int(t.size()) - 3, 10, 50);
   const int fill = int(frac * width);
-  std::string bar = "[" + std::string(size_t(fill), '#') + std::string(size_t(width - fill), ' ') + "]";
+  std::string bar =
+      "[" + std::string(size_t(fill), '#') + std::string(size_t(width - fill), ' ') + "]";
   return bar + t;
 }
 

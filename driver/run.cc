@@ -7,13 +7,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <map>
-#include <mutex>
 #include <csignal>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 
@@ -92,11 +92,16 @@ std::string utc_now(const char* fmt = "%Y-%m-%dT%H:%M:%SZ") {
 enum class PointStatus { not_run, ok, failed, cancelled, resumed };
 const char* status_name(PointStatus s) {
   switch (s) {
-    case PointStatus::ok: return "ok";
-    case PointStatus::failed: return "failed";
-    case PointStatus::cancelled: return "cancelled";
-    case PointStatus::resumed: return "done_before";
-    default: return "not_run";
+    case PointStatus::ok:
+      return "ok";
+    case PointStatus::failed:
+      return "failed";
+    case PointStatus::cancelled:
+      return "cancelled";
+    case PointStatus::resumed:
+      return "done_before";
+    default:
+      return "not_run";
   }
 }
 
@@ -151,9 +156,14 @@ int host_emit(void* ctx, uint32_t table, const pl_cell* cells, uint32_t n) {
         }
         row[i] = format_double(cells[i].num);
         break;
-      case PL_CELL_INT: row[i] = std::to_string(cells[i].i); break;
-      case PL_CELL_STR: row[i] = cells[i].str ? cells[i].str : ""; break;
-      default: break;  // empty
+      case PL_CELL_INT:
+        row[i] = std::to_string(cells[i].i);
+        break;
+      case PL_CELL_STR:
+        row[i] = cells[i].str ? cells[i].str : "";
+        break;
+      default:
+        break;  // empty
     }
   }
   c->rows[table].push_back(std::move(row));
@@ -162,7 +172,8 @@ int host_emit(void* ctx, uint32_t table, const pl_cell* cells, uint32_t n) {
 
 void host_progress(void* ctx, double f) {
   auto* c = static_cast<PointCtx*>(ctx);
-  if (std::isfinite(f)) c->fraction->store(std::min(1.0, std::max(0.0, f)), std::memory_order_relaxed);
+  if (std::isfinite(f))
+    c->fraction->store(std::min(1.0, std::max(0.0, f)), std::memory_order_relaxed);
 }
 
 int host_cancelled(void*) { return g_stop.load(std::memory_order_relaxed); }
@@ -170,23 +181,27 @@ int host_cancelled(void*) { return g_stop.load(std::memory_order_relaxed); }
 void host_log(void* ctx, pl_log_level level, const char* msg) {
   auto* c = static_cast<PointCtx*>(ctx);
   if (level == PL_LOG_DEBUG) return;
-  const std::string line = std::string(c->sh->plugin->name) + " [" + c->pt->label + "]: " +
-                           (level >= PL_LOG_WARN ? (level == PL_LOG_ERROR ? "error: " : "warning: ") : "") +
-                           (msg ? msg : "");
-  if (level >= PL_LOG_WARN) c->sh->progress->warn(line);
-  else c->sh->progress->info(line);
+  const std::string line =
+      std::string(c->sh->plugin->name) + " [" + c->pt->label +
+      "]: " + (level >= PL_LOG_WARN ? (level == PL_LOG_ERROR ? "error: " : "warning: ") : "") +
+      (msg ? msg : "");
+  if (level >= PL_LOG_WARN)
+    c->sh->progress->warn(line);
+  else
+    c->sh->progress->info(line);
 }
 
 void host_fail(void* ctx, const char* reason) {
   auto* c = static_cast<PointCtx*>(ctx);
-  if (c->fail_reason.empty()) c->fail_reason = reason && *reason ? reason : "failed (no reason given)";
+  if (c->fail_reason.empty())
+    c->fail_reason = reason && *reason ? reason : "failed (no reason given)";
 }
 
 void write_run_json(const std::string& path, const RunConfig& cfg, const Plugin& plugin,
                     const RunOptions& opt, const std::vector<Point>& points,
-                    const std::vector<PointRecord>& recs, const pl_kernel_table& kt,
-                    int threads, const std::string& out, const std::string& start,
-                    const std::string& end, double wall, const char* status, int exit_code,
+                    const std::vector<PointRecord>& recs, const pl_kernel_table& kt, int threads,
+                    const std::string& out, const std::string& start, const std::string& end,
+                    double wall, const char* status, int exit_code,
                     const std::vector<FigureResult>& figures, const std::string& figure_tool) {
   JsonWriter j;
   j.begin_object();
@@ -240,7 +255,8 @@ void write_run_json(const std::string& path, const RunConfig& cfg, const Plugin&
   j.end_object();
   j.key("kernel_target").str(kt.target ? kt.target : "");
   j.key("kernels").begin_object();
-#define PL_KERNEL(name, Camel, ret, params) j.key(#name).str(kt.variant.name ? kt.variant.name : "");
+#define PL_KERNEL(name, Camel, ret, params) \
+  j.key(#name).str(kt.variant.name ? kt.variant.name : "");
 #include "phaselab/kernels.def"
 #undef PL_KERNEL
   j.end_object();
@@ -294,12 +310,12 @@ std::vector<std::string> fill_kernel_table(const std::string& target, pl_kernel_
   static std::string shown;
   shown = tg.empty() ? pl::best_target() : tg;
   t->target = shown.c_str();
-#define PL_KERNEL(kname, Camel, ret, params)                                          \
-  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), tg)) {     \
-    t->kname = reinterpret_cast<ret(*) params>(v->fn);                                \
-    t->variant.kname = v->name.c_str();                                               \
-  } else {                                                                            \
-    missing.push_back(#kname);                                                        \
+#define PL_KERNEL(kname, Camel, ret, params)                                       \
+  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), tg)) { \
+    t->kname = reinterpret_cast<ret(*) params>(v->fn);                             \
+    t->variant.kname = v->name.c_str();                                            \
+  } else {                                                                         \
+    missing.push_back(#kname);                                                     \
   }
 #include "phaselab/kernels.def"
 #undef PL_KERNEL
@@ -349,7 +365,9 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   std::string out = !opt.out.empty() ? opt.out : cfg.out;
   if (out.empty()) {
     if (opt.resume) {
-      std::fprintf(stderr, "phaselab: error: --resume needs the run folder: pass --out DIR or set [run] out\n");
+      std::fprintf(
+          stderr,
+          "phaselab: error: --resume needs the run folder: pass --out DIR or set [run] out\n");
       return kExitUsage;
     }
     out = "runs/" + cfg.name + "-" + utc_now("%Y%m%d-%H%M%S");
@@ -384,8 +402,10 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   std::vector<PointRecord> recs(points.size());
   std::vector<const Point*> todo;
   for (const auto& pt : points) {
-    if (done.count(pt.index)) recs[pt.index].status = PointStatus::resumed;
-    else todo.push_back(&pt);
+    if (done.count(pt.index))
+      recs[pt.index].status = PointStatus::resumed;
+    else
+      todo.push_back(&pt);
   }
 
   int threads = int(opt.threads >= 0 ? opt.threads : cfg.threads);
@@ -414,8 +434,9 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
 
   progress.info("phaselab: " + std::string(p.name) + " " + (p.version ? p.version : "") + ": " +
                 std::to_string(points.size()) + " points" +
-                (done.empty() ? "" : " (" + std::to_string(done.size()) + " done before, " +
-                                         std::to_string(todo.size()) + " to run)") +
+                (done.empty() ? ""
+                              : " (" + std::to_string(done.size()) + " done before, " +
+                                    std::to_string(todo.size()) + " to run)") +
                 " on " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : "") +
                 ", kernels " + kt.target + " -> " + out);
   if (!missing.empty()) {
@@ -428,7 +449,8 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
     progress.info("phaselab: nothing to resume in " + out + ", running every point");
 
   g_stop = 0;
-  struct sigaction sa {}, old_int{}, old_term{};
+  struct sigaction sa {
+  }, old_int{}, old_term{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, &old_int);
@@ -513,8 +535,9 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f s", rec.seconds);
     progress.point_done(rec.status == PointStatus::failed,
-                        pt.label + ": " + (rec.status == PointStatus::ok ? "ok" : "FAILED: " + rec.error) +
-                            " (" + secs + ")");
+                        pt.label + ": " +
+                            (rec.status == PointStatus::ok ? "ok" : "FAILED: " + rec.error) + " (" +
+                            secs + ")");
   };
 
   progress.start();
@@ -553,7 +576,8 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   if (g_stop.load()) {
     // Interrupted: the files keep the rows appended so far (complete points only).
     store.close();
-    std::fprintf(stderr, "phaselab: interrupted: %zu of %zu points done; continue with --resume --out %s\n",
+    std::fprintf(stderr,
+                 "phaselab: interrupted: %zu of %zu points done; continue with --resume --out %s\n",
                  ok, points.size(), out.c_str());
     record("interrupted", kExitInterrupted, {}, "");
     return kExitInterrupted;
@@ -605,15 +629,16 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   size_t drawn = 0;
   for (const auto& f : figs) drawn += !f.png.empty();
   if (!figs.empty() && !have_tool)
-    progress.warn("phaselab: no figures drawn: " + tool + "; the .gp scripts are in " + out + "/figures");
+    progress.warn("phaselab: no figures drawn: " + tool + "; the .gp scripts are in " + out +
+                  "/figures");
   else
     for (const auto& f : figs)
       if (f.png.empty()) progress.warn("phaselab: figure " + f.name + " not drawn: " + f.note);
   record(code == kExitOk ? "ok" : "failed", code, figs, tool);
 
   if (!opt.quiet || failed) {
-    std::string summary = "phaselab: " + std::to_string(ok) + " of " + std::to_string(points.size()) +
-                          " points ok";
+    std::string summary =
+        "phaselab: " + std::to_string(ok) + " of " + std::to_string(points.size()) + " points ok";
     if (failed) summary += ", " + std::to_string(failed) + " failed (see " + out + "/failures.csv)";
     std::fprintf(stderr, "%s\n", summary.c_str());
   }

@@ -11,16 +11,22 @@
 namespace phaselab {
 
 struct RunOptions {
-  std::string out;     // --out (else the config's, else runs/<name>-<timestamp>)
+  std::string out;       // --out (else the config's, else runs/<name>-<timestamp>)
   int64_t threads = -1;  // --threads (-1: the config's)
-  std::string target;  // --target (else the config's)
+  std::string target;    // --target (else the config's)
   bool resume = false;
   bool quiet = false;
   std::vector<std::string> argv;  // recorded in run.json
 };
 
 // Exit codes (interface.md): 0 ok, 2 usage/config, 3 plugin, 4 a point failed; 130 interrupted.
-enum ExitCode { kExitOk = 0, kExitUsage = 2, kExitPlugin = 3, kExitFailed = 4, kExitInterrupted = 130 };
+enum ExitCode {
+  kExitOk = 0,
+  kExitUsage = 2,
+  kExitPlugin = 3,
+  kExitFailed = 4,
+  kExitInterrupted = 130
+};
 
 int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt);
 

@@ -109,12 +109,18 @@ struct IsaInfo {
 
 // Ordered best first within each architecture.
 const IsaInfo kIsas[] = {
-    {"avx512dl", HWY_AVX3_DL, 52, "avx512"}, {"avx512", HWY_AVX3, 50, "avx2"},
-    {"avx2", HWY_AVX2, 40, "sse4"},          {"sse4", HWY_SSE4, 30, "ssse3"},
-    {"ssse3", HWY_SSSE3, 25, "emu128"},      {"sve2", HWY_SVE2, 48, "sve"},
-    {"sve2_128", HWY_SVE2_128, 47, "sve"},   {"sve256", HWY_SVE_256, 46, "sve"},
-    {"sve", HWY_SVE, 45, "neon"},            {"neon", HWY_NEON, 40, "emu128"},
-    {"emu128", 0, 10, "scalar"},             {"scalar", 0, 0, nullptr},
+    {"avx512dl", HWY_AVX3_DL, 52, "avx512"},
+    {"avx512", HWY_AVX3, 50, "avx2"},
+    {"avx2", HWY_AVX2, 40, "sse4"},
+    {"sse4", HWY_SSE4, 30, "ssse3"},
+    {"ssse3", HWY_SSSE3, 25, "emu128"},
+    {"sve2", HWY_SVE2, 48, "sve"},
+    {"sve2_128", HWY_SVE2_128, 47, "sve"},
+    {"sve256", HWY_SVE_256, 46, "sve"},
+    {"sve", HWY_SVE, 45, "neon"},
+    {"neon", HWY_NEON, 40, "emu128"},
+    {"emu128", 0, 10, "scalar"},
+    {"scalar", 0, 0, nullptr},
 };
 
 const IsaInfo* isa_info(const std::string& name) {
@@ -231,9 +237,10 @@ void add(std::vector<Variant>& out, KernelId k, const char* backend, const char*
 #define PL_HWY_EMU128(k, C)
 #endif
 #define PL_HWY(k, C)                                                                         \
-  PL_HWY_AVX3_DL(k, C) PL_HWY_AVX3(k, C) PL_HWY_AVX2(k, C) PL_HWY_SSE4(k, C) PL_HWY_SSSE3(k, C) \
-  PL_HWY_SVE2(k, C) PL_HWY_SVE(k, C) PL_HWY_SVE_256(k, C) PL_HWY_SVE2_128(k, C)            \
-  PL_HWY_NEON(k, C) PL_HWY_EMU128(k, C)
+  PL_HWY_AVX3_DL(k, C)                                                                       \
+  PL_HWY_AVX3(k, C) PL_HWY_AVX2(k, C) PL_HWY_SSE4(k, C) PL_HWY_SSSE3(k, C) PL_HWY_SVE2(k, C) \
+      PL_HWY_SVE(k, C) PL_HWY_SVE_256(k, C) PL_HWY_SVE2_128(k, C) PL_HWY_NEON(k, C)          \
+          PL_HWY_EMU128(k, C)
 
 std::vector<Variant> build_variants() {
   std::vector<Variant> out;
@@ -323,8 +330,9 @@ bool select_kernels(const std::string& target, pl_kernel_table* table, std::stri
       return false;
     }
     if (!target_supported(target)) {
-      if (error) *error = "kernel target \"" + target + "\" is not supported by this CPU (best: " +
-                          best_target() + ")";
+      if (error)
+        *error = "kernel target \"" + target +
+                 "\" is not supported by this CPU (best: " + best_target() + ")";
       return false;
     }
   }
@@ -334,15 +342,15 @@ bool select_kernels(const std::string& target, pl_kernel_table* table, std::stri
   table->num_kernels = kNumKernels;
   const std::string shown = t.empty() ? best_target() : t;
   table->target = isa_info(shown)->name;  // static storage
-#define PL_KERNEL(kname, Camel, ret, params)                                            \
-  {                                                                                    \
-    const Variant* sel = selected_variant(static_cast<int>(KernelId::kname), t);       \
-    if (!sel) {                                                                        \
-      if (error) *error = "no variant of kernel " #kname " for target " + shown;        \
-      return false;                                                                    \
-    }                                                                                  \
-    table->kname = reinterpret_cast<ret(*) params>(sel->fn);                            \
-    table->variant.kname = sel->name.c_str();                                           \
+#define PL_KERNEL(kname, Camel, ret, params)                                     \
+  {                                                                              \
+    const Variant* sel = selected_variant(static_cast<int>(KernelId::kname), t); \
+    if (!sel) {                                                                  \
+      if (error) *error = "no variant of kernel " #kname " for target " + shown; \
+      return false;                                                              \
+    }                                                                            \
+    table->kname = reinterpret_cast<ret(*) params>(sel->fn);                     \
+    table->variant.kname = sel->name.c_str();                                    \
   }
 #include "phaselab/kernels.def"
 #undef PL_KERNEL

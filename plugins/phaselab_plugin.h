@@ -4,7 +4,8 @@
  * a const pl_plugin whose first field is the ABI version. The driver reads that field before
  * anything else and refuses a mismatch (exit 3). Everything else is reached through the struct:
  * declarations (parameters, result tables, plots) and the create/run/destroy life cycle of one
- * sweep point. Allocation belongs in create(); run() is the hot loop and must not allocate per step.
+ * sweep point. Allocation belongs in create(); run() is the hot loop and must not allocate per
+ * step.
  *
  * Growth: new fields go at the end and the host checks struct_size; reserved slots are zero. */
 #ifndef PHASELAB_PLUGIN_H
@@ -31,16 +32,16 @@ extern "C" {
 
 /* ------------------------------------------------------------------ parameters */
 typedef enum pl_param_type {
-  PL_PARAM_INT = 1,    /* int64 */
-  PL_PARAM_FLOAT = 2,  /* double */
+  PL_PARAM_INT = 1,   /* int64 */
+  PL_PARAM_FLOAT = 2, /* double */
   PL_PARAM_BOOL = 3,
   PL_PARAM_STRING = 4,
   PL_PARAM_ENUM = 5 /* one of `choices` ("softmax|linear"); value has the string and its index */
 } pl_param_type;
 
 enum {
-  PL_RANGE_MIN = 1u << 0,          /* value >= min */
-  PL_RANGE_MAX = 1u << 1,          /* value <= max */
+  PL_RANGE_MIN = 1u << 0,           /* value >= min */
+  PL_RANGE_MAX = 1u << 1,           /* value <= max */
   PL_RANGE_MIN_EXCLUSIVE = 1u << 2, /* value > min */
   PL_RANGE_MAX_EXCLUSIVE = 1u << 3  /* value < max */
 };
@@ -77,7 +78,12 @@ typedef struct pl_table_decl {
   const void* reserved[2];
 } pl_table_decl;
 
-typedef enum pl_cell_kind { PL_CELL_EMPTY = 0, PL_CELL_NUM = 1, PL_CELL_INT = 2, PL_CELL_STR = 3 } pl_cell_kind;
+typedef enum pl_cell_kind {
+  PL_CELL_EMPTY = 0,
+  PL_CELL_NUM = 1,
+  PL_CELL_INT = 2,
+  PL_CELL_STR = 3
+} pl_cell_kind;
 
 typedef struct pl_cell {
   pl_cell_kind kind;
@@ -116,15 +122,20 @@ typedef enum pl_status {
   PL_CANCELLED = 2 /* host->cancelled() said stop */
 } pl_status;
 
-typedef enum pl_log_level { PL_LOG_DEBUG = 0, PL_LOG_INFO = 1, PL_LOG_WARN = 2, PL_LOG_ERROR = 3 } pl_log_level;
+typedef enum pl_log_level {
+  PL_LOG_DEBUG = 0,
+  PL_LOG_INFO = 1,
+  PL_LOG_WARN = 2,
+  PL_LOG_ERROR = 3
+} pl_log_level;
 
 /* One sweep point x seed. params[] follows the plugin's declaration order, fully resolved
  * (sweep value, else the plugin table's value, else the default) and validated. */
 typedef struct pl_point {
   uint64_t index; /* position in the run's point order */
   uint64_t seed;
-  uint64_t point_key; /* hash of the parameter values that differ from their defaults (seed excluded):
-                         stable across runs, orders, and plugin versions that add keys */
+  uint64_t point_key; /* hash of the parameter values that differ from their defaults (seed
+                         excluded): stable across runs, orders, and plugin versions that add keys */
   const pl_value* params;
   uint32_t num_params;
   const void* reserved[4];

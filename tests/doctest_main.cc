@@ -51,8 +51,9 @@ int main(int argc, char** argv) {
     g_binary = a.substr(a.find_last_of('/') + 1);
   }
   if (pltest::emulated())
-    std::fprintf(stderr, "[phaselab] PHASELAB_EMULATED=1: the heaviest checks run at reduced sizes "
-                         "(tests/emulation.hpp)\n");
+    std::fprintf(stderr,
+                 "[phaselab] PHASELAB_EMULATED=1: the heaviest checks run at reduced sizes "
+                 "(tests/emulation.hpp)\n");
   doctest::Context ctx;
   ctx.applyCommandLine(argc, argv);
   return ctx.run();

@@ -25,8 +25,8 @@ inline std::vector<const pl::Variant*> runnable(pl::KernelId k) {
 
 // Sizes at, around and far from every vector width we compile for (4, 8, 16 lanes of float).
 inline std::vector<size_t> sizes_around_widths(size_t max_n = 1000) {
-  std::vector<size_t> s = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 127,
-                           128, 129, 255, 256, 257, 511, 512, 513, 1000};
+  std::vector<size_t> s = {1,  2,  3,  4,   5,   7,   8,   9,   15,  16,  17,  31,  32,  33,  48,
+                           63, 64, 65, 100, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1000};
   std::vector<size_t> out;
   for (size_t n : s)
     if (n <= max_n) out.push_back(n);

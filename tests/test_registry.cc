@@ -4,7 +4,8 @@
 
 #include "tests/support.hpp"
 
-TEST_CASE("registry: every kernel has a scalar reference and a Highway variant per generated target") {
+TEST_CASE(
+    "registry: every kernel has a scalar reference and a Highway variant per generated target") {
   std::set<std::string> names;
   for (const auto& v : pl::variants()) {
     CHECK(names.insert(v.name).second);  // names are unique
@@ -14,13 +15,20 @@ TEST_CASE("registry: every kernel has a scalar reference and a Highway variant p
   std::vector<std::string> hwy_isas;
   for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
     std::string n = hwy::TargetName(t);
-    if (n == "AVX3") n = "avx512";
-    else if (n == "AVX2") n = "avx2";
-    else if (n == "EMU128") n = "emu128";
-    else if (n == "NEON") n = "neon";
-    else if (n == "SVE") n = "sve";
-    else if (n == "SVE2") n = "sve2";
-    else continue;
+    if (n == "AVX3")
+      n = "avx512";
+    else if (n == "AVX2")
+      n = "avx2";
+    else if (n == "EMU128")
+      n = "emu128";
+    else if (n == "NEON")
+      n = "neon";
+    else if (n == "SVE")
+      n = "sve";
+    else if (n == "SVE2")
+      n = "sve2";
+    else
+      continue;
     hwy_isas.push_back(n);
   }
   CHECK(!hwy_isas.empty());

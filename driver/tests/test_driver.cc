@@ -98,7 +98,8 @@ int wait_rc(pid_t pid) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-Result phaselab(const std::vector<std::string>& args, const TempDir& dir, bool with_gnuplot = false) {
+Result phaselab(const std::vector<std::string>& args, const TempDir& dir,
+                bool with_gnuplot = false) {
   static int counter = 0;
   const std::string tag = "cmd" + std::to_string(counter++);
   Result r;
@@ -241,15 +242,16 @@ TEST_CASE("bad configs: exit status and message, nothing run") {
                    "(did you mean \"sum\"?)");
   }
   SUBCASE("unknown plugin") {
-    expect_bad(d, "plugin = \"tox\"\n", 3, f + ":1:10: error: plugin \"tox\" not found (did you mean \"toy\"?)");
+    expect_bad(d, "plugin = \"tox\"\n", 3,
+               f + ":1:10: error: plugin \"tox\" not found (did you mean \"toy\"?)");
   }
   SUBCASE("empty sweep list") {
     expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = []\n", 2,
-               f + ":3:5: error: sweep.n must be a non-empty list of an integer in [1, 100000] values, got an empty list");
+               f + ":3:5: error: sweep.n must be a non-empty list of an integer in [1, 100000] "
+                   "values, got an empty list");
   }
   SUBCASE("duplicate sweep key (TOML)") {
-    expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = [1]\nn = [2]\n", 2,
-               f + ":4:");
+    expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = [1]\nn = [2]\n", 2, f + ":4:");
     CHECK(check(d, "plugin = \"toy\"\n[sweep]\nn = [1]\nn = [2]\n").err.find("cannot redefine") !=
           std::string::npos);
   }
@@ -262,12 +264,14 @@ TEST_CASE("bad configs: exit status and message, nothing run") {
                f + ":3:12: error: sweep.n lists 4 twice");
   }
   SUBCASE("seeds: zero count") {
-    expect_bad(d, "plugin = \"toy\"\n[run]\nseeds = 0\n", 2,
-               f + ":3:9: error: run.seeds must be a seed count >= 1 or a non-empty list of seeds, got 0");
+    expect_bad(
+        d, "plugin = \"toy\"\n[run]\nseeds = 0\n", 2,
+        f + ":3:9: error: run.seeds must be a seed count >= 1 or a non-empty list of seeds, got 0");
   }
   SUBCASE("plugin's own check of a point (validate hook)") {
     expect_bad(d, "plugin = \"toy\"\n[sweep]\nmode = [\"sum\", \"max\"]\n[toy]\nshift = true\n", 2,
-               f + ": error: toy: toy.shift = true cannot be combined with toy.mode = \"max\" (at mode=max)");
+               f + ": error: toy: toy.shift = true cannot be combined with toy.mode = \"max\" (at "
+                   "mode=max)");
   }
   SUBCASE("plugin with a wrong ABI version") {
     expect_bad(d, "plugin = \"badabi\"\n", 3,
@@ -315,14 +319,16 @@ TEST_CASE("run refuses a forced kernel target the CPU lacks and an unusable outp
     const std::string name = kj.substr(isa, kj.find('"', isa) - isa);
     r = phaselab({"run", d / "good.toml", "--target", name, "--out", d / "o3"}, d);
     CHECK(r.rc == 2);
-    CHECK(r.err.find("kernel target \"" + name + "\" is not supported by this CPU") != std::string::npos);
+    CHECK(r.err.find("kernel target \"" + name + "\" is not supported by this CPU") !=
+          std::string::npos);
     CHECK_FALSE(exists(d / "o3"));
   } else {
     MESSAGE("this CPU supports every compiled target; only other-architecture targets tested");
   }
   r = phaselab({"run", d / "good.toml", "--target", "bogus"}, d);
   CHECK(r.rc == 2);
-  CHECK(r.err.find("unknown kernel target \"bogus\" (this build knows: best, ") != std::string::npos);
+  CHECK(r.err.find("unknown kernel target \"bogus\" (this build knows: best, ") !=
+        std::string::npos);
   // A folder below a regular file cannot be created (root ignores permission bits).
   spit(d / "file", "x");
   r = phaselab({"run", d / "good.toml", "--out", d / "file/sub"}, d);
@@ -345,8 +351,9 @@ TEST_CASE("run writes results in point order, with values matching the double or
   std::string line;
   std::getline(in, line);
   CHECK(line == "n,mode,seed,value,ref,label,exp_variant");
-  const char* order[] = {"4,sum,0,", "4,sum,1,", "4,mean,0,", "4,mean,1,", "16,sum,0,", "16,sum,1,",
-                         "16,mean,0,", "16,mean,1,", "64,sum,0,", "64,sum,1,", "64,mean,0,", "64,mean,1,"};
+  const char* order[] = {"4,sum,0,",  "4,sum,1,",  "4,mean,0,",  "4,mean,1,",
+                         "16,sum,0,", "16,sum,1,", "16,mean,0,", "16,mean,1,",
+                         "64,sum,0,", "64,sum,1,", "64,mean,0,", "64,mean,1,"};
   for (const char* prefix : order) {
     REQUIRE(std::getline(in, line));
     CHECK(line.rfind(prefix, 0) == 0);
@@ -382,7 +389,8 @@ TEST_CASE("point streams depend on the values, not on keys left at their default
   spit(d / "c.toml", v2 + "extra = 1.5\n");
   spit(d / "e.toml", std::string(kGood) + "steps = 4\n");
   for (const char* n : {"a", "b", "c", "e"}) {
-    const Result r = phaselab({"run", d / (std::string(n) + ".toml"), "--out", d / n, "--quiet"}, d);
+    const Result r =
+        phaselab({"run", d / (std::string(n) + ".toml"), "--out", d / n, "--quiet"}, d);
     CAPTURE(r.err);
     REQUIRE(r.rc == 0);
   }
@@ -433,7 +441,8 @@ TEST_CASE("--quiet prints no progress; plain log lines otherwise") {
 TEST_CASE("--threads 1 and --threads 2 give identical files") {
   TempDir d;
   spit(d / "s.toml",
-       "plugin = \"toy\"\n[run]\nseeds = [3, 1, 2]\n[sweep]\nn = [1, 7, 33, 100]\nmode = [\"sum\", \"max\"]\n");
+       "plugin = \"toy\"\n[run]\nseeds = [3, 1, 2]\n[sweep]\nn = [1, 7, 33, 100]\nmode = [\"sum\", "
+       "\"max\"]\n");
   CHECK(phaselab({"run", d / "s.toml", "--out", d / "t1", "--threads", "1"}, d).rc == 0);
   CHECK(phaselab({"run", d / "s.toml", "--out", d / "t2", "--threads", "2"}, d).rc == 0);
   const std::string a = slurp(d / "t1/results.csv"), b = slurp(d / "t2/results.csv");
@@ -478,7 +487,8 @@ TEST_CASE("Ctrl-C keeps finished rows; --resume completes them like an uninterru
   TempDir d;
   spit(d / "slow.toml",
        "plugin = \"toy\"\n[run]\nseeds = 2\n[sweep]\nn = [2, 3, 5, 8]\n[toy]\nsleep_ms = 300\n");
-  const pid_t pid = spawn({"run", d / "slow.toml", "--out", d / "int", "--threads", "2"}, d, "int", false);
+  const pid_t pid =
+      spawn({"run", d / "slow.toml", "--out", d / "int", "--threads", "2"}, d, "int", false);
   // Wait until some (not all) points are in results.csv, then interrupt.
   const auto t0 = std::chrono::steady_clock::now();
   while (count_lines(slurp(d / "int/results.csv")) < 3 &&
@@ -493,10 +503,12 @@ TEST_CASE("Ctrl-C keeps finished rows; --resume completes them like an uninterru
   CHECK(json.find("\"status\": \"interrupted\"") != std::string::npos);
   CHECK(slurp(d / "int.err").find("continue with --resume") != std::string::npos);
 
-  const Result r = phaselab({"run", d / "slow.toml", "--out", d / "int", "--resume", "--threads", "2"}, d);
+  const Result r =
+      phaselab({"run", d / "slow.toml", "--out", d / "int", "--resume", "--threads", "2"}, d);
   CHECK(r.rc == 0);
   CHECK(r.err.find(std::to_string(kept) + " done before") != std::string::npos);
-  CHECK(slurp(d / "int/run.json").find("\"done_before\": " + std::to_string(kept)) != std::string::npos);
+  CHECK(slurp(d / "int/run.json").find("\"done_before\": " + std::to_string(kept)) !=
+        std::string::npos);
   CHECK(phaselab({"run", d / "slow.toml", "--out", d / "full", "--threads", "2"}, d).rc == 0);
   CHECK(slurp(d / "int/results.csv") == slurp(d / "full/results.csv"));
   CHECK(slurp(d / "int/history.csv") == slurp(d / "full/history.csv"));

@@ -64,9 +64,11 @@ void softmax_bwd_row(const float* p, float* ds, size_t len, float scale) {
     d0 = fma(load_n(p + c, w), load_n(ds + c, w), d0);
   }
   const V vdot = set1(reduce_add(add(d0, d1))), vs = set1(scale);
-  for (c = 0; c + kW <= len; c += kW) store(ds + c, mul(mul(load(p + c), vs), sub(load(ds + c), vdot)));
+  for (c = 0; c + kW <= len; c += kW)
+    store(ds + c, mul(mul(load(p + c), vs), sub(load(ds + c), vdot)));
   if (c < len)
-    store_n(ds + c, mul(mul(load_n(p + c, len - c), vs), sub(load_n(ds + c, len - c), vdot)), len - c);
+    store_n(ds + c, mul(mul(load_n(p + c, len - c), vs), sub(load_n(ds + c, len - c), vdot)),
+            len - c);
 }
 
 void scale_row(float* x, size_t len, float s) {
@@ -102,9 +104,9 @@ void Attention(const float* q, size_t ldq, const float* k, size_t ldk, const flo
 // dV = P^T dO; dP = dO V^T; dS = scale P .* (dP - rowsum(P .* dP)) (or scale dP), zero where
 // masked; dQ = dS K; dK = dS^T Q. scratch (n x n) holds dS.
 void AttentionBwd(const float* q, size_t ldq, const float* k, size_t ldk, const float* v,
-                  size_t ldv, const float* p, const float* d_o, size_t lddo, float* dq,
-                  size_t lddq, float* dk, size_t lddk, float* dv, size_t lddv, float* scratch,
-                  size_t n, size_t d_k, size_t d_v, float scale, int causal, int linear) {
+                  size_t ldv, const float* p, const float* d_o, size_t lddo, float* dq, size_t lddq,
+                  float* dk, size_t lddk, float* dv, size_t lddv, float* scratch, size_t n,
+                  size_t d_k, size_t d_v, float scale, int causal, int linear) {
   if (n == 0) return;
   float* ds = scratch;
   const size_t bs = causal ? kBlock : n;
@@ -116,8 +118,10 @@ void AttentionBwd(const float* q, size_t ldq, const float* k, size_t ldk, const 
     Gemm(0, 1, i1 - i0, cols, d_v, 1.0f, d_o + i0 * lddo, lddo, v, ldv, 0.0f, ds + i0 * n, n);
     for (size_t r = i0; r < i1; ++r) {
       const size_t len = causal ? r + 1 : n;
-      if (!linear) softmax_bwd_row(p + r * n, ds + r * n, len, scale);
-      else scale_row(ds + r * n, len, scale);
+      if (!linear)
+        softmax_bwd_row(p + r * n, ds + r * n, len, scale);
+      else
+        scale_row(ds + r * n, len, scale);
       std::fill(ds + r * n + len, ds + (r + 1) * n, 0.0f);
     }
     // dQ[i0:i1] = dS[i0:i1, 0:cols) K[0:cols)

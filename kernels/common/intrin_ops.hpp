@@ -66,7 +66,9 @@ inline V zero() { return _mm512_setzero_ps(); }
 inline V set1(float x) { return _mm512_set1_ps(x); }
 inline V load(const float* p) { return _mm512_loadu_ps(p); }
 inline void store(float* p, V v) { _mm512_storeu_ps(p, v); }
-inline __mmask16 first_n(size_t n) { return static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1); }
+inline __mmask16 first_n(size_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1);
+}
 // The first n (< kW) lanes; the others read as 0 (nothing beyond p + n is touched).
 inline V load_n(const float* p, size_t n) { return _mm512_maskz_loadu_ps(first_n(n), p); }
 inline void store_n(float* p, V v, size_t n) { _mm512_mask_storeu_ps(p, first_n(n), v); }
@@ -102,11 +104,12 @@ inline bool all_in(V x, float lo, float hi) {
 }
 // bits(e) + (bits(t) << 23): e 2^n when the low mantissa bits of t hold n (see exp below).
 inline V add_exponent(V e, V t) {
-  return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(e),
-                                              _mm512_slli_epi32(_mm512_castps_si512(t), 23)));
+  return _mm512_castsi512_ps(
+      _mm512_add_epi32(_mm512_castps_si512(e), _mm512_slli_epi32(_mm512_castps_si512(t), 23)));
 }
 inline V pow2i(V n) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
 #elif PL_INTRIN_AVX2
 using V = __m256;
@@ -160,16 +163,17 @@ struct DSum {
   }
 };
 inline bool all_in(V x, float lo, float hi) {
-  const V in = _mm256_and_ps(_mm256_cmp_ps(x, set1(lo), _CMP_GE_OQ),
-                             _mm256_cmp_ps(x, set1(hi), _CMP_LE_OQ));
+  const V in =
+      _mm256_and_ps(_mm256_cmp_ps(x, set1(lo), _CMP_GE_OQ), _mm256_cmp_ps(x, set1(hi), _CMP_LE_OQ));
   return _mm256_movemask_ps(in) == 0xFF;
 }
 inline V add_exponent(V e, V t) {
-  return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(e),
-                                              _mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+  return _mm256_castsi256_ps(
+      _mm256_add_epi32(_mm256_castps_si256(e), _mm256_slli_epi32(_mm256_castps_si256(t), 23)));
 }
 inline V pow2i(V n) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
 #elif PL_INTRIN_NEON
 using V = float32x4_t;
@@ -218,8 +222,8 @@ inline bool all_in(V x, float lo, float hi) {
   return vminvq_u32(vandq_u32(vcgeq_f32(x, set1(lo)), vcleq_f32(x, set1(hi)))) != 0;
 }
 inline V add_exponent(V e, V t) {
-  return vreinterpretq_f32_s32(vaddq_s32(vreinterpretq_s32_f32(e),
-                                         vshlq_n_s32(vreinterpretq_s32_f32(t), 23)));
+  return vreinterpretq_f32_s32(
+      vaddq_s32(vreinterpretq_s32_f32(e), vshlq_n_s32(vreinterpretq_s32_f32(t), 23)));
 }
 inline V pow2i(V n) {
   return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23));

@@ -10,19 +10,24 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-#include <xsimd/xsimd.hpp>
-
 #include <cstddef>
+#include <xsimd/xsimd.hpp>
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #define PL_XSIMD_NS xsimd_avx512
-namespace pl::xsimd_avx512 { using Arch = xsimd::avx512bw; }
+namespace pl::xsimd_avx512 {
+using Arch = xsimd::avx512bw;
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 #define PL_XSIMD_NS xsimd_avx2
-namespace pl::xsimd_avx2 { using Arch = xsimd::fma3<xsimd::avx2>; }
+namespace pl::xsimd_avx2 {
+using Arch = xsimd::fma3<xsimd::avx2>;
+}
 #elif defined(__aarch64__)
 #define PL_XSIMD_NS xsimd_neon
-namespace pl::xsimd_neon { using Arch = xsimd::neon64; }
+namespace pl::xsimd_neon {
+using Arch = xsimd::neon64;
+}
 #else
 #error "xsimd variants are compiled only for AVX2, AVX-512 and aarch64 NEON"
 #endif
@@ -41,7 +46,7 @@ constexpr size_t kLanes = Vf::size;
 // 2^(n/2) 2^(n - n/2) so results near overflow and in the subnormal range come out right.
 inline Vf exp_vec(Vf x) {
   x = xsimd::min(xsimd::max(x, Vf(-104.0f)), Vf(89.0f));  // exp is 0 / inf beyond
-  const Vf shifter(12582912.0f);                            // 1.5 * 2^23
+  const Vf shifter(12582912.0f);                          // 1.5 * 2^23
   const Vf t = xsimd::fma(x, Vf(1.44269504088896341f), shifter);
   const Vf n = t - shifter;
   Vf r = xsimd::fnma(n, Vf(0.693359375f), x);  // ln 2 = 0.693359375 - 2.12194440e-4

@@ -21,7 +21,7 @@ TEST_CASE("exp: every variant within 2 ULP of double exp over a sweep of bit pat
   std::vector<float> y(x.size());
   for (const auto* v : runnable(pl::KernelId::exp)) {
     CAPTURE(v->name);
-    pl::as<decltype(&pl::scalar::Exp)>(*v)(x.data(), y.data(), x.size());
+    pl::as<decltype(&pl::scalar::Exp)> (*v)(x.data(), y.data(), x.size());
     int64_t worst = 0;
     float worst_x = 0;
     for (size_t i = 0; i < x.size(); ++i) {

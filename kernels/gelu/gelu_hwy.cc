@@ -101,8 +101,8 @@ void GeluBwd(const float* x, const float* dy, float* dx, size_t n) {
     hn::StoreU(hn::Mul(hn::LoadU(d, dy + i), GeluGradV(d, hn::LoadU(d, x + i))), d, dx + i);
   if (i < n) {
     const size_t r = n - i;
-    part::Store(d, hn::Mul(part::Load(d, dy + i, r), GeluGradV(d, part::Load(d, x + i, r))),
-                dx + i, r);
+    part::Store(d, hn::Mul(part::Load(d, dy + i, r), GeluGradV(d, part::Load(d, x + i, r))), dx + i,
+                r);
   }
 }
 

@@ -63,10 +63,10 @@ void Layernorm(const float* x, const float* gamma, const float* beta, float* y, 
     }
     if (tail) {
       const V xhat = hn::Mul(centered(part::Load(df, xr + body, tail)), vrs);
-      part::Store(df,
-                  hn::MulAdd(xhat, part::Load(df, gamma + body, tail),
-                             part::Load(df, beta + body, tail)),
-                  yr + body, tail);
+      part::Store(
+          df,
+          hn::MulAdd(xhat, part::Load(df, gamma + body, tail), part::Load(df, beta + body, tail)),
+          yr + body, tail);
     }
   }
 }

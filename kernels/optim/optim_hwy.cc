@@ -116,8 +116,7 @@ void Adam(float* param, const float* grad, float* m, float* v, size_t n, float l
 // param, grad, m, v: n
 void Adamw(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1,
            float beta2, float eps, float weight_decay, int64_t step) {
-  AdamFused<true>(param, grad, m, v, n, adam_consts(lr, beta1, beta2, eps, step), lr,
-                  weight_decay);
+  AdamFused<true>(param, grad, m, v, n, adam_consts(lr, beta1, beta2, eps, step), lr, weight_decay);
 }
 
 // theta, grad: n. The noise is generated a group of Philox blocks at a time into an aligned

@@ -57,12 +57,11 @@ void Adamw(float* param, const float* grad, float* m, float* v, size_t n, float 
 void Sgld(float* theta, const float* grad, size_t n, float eta, float temperature, uint64_t seed,
           uint64_t stream, uint64_t counter) {
   const double noise_scale = std::sqrt(2.0 * eta * temperature);
-  philox::for_each_sample(n, seed, stream, counter,
-                          [&](size_t i, const philox::Block& b, unsigned lane) {
-                            const double xi = static_cast<float>(philox::gaussian_of(b, lane));
-                            theta[i] = static_cast<float>(double{theta[i]} - double{eta} * grad[i] +
-                                                          noise_scale * xi);
-                          });
+  philox::for_each_sample(
+      n, seed, stream, counter, [&](size_t i, const philox::Block& b, unsigned lane) {
+        const double xi = static_cast<float>(philox::gaussian_of(b, lane));
+        theta[i] = static_cast<float>(double{theta[i]} - double{eta} * grad[i] + noise_scale * xi);
+      });
 }
 
 }  // namespace pl::scalar

@@ -87,7 +87,8 @@ void check_adam(pl::KernelId id, bool decoupled) {
 
 }  // namespace
 
-TEST_CASE("adam: every variant follows the double formulas over 8 steps (L2 decay, bias correction)") {
+TEST_CASE(
+    "adam: every variant follows the double formulas over 8 steps (L2 decay, bias correction)") {
   check_adam(pl::KernelId::adam, false);
 }
 
@@ -101,10 +102,14 @@ TEST_CASE("adam vs adamw: identical without weight decay, different with it") {
   for (float wd : {0.0f, 0.5f}) {
     auto p1 = pltest::uniform(n, -1.f, 1.f, 4), p2 = p1;
     std::vector<float> m1(n, 0.f), v1(n, 0.f), m2(n, 0.f), v2(n, 0.f);
-    pl::scalar::Adam(p1.data(), g.data(), m1.data(), v1.data(), n, 1e-2f, 0.9f, 0.999f, 1e-8f, wd, 1);
-    pl::scalar::Adamw(p2.data(), g.data(), m2.data(), v2.data(), n, 1e-2f, 0.9f, 0.999f, 1e-8f, wd, 1);
-    if (wd == 0.0f) CHECK(p1 == p2);
-    else CHECK(p1 != p2);
+    pl::scalar::Adam(p1.data(), g.data(), m1.data(), v1.data(), n, 1e-2f, 0.9f, 0.999f, 1e-8f, wd,
+                     1);
+    pl::scalar::Adamw(p2.data(), g.data(), m2.data(), v2.data(), n, 1e-2f, 0.9f, 0.999f, 1e-8f, wd,
+                      1);
+    if (wd == 0.0f)
+      CHECK(p1 == p2);
+    else
+      CHECK(p1 != p2);
   }
 }
 
@@ -137,7 +142,8 @@ TEST_CASE("sgld: gradient step plus sqrt(2 eta T) times the gaussian stream, eve
         theta.push_back(-7.f);
         fn(theta.data(), grad.data(), n, eta, temp, seed, stream, counter);
         // Noise error <= scale * 6 * 2^-24 * 5.8 (see the gaussian budget) plus rounding theta.
-        pltest::check_close("theta", theta.data(), ref.data(), n, scale * 6 * 0x1p-24 * 5.8, 2.4e-7);
+        pltest::check_close("theta", theta.data(), ref.data(), n, scale * 6 * 0x1p-24 * 5.8,
+                            2.4e-7);
         CHECK(theta[n] == -7.f);
       }
     }
@@ -155,8 +161,8 @@ TEST_CASE("sgld: the noise is exactly the gaussian kernel's numbers on the same 
     const auto* gvar = pl::find_variant("gaussian" + var->name.substr(4));
     REQUIRE(gvar != nullptr);
     std::vector<float> xi(n), theta(n, 0.f), grad(n, 0.f);
-    pl::as<GaussianFn>(*gvar)(xi.data(), n, 9, 1, 6);
-    pl::as<SgldFn>(*var)(theta.data(), grad.data(), n, eta, temp, 9, 1, 6);
+    pl::as<GaussianFn> (*gvar)(xi.data(), n, 9, 1, 6);
+    pl::as<SgldFn> (*var)(theta.data(), grad.data(), n, eta, temp, 9, 1, 6);
     std::vector<double> ref(n);
     for (size_t i = 0; i < n; ++i) ref[i] = scale * xi[i];
     pltest::check_close("noise", theta.data(), ref.data(), n, 0, 2.4e-7);

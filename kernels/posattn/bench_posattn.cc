@@ -41,7 +41,6 @@ void register_posattn(size_t p, size_t l, size_t v) {
                              });
 }
 
-
 // Uniform random tokens (p x L, values < V) and the copy task's targets y_i = x_{i-1 mod L}.
 void copy_tokens(size_t p, size_t l, size_t v, std::vector<int32_t>& xt, std::vector<int32_t>& yt) {
   const auto u = plbench::uniform(p * l, 0.f, 1.f, 2);

@@ -1,5 +1,5 @@
-// posattn.hwy.<isa>, posattn_bwd.hwy.<isa>, posattn_onehot_sse.hwy.<isa>, posattn_gram_sse.hwy.<isa>:
-// the copy task's positional attention, all targets.
+// posattn.hwy.<isa>, posattn_bwd.hwy.<isa>, posattn_onehot_sse.hwy.<isa>,
+// posattn_gram_sse.hwy.<isa>: the copy task's positional attention, all targets.
 //
 // V == 4 (the copy-task benchmark; L <= 64): one vector holds G = lanes / 4 consecutive rows of
 // an L x 4 matrix, so a whole row of h, f, dh or df is one 128-bit block. Then
@@ -295,7 +295,8 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
   // S x Lp targets, -1 past L (an int buffer of its own, aligned like the float ones).
   static thread_local std::vector<int32_t> yb_store;
   if (yb_store.size() < S * Lp + 16) yb_store.resize(S * Lp + 16);
-  int32_t* yb = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(yb_store.data()) + 63) & ~uintptr_t(63));
+  int32_t* yb = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(yb_store.data()) + 63) &
+                                           ~uintptr_t(63));
   for (size_t k = 0; k < l; ++k)
     for (size_t i = 0; i < Lp; ++i) at[k * Lp + i] = i < l ? a[i * l + k] : 0.f;
   for (size_t s = 0; s < S; ++s)
@@ -337,7 +338,8 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
           const float* hs = hT + s * sv + c;
           const auto h0 = hn::Load(d, hs), h1 = hn::Load(d, hs + Lp), h2 = hn::Load(d, hs + 2 * Lp),
                      h3 = hn::Load(d, hs + 3 * Lp);
-          const auto yv = c < lfull ? hn::LoadU(di, y_tok + (mu + s) * l + c) : hn::Load(di, yb + s * Lp + c);
+          const auto yv =
+              c < lfull ? hn::LoadU(di, y_tok + (mu + s) * l + c) : hn::Load(di, yb + s * Lp + c);
           const auto in_loss = hn::RebindMask(d, hn::Gt(yv, none));
           auto row = [&](int32_t o) {
             const float* wo = w + 4 * o;
@@ -354,14 +356,15 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
           acc = hn::MulAdd(r2, r2, acc);
           acc = hn::MulAdd(r3, r3, acc);
           if (!grad) continue;
-#define PL_DW_ROW(o, r)                 \
+#define PL_DW_ROW(o, r)                   \
   dw##o##0 = hn::MulAdd(r, h0, dw##o##0); \
   dw##o##1 = hn::MulAdd(r, h1, dw##o##1); \
   dw##o##2 = hn::MulAdd(r, h2, dw##o##2); \
   dw##o##3 = hn::MulAdd(r, h3, dw##o##3);
-          PL_DW_ROW(0, r0) PL_DW_ROW(1, r1) PL_DW_ROW(2, r2) PL_DW_ROW(3, r3)
+          PL_DW_ROW(0, r0)
+          PL_DW_ROW(1, r1) PL_DW_ROW(2, r2) PL_DW_ROW(3, r3)
 #undef PL_DW_ROW
-          float* dhs = dhT + s * sv + c;
+              float* dhs = dhT + s * sv + c;
           for (size_t u = 0; u < 4; ++u) {
             auto t = hn::Mul(hn::Set(d, w[u]), r0);
             t = hn::MulAdd(hn::Set(d, w[4 + u]), r1, t);
@@ -373,53 +376,58 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
       sse += double(hn::GetLane(hn::SumOfLanes(d, acc)));
       if (!grad) continue;
     } else {
-    for (size_t s = 0; s < g; ++s)
-      for (size_t c = 0; c < Lp; c += N) {
-        const auto yv = c < lfull ? hn::LoadU(di, y_tok + (mu + s) * l + c) : hn::Load(di, yb + s * Lp + c);
-        const auto in_loss = hn::RebindMask(d, hn::Gt(yv, none));
-        const float* hs = hT + s * sv + c;
-        for (size_t o = 0; o < v; ++o) {
-          auto r = zero;
-          for (size_t u = 0; u < v; ++u) r = hn::MulAdd(hn::Set(d, w[o * v + u]), hn::Load(d, hs + u * Lp), r);
-          r = hn::IfThenElse(hn::RebindMask(d, hn::Eq(yv, hn::Set(di, int32_t(o)))), hn::Sub(r, one), r);
-          r = hn::IfThenElseZero(in_loss, r);
-          acc = hn::MulAdd(r, r, acc);
-          hn::Store(r, d, rT + s * sv + o * Lp + c);
+      for (size_t s = 0; s < g; ++s)
+        for (size_t c = 0; c < Lp; c += N) {
+          const auto yv =
+              c < lfull ? hn::LoadU(di, y_tok + (mu + s) * l + c) : hn::Load(di, yb + s * Lp + c);
+          const auto in_loss = hn::RebindMask(d, hn::Gt(yv, none));
+          const float* hs = hT + s * sv + c;
+          for (size_t o = 0; o < v; ++o) {
+            auto r = zero;
+            for (size_t u = 0; u < v; ++u)
+              r = hn::MulAdd(hn::Set(d, w[o * v + u]), hn::Load(d, hs + u * Lp), r);
+            r = hn::IfThenElse(hn::RebindMask(d, hn::Eq(yv, hn::Set(di, int32_t(o)))),
+                               hn::Sub(r, one), r);
+            r = hn::IfThenElseZero(in_loss, r);
+            acc = hn::MulAdd(r, r, acc);
+            hn::Store(r, d, rT + s * sv + o * Lp + c);
+          }
         }
-      }
-    sse += double(hn::GetLane(hn::SumOfLanes(d, acc)));
-    if (!grad) continue;
-    // dw partials += sum_s rT_s[o] .* hT_s[u];  dhT_s = W^T rT_s
-    for (size_t c = 0; c < Lp; c += N)
-      for (size_t o = 0; o < v; ++o)
-        for (size_t u = 0; u < v; ++u) {
-          float* q = dwacc + (o * v + u) * N;
-          auto t = hn::Load(d, q);
-          for (size_t s = 0; s < g; ++s)
-            t = hn::MulAdd(hn::Load(d, rT + s * sv + o * Lp + c), hn::Load(d, hT + s * sv + u * Lp + c), t);
-          hn::Store(t, d, q);
-        }
-    for (size_t s = 0; s < g; ++s)
+      sse += double(hn::GetLane(hn::SumOfLanes(d, acc)));
+      if (!grad) continue;
+      // dw partials += sum_s rT_s[o] .* hT_s[u];  dhT_s = W^T rT_s
       for (size_t c = 0; c < Lp; c += N)
-        for (size_t u = 0; u < v; ++u) {
-          auto t = zero;
-          for (size_t o = 0; o < v; ++o)
-            t = hn::MulAdd(hn::Set(d, w[o * v + u]), hn::Load(d, rT + s * sv + o * Lp + c), t);
-          hn::Store(t, d, dhT + s * sv + u * Lp + c);
-        }
+        for (size_t o = 0; o < v; ++o)
+          for (size_t u = 0; u < v; ++u) {
+            float* q = dwacc + (o * v + u) * N;
+            auto t = hn::Load(d, q);
+            for (size_t s = 0; s < g; ++s)
+              t = hn::MulAdd(hn::Load(d, rT + s * sv + o * Lp + c),
+                             hn::Load(d, hT + s * sv + u * Lp + c), t);
+            hn::Store(t, d, q);
+          }
+      for (size_t s = 0; s < g; ++s)
+        for (size_t c = 0; c < Lp; c += N)
+          for (size_t u = 0; u < v; ++u) {
+            auto t = zero;
+            for (size_t o = 0; o < v; ++o)
+              t = hn::MulAdd(hn::Set(d, w[o * v + u]), hn::Load(d, rT + s * sv + o * Lp + c), t);
+            hn::Store(t, d, dhT + s * sv + u * Lp + c);
+          }
     }
     // daT[k] += sum_s dhT_s[t_{s,k}]
     for (size_t k = 0; k < l; ++k)
       for (size_t c = 0; c < Lp; c += N) {
         auto t = zero;
-        for (size_t s = 0; s < g; ++s) t = hn::Add(t, hn::Load(d, dhT + s * sv + size_t(xt[s * l + k]) * Lp + c));
+        for (size_t s = 0; s < g; ++s)
+          t = hn::Add(t, hn::Load(d, dhT + s * sv + size_t(xt[s * l + k]) * Lp + c));
         float* dst = daT + k * Lp + c;
         hn::Store(hn::Add(hn::Load(d, dst), t), d, dst);
       }
   }
   if (grad) {
     if constexpr (kV == 4) {
-#define PL_DW_STORE(o)                              \
+#define PL_DW_STORE(o)                             \
   hn::Store(dw##o##0, d, dwacc + (4 * o + 0) * N); \
   hn::Store(dw##o##1, d, dwacc + (4 * o + 1) * N); \
   hn::Store(dw##o##2, d, dwacc + (4 * o + 2) * N); \
@@ -449,18 +457,20 @@ double PosattnOnehotSse(const float* a, const float* w, const int32_t* x_tok, co
 
 // sse from the counts (kernels.def). With the V^2-major layout every pass is a long vector loop
 // over one L^2 block, no per-row horizontal sums:
-//   S = sum_j M_j c_j,  T = sum_j W_j d_j                   (row combinations over L^2; j = (u, u'))
-//   R_j = <Q, c_j>,     E_j = <A, d_j>                      (dots over L^2; gradients only)
-//   Q = sum_{i in loss} A_i^T A_i,  A S                     (row combinations over rows of L)
-//   sse = <Q, S> - 2 <A, T> + n_loss
+//   S = sum_j M_j c_j,  T = sum_j W_j d_j                   (row combinations over L^2; j = (u,
+//   u')) R_j = <Q, c_j>,     E_j = <A, d_j>                      (dots over L^2; gradients only) Q
+//   = sum_{i in loss} A_i^T A_i,  A S                     (row combinations over rows of L) sse =
+//   <Q, S> - 2 <A, T> + n_loss
 namespace posattn_detail {
 // y[0, n) += alpha x[0, n), double.
-HWY_INLINE void AxpyD(double* HWY_RESTRICT y, double alpha, const double* HWY_RESTRICT x, size_t n) {
+HWY_INLINE void AxpyD(double* HWY_RESTRICT y, double alpha, const double* HWY_RESTRICT x,
+                      size_t n) {
   const hn::ScalableTag<double> d;
   const size_t N = hn::Lanes(d);
   const auto va = hn::Set(d, alpha);
   size_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
+  for (; i + N <= n; i += N)
+    hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
   for (; i < n; ++i) y[i] += alpha * x[i];
 }
 // out[0, n) = sum_{t < rows} coef[t * cs] * x[t * n + (0, n)], double: up to four vectors of out
@@ -496,7 +506,8 @@ HWY_INLINE void CombineRowsD(double* HWY_RESTRICT out, const double* HWY_RESTRIC
       a2 = hn::MulAdd(hn::Set(d, coef[(t + 2) * cs]), hn::LoadU(d, xt + 2 * n), a2);
       a3 = hn::MulAdd(hn::Set(d, coef[(t + 3) * cs]), hn::LoadU(d, xt + 3 * n), a3);
     }
-    for (; t < rows; ++t) a0 = hn::MulAdd(hn::Set(d, coef[t * cs]), hn::LoadU(d, x + t * n + c), a0);
+    for (; t < rows; ++t)
+      a0 = hn::MulAdd(hn::Set(d, coef[t * cs]), hn::LoadU(d, x + t * n + c), a0);
     hn::StoreU(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), d, out + c);
   }
   for (; c < n; ++c) {

@@ -1,4 +1,5 @@
-// posattn.scalar, posattn_bwd.scalar, posattn_onehot_sse.scalar: the reference, plain loops in double.
+// posattn.scalar, posattn_bwd.scalar, posattn_onehot_sse.scalar: the reference, plain loops in
+// double.
 #include <algorithm>
 #include <cstdint>
 #include <vector>

@@ -195,8 +195,10 @@ void check_onehot(size_t p, size_t l, size_t v, bool with_fd) {
   CAPTURE(l);
   CAPTURE(v);
   const uint32_t seed = uint32_t(p * 131 + l * 17 + v);
-  const auto a = pltest::uniform(l * l, -1.f, 1.f, seed), w = pltest::uniform(v * v, -1.f, 1.f, seed + 1);
-  const auto ux = pltest::uniform(p * l, 0.f, 1.f, seed + 2), uy = pltest::uniform(p * l, 0.f, 1.f, seed + 3);
+  const auto a = pltest::uniform(l * l, -1.f, 1.f, seed),
+             w = pltest::uniform(v * v, -1.f, 1.f, seed + 1);
+  const auto ux = pltest::uniform(p * l, 0.f, 1.f, seed + 2),
+             uy = pltest::uniform(p * l, 0.f, 1.f, seed + 3);
   std::vector<int32_t> xt(p * l), yt(p * l);
   for (size_t i = 0; i < p * l; ++i) {
     xt[i] = std::min(int32_t(ux[i] * float(v)), int32_t(v) - 1);
@@ -249,8 +251,10 @@ void check_onehot(size_t p, size_t l, size_t v, bool with_fd) {
     CAPTURE(var->name);
     const auto fn = pl::as<OnehotFn>(*var);
     Out dao(l * l), dwo(v * v);
-    CHECK(std::fabs(fn(a.data(), w.data(), xt.data(), yt.data(), nullptr, nullptr, p, l, v) - sse) <= tol_sse);
-    const double got = fn(a.data(), w.data(), xt.data(), yt.data(), dao.data(), dwo.data(), p, l, v);
+    CHECK(std::fabs(fn(a.data(), w.data(), xt.data(), yt.data(), nullptr, nullptr, p, l, v) -
+                    sse) <= tol_sse);
+    const double got =
+        fn(a.data(), w.data(), xt.data(), yt.data(), dao.data(), dwo.data(), p, l, v);
     CHECK(std::fabs(got - sse) <= tol_sse);
     dao.check("dA", da, tol_for(p * l * v));
     dwo.check("dW", dw, tol_for(p * l * v));
@@ -293,8 +297,10 @@ void check_gram(size_t p, size_t l, size_t v, int mask, bool shift) {
   CAPTURE(mask);
   CAPTURE(shift);
   const uint32_t seed = uint32_t(p * 977 + l * 13 + v * 3 + size_t(mask));
-  const auto a = pltest::uniform(l * l, -1.f, 1.f, seed), w = pltest::uniform(v * v, -1.f, 1.f, seed + 1);
-  const auto ux = pltest::uniform(p * l, 0.f, 1.f, seed + 2), uy = pltest::uniform(p * l, 0.f, 1.f, seed + 3),
+  const auto a = pltest::uniform(l * l, -1.f, 1.f, seed),
+             w = pltest::uniform(v * v, -1.f, 1.f, seed + 1);
+  const auto ux = pltest::uniform(p * l, 0.f, 1.f, seed + 2),
+             uy = pltest::uniform(p * l, 0.f, 1.f, seed + 3),
              um = pltest::uniform(l, 0.f, 1.f, seed + 4);
   std::vector<int32_t> xt(p * l), yt(p * l);
   for (size_t i = 0; i < p * l; ++i) xt[i] = std::min(int32_t(ux[i] * float(v)), int32_t(v) - 1);
@@ -352,8 +358,10 @@ void check_gram(size_t p, size_t l, size_t v, int mask, bool shift) {
       CAPTURE(var->name);
       const auto fn = pl::as<GramFn>(*var);
       Out dao(l * l), dwo(v * v);
-      CHECK(std::fabs(fn(a.data(), w.data(), c.data(), dd.data(), nullptr, nullptr, l, v) - sse) <= tol_sse);
-      CHECK(std::fabs(fn(a.data(), w.data(), c.data(), dd.data(), dao.data(), dwo.data(), l, v) - sse) <= tol_sse);
+      CHECK(std::fabs(fn(a.data(), w.data(), c.data(), dd.data(), nullptr, nullptr, l, v) - sse) <=
+            tol_sse);
+      CHECK(std::fabs(fn(a.data(), w.data(), c.data(), dd.data(), dao.data(), dwo.data(), l, v) -
+                      sse) <= tol_sse);
       const double atol = 1e-10 * double(p * l * (v + 1)), rtol = 2e-7;
       pltest::check_close("dA", dao.f.data(), da.data(), da.size(), atol, rtol);
       pltest::check_close("dW", dwo.f.data(), dw.data(), dw.size(), atol, rtol);
@@ -394,7 +402,8 @@ TEST_CASE("posattn_gram_sse: a perfect copy fit has sse = 0 to double rounding")
   for (const auto* var : runnable(pl::KernelId::posattn_gram_sse)) {
     CAPTURE(var->name);
     std::vector<float> da(l * l), dw(v * v);
-    const double s = pl::as<GramFn>(*var)(a.data(), w.data(), c.data(), d.data(), da.data(), dw.data(), l, v);
+    const double s =
+        pl::as<GramFn>(*var)(a.data(), w.data(), c.data(), d.data(), da.data(), dw.data(), l, v);
     CHECK(std::fabs(s) <= 1e-9);
     for (float g : da) CHECK(std::fabs(g) <= 1e-9f);
     for (float g : dw) CHECK(std::fabs(g) <= 1e-9f);

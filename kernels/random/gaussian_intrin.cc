@@ -24,17 +24,17 @@ inline VU u_add(VU a, VU b) { return _mm512_add_epi32(a, b); }
 inline VU u_xor(VU a, VU b) { return _mm512_xor_si512(a, b); }
 // Blocks j .. j + kW/4 - 1: 64-bit lanes (j + l, stream).
 inline VU counters(uint64_t j, uint64_t stream) {
-  const __m512i base = _mm512_set_epi64(int64_t(stream), int64_t(j + 3), int64_t(stream),
-                                        int64_t(j + 2), int64_t(stream), int64_t(j + 1),
-                                        int64_t(stream), int64_t(j));
+  const __m512i base =
+      _mm512_set_epi64(int64_t(stream), int64_t(j + 3), int64_t(stream), int64_t(j + 2),
+                       int64_t(stream), int64_t(j + 1), int64_t(stream), int64_t(j));
   return base;
 }
 inline VU quad(uint32_t x0, uint32_t x1, uint32_t x2, uint32_t x3) {
   return _mm512_set4_epi32(int(x3), int(x2), int(x1), int(x0));
 }
 inline VU round(VU w, VU mul, VU key) {
-  const VU p = _mm512_mul_epu32(w, mul);                        // (lo0, hi0, lo2, hi2)
-  const VU r = _mm512_shuffle_epi32(p, _MM_PERM_ABCD);           // (hi2, lo2, hi0, lo0)
+  const VU p = _mm512_mul_epu32(w, mul);                                     // (lo0, hi0, lo2, hi2)
+  const VU r = _mm512_shuffle_epi32(p, _MM_PERM_ABCD);                       // (hi2, lo2, hi0, lo0)
   return _mm512_ternarylogic_epi32(r, _mm512_srli_epi64(w, 32), key, 0x96);  // r ^ w_odd ^ key
 }
 // a = (w0, w2) and b = (w1, w3) of the blocks in x then y, per 128-bit lane.
@@ -173,7 +173,9 @@ inline V frexp_(V x, V& e) {
   e = to_float(vsubq_u32(vshrq_n_u32(bits, 23), vdupq_n_u32(126)));
   return as_float(vorrq_u32(vandq_u32(bits, vdupq_n_u32(0x007FFFFF)), vdupq_n_u32(0x3F000000)));
 }
-inline V select_lt(V a, V b, V if_lt, V otherwise) { return vbslq_f32(vcltq_f32(a, b), if_lt, otherwise); }
+inline V select_lt(V a, V b, V if_lt, V otherwise) {
+  return vbslq_f32(vcltq_f32(a, b), if_lt, otherwise);
+}
 #endif
 
 constexpr size_t kBlocksPerVec = kW / 4;

@@ -54,7 +54,8 @@ inline void box_muller(Vu a, Vu b, Vf& za, Vf& zb) {
   const Vu odd = Vu(0u) - (q & Vu(1u));  // all ones where q is odd
   const Vu sin_u = xsimd::bitwise_cast<Vu>(sin_x), cos_u = xsimd::bitwise_cast<Vu>(cos_x);
   const Vu sign(0x80000000u);
-  const Vf c = xsimd::bitwise_cast<Vf>(((sin_u & odd) | (cos_u & ~odd)) ^ (((q + Vu(1u)) << 30) & sign));
+  const Vf c =
+      xsimd::bitwise_cast<Vf>(((sin_u & odd) | (cos_u & ~odd)) ^ (((q + Vu(1u)) << 30) & sign));
   const Vf s = xsimd::bitwise_cast<Vf>(((cos_u & odd) | (sin_u & ~odd)) ^ ((q << 30) & sign));
   za = r * c;
   zb = r * s;

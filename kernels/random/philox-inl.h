@@ -116,8 +116,10 @@ HWY_INLINE VF LogUnit(VF u) {
   const DI di;
   const DF df;
   const VU bits = hn::Add(hn::BitCast(du, u), hn::Set(du, 0x3F800000u - 0x3F3504F3u));
-  const VF e = hn::ConvertTo(df, hn::Sub(hn::BitCast(di, hn::ShiftRight<23>(bits)), hn::Set(di, 127)));
-  const VF m = hn::BitCast(df, hn::Add(hn::And(bits, hn::Set(du, 0x7FFFFFu)), hn::Set(du, 0x3F3504F3u)));
+  const VF e =
+      hn::ConvertTo(df, hn::Sub(hn::BitCast(di, hn::ShiftRight<23>(bits)), hn::Set(di, 127)));
+  const VF m =
+      hn::BitCast(df, hn::Add(hn::And(bits, hn::Set(du, 0x7FFFFFu)), hn::Set(du, 0x3F3504F3u)));
   const VF f = hn::Sub(m, hn::Set(df, 1.0f));
   VF q = hn::MulAdd(f, hn::Set(df, -0.07634493708610535f), hn::Set(df, 0.1276157647371292f));
   q = hn::MulAdd(q, f, hn::Set(df, -0.13160184025764465f));
@@ -140,9 +142,9 @@ HWY_INLINE void BoxMuller(VU a, VU b, VF& za, VF& zb) {
   const DU du;
   const DI di;
   const DF df;
-  const VF u1 = hn::Mul(hn::ConvertTo(df, hn::BitCast(di, hn::Add(hn::ShiftRight<8>(a),
-                                                                  hn::Set(du, 1u)))),
-                        hn::Set(df, 0x1p-24f));
+  const VF u1 =
+      hn::Mul(hn::ConvertTo(df, hn::BitCast(di, hn::Add(hn::ShiftRight<8>(a), hn::Set(du, 1u)))),
+              hn::Set(df, 0x1p-24f));
   const VF r = hn::Sqrt(hn::Mul(hn::Set(df, -2.0f), LogUnit(u1)));
 
   const VU b24 = hn::ShiftRight<8>(b);
@@ -163,8 +165,9 @@ HWY_INLINE void BoxMuller(VU a, VU b, VF& za, VF& zb) {
   // cos(q pi/2 + x), sin(q pi/2 + x): odd q swaps; cos flips for q in {1, 2}, sin for {2, 3}.
   const auto odd = hn::RebindMask(df, hn::TestBit(q, hn::Set(du, 1u)));
   const VU sign = hn::Set(du, 0x80000000u);
-  const VF c = hn::Xor(hn::IfThenElse(odd, sin_x, cos_x),
-                       hn::BitCast(df, hn::And(hn::ShiftLeft<30>(hn::Add(q, hn::Set(du, 1u))), sign)));
+  const VF c =
+      hn::Xor(hn::IfThenElse(odd, sin_x, cos_x),
+              hn::BitCast(df, hn::And(hn::ShiftLeft<30>(hn::Add(q, hn::Set(du, 1u))), sign)));
   const VF s = hn::Xor(hn::IfThenElse(odd, cos_x, sin_x),
                        hn::BitCast(df, hn::And(hn::ShiftLeft<30>(q), sign)));
   za = hn::Mul(r, c);

@@ -14,17 +14,15 @@ namespace HWY_NAMESPACE {
 // out: n
 void Gaussian(float* out, size_t n, uint64_t seed, uint64_t stream, uint64_t counter) {
   const uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  rng::FillGroups(out, n, counter, [=](uint64_t j, float* dst) {
-    rng::GaussianGroup(j, k0, k1, stream, dst);
-  });
+  rng::FillGroups(out, n, counter,
+                  [=](uint64_t j, float* dst) { rng::GaussianGroup(j, k0, k1, stream, dst); });
 }
 
 // out: n
 void UniformBits(uint32_t* out, size_t n, uint64_t seed, uint64_t stream, uint64_t counter) {
   const uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  rng::FillGroups(out, n, counter, [=](uint64_t j, uint32_t* dst) {
-    rng::UniformGroup(j, k0, k1, stream, dst);
-  });
+  rng::FillGroups(out, n, counter,
+                  [=](uint64_t j, uint32_t* dst) { rng::UniformGroup(j, k0, k1, stream, dst); });
 }
 
 }  // namespace HWY_NAMESPACE

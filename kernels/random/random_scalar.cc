@@ -15,10 +15,9 @@ void Gaussian(float* out, size_t n, uint64_t seed, uint64_t stream, uint64_t cou
 
 // out: n
 void UniformBits(uint32_t* out, size_t n, uint64_t seed, uint64_t stream, uint64_t counter) {
-  philox::for_each_sample(n, seed, stream, counter,
-                          [&](size_t i, const philox::Block& b, unsigned lane) {
-                            out[i] = b[lane];
-                          });
+  philox::for_each_sample(
+      n, seed, stream, counter,
+      [&](size_t i, const philox::Block& b, unsigned lane) { out[i] = b[lane]; });
 }
 
 }  // namespace pl::scalar

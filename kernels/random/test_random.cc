@@ -14,13 +14,8 @@ namespace {
 
 // Start counters: block-aligned, inside a block, where the low counter word wraps inside a
 // vector group (block 2^32 - 3), and far out in the stream.
-const uint64_t kCounters[] = {0,
-                              1,
-                              3,
-                              4,
-                              6,
-                              4 * 0xFFFFFFFDull + 1,
-                              (uint64_t{0x0123456789ABCDEF} & ~uint64_t{3}) + 2};
+const uint64_t kCounters[] = {
+    0, 1, 3, 4, 6, 4 * 0xFFFFFFFDull + 1, (uint64_t{0x0123456789ABCDEF} & ~uint64_t{3}) + 2};
 
 // z (and the radius r) for the word pair (a, b), written out here again in long double as an
 // oracle independent of the library's helpers.
@@ -77,7 +72,7 @@ TEST_CASE("philox: Random123 known-answer vectors (kat_vectors, philox4x32 10)")
   for (const auto* v : runnable(pl::KernelId::uniform_bits)) {
     CAPTURE(v->name);
     uint32_t out[5] = {0, 0, 0, 0, 7};
-    pl::as<UniformFn>(*v)(out, 4, 0, 0, 0);
+    pl::as<UniformFn> (*v)(out, 4, 0, 0, 0);
     CHECK(out[0] == 0x6627e8d5u);
     CHECK(out[1] == 0xe169c58du);
     CHECK(out[2] == 0xbc57ac4cu);
@@ -97,13 +92,14 @@ TEST_CASE("uniform_bits: every variant bit-identical to the scalar stream for an
       std::vector<uint32_t> ref(n);
       for (size_t i = 0; i < n; ++i) {
         const uint64_t t = counter + i;
-        ref[i] = pl::philox::stream_block(0x9E3779B97F4A7C15ull, 0xDEADBEEF00000001ull, t / 4)[t % 4];
+        ref[i] =
+            pl::philox::stream_block(0x9E3779B97F4A7C15ull, 0xDEADBEEF00000001ull, t / 4)[t % 4];
       }
       for (const auto* v : variants) {
         CAPTURE(v->name);
         std::vector<uint32_t> out(n + 1, 0xA5A5A5A5u);
-        pl::as<UniformFn>(*v)(out.data(), n, 0x9E3779B97F4A7C15ull, 0xDEADBEEF00000001ull,
-                              counter);
+        pl::as<UniformFn> (*v)(out.data(), n, 0x9E3779B97F4A7C15ull, 0xDEADBEEF00000001ull,
+                               counter);
         CHECK(std::equal(ref.begin(), ref.end(), out.begin()));
         CHECK(out[n] == 0xA5A5A5A5u);
       }
@@ -153,7 +149,7 @@ TEST_CASE("gaussian: every variant matches Box-Muller in long double on the same
         CAPTURE(n);
         const auto ref = gaussian_oracle(n, 12345, 3, counter);
         std::vector<float> out(n + 1, -99.f);
-        pl::as<GaussianFn>(*v)(out.data(), n, 12345, 3, counter);
+        pl::as<GaussianFn> (*v)(out.data(), n, 12345, 3, counter);
         double worst = 0;
         size_t at = 0;
         for (size_t i = 0; i < n; ++i) {
@@ -235,7 +231,8 @@ TEST_CASE("gaussian: moments, Kolmogorov-Smirnov and correlations at 1e6 samples
         sbb += y * y;
       }
       const long double cov = sab / m - (sa / m) * (sb / m);
-      return double(cov / std::sqrt((saa / m - (sa / m) * (sa / m)) * (sbb / m - (sb / m) * (sb / m))));
+      return double(cov /
+                    std::sqrt((saa / m - (sa / m) * (sa / m)) * (sbb / m - (sb / m) * (sb / m))));
     };
     CHECK(std::fabs(corr(z, w, 0)) < 5 / sn);
     CHECK(std::fabs(corr(z, z, 1)) < 5 / sn);
@@ -259,7 +256,8 @@ TEST_CASE("gaussian: moments, Kolmogorov-Smirnov and correlations at 1e6 samples
         sbb += (long double)sq1[i] * sq1[i];
       }
       const long double cov = sab / m - (sa / m) * (sb / m);
-      return double(cov / std::sqrt((saa / m - (sa / m) * (sa / m)) * (sbb / m - (sb / m) * (sb / m))));
+      return double(cov /
+                    std::sqrt((saa / m - (sa / m) * (sa / m)) * (sbb / m - (sb / m) * (sb / m))));
     }();
     CHECK(std::fabs(r_sq) < 5 / std::sqrt(n / 2.0));
   }

@@ -14,7 +14,8 @@ PL_BENCHMARKS {
                                auto x = plbench::uniform(n, -1.f, 1.f, 1);
                                auto y = plbench::uniform(n, -1.f, 1.f, 2);
                                auto fn = pl::as<decltype(&pl::scalar::Dot)>(v);
-                               for (auto _ : st) benchmark::DoNotOptimize(fn(x.data(), y.data(), n));
+                               for (auto _ : st)
+                                 benchmark::DoNotOptimize(fn(x.data(), y.data(), n));
                                plbench::set_items(st, double(n));
                              });
   plbench::register_variants(pl::KernelId::max, "n:4096",

@@ -32,9 +32,9 @@ HWY_INLINE void SumBlocks(const float* HWY_RESTRICT x, const float* HWY_RESTRICT
   constexpr size_t N = kAcc / K;
   auto a0 = hn::Zero(dd), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   for (size_t b = 0; b < blocks; ++b, x += kAcc, y += kAcc) {
-#define PL_TERM(k, a)                                                                    \
-  if (K > k) {                                                                           \
-    const auto xv = hn::PromoteTo(dd, hn::LoadU(df, x + k * N));                         \
+#define PL_TERM(k, a)                                                                           \
+  if (K > k) {                                                                                  \
+    const auto xv = hn::PromoteTo(dd, hn::LoadU(df, x + k * N));                                \
     a = kDot ? hn::MulAdd(xv, hn::PromoteTo(dd, hn::LoadU(df, y + k * N)), a) : hn::Add(a, xv); \
   }
     PL_TERM(0, a0)
@@ -63,10 +63,18 @@ double SumOrDot(const float* x, const float* y, size_t n) {
   double acc[kAcc] = {};
   const size_t blocks = n / kAcc;
   switch (hn::Lanes(hn::CappedTag<double, kAcc>())) {
-    case 2: SumBlocks<8, kDot>(x, y, blocks, acc); break;
-    case 4: SumBlocks<4, kDot>(x, y, blocks, acc); break;
-    case 8: SumBlocks<2, kDot>(x, y, blocks, acc); break;
-    case 16: SumBlocks<1, kDot>(x, y, blocks, acc); break;
+    case 2:
+      SumBlocks<8, kDot>(x, y, blocks, acc);
+      break;
+    case 4:
+      SumBlocks<4, kDot>(x, y, blocks, acc);
+      break;
+    case 8:
+      SumBlocks<2, kDot>(x, y, blocks, acc);
+      break;
+    case 16:
+      SumBlocks<1, kDot>(x, y, blocks, acc);
+      break;
     default:  // one lane (HWY_SCALAR): the plain loop
       for (size_t i = 0; i < blocks * kAcc; ++i)
         acc[i % kAcc] += kDot ? double{x[i]} * double{y[i]} : double{x[i]};
@@ -86,11 +94,11 @@ HWY_INLINE bool MaxBlocks(const float* HWY_RESTRICT x, size_t blocks, float* acc
   auto a0 = neg_inf, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   auto nan = hn::Zero(d);  // all-ones lanes where a NaN went by
   for (size_t b = 0; b < blocks; ++b, x += kAcc) {
-#define PL_TERM(k, a)                                                      \
-  if (K > k) {                                                             \
-    const auto xv = hn::LoadU(d, x + k * N);                               \
-    a = hn::IfThenElse(hn::Gt(xv, a), xv, a); /* reduce::max_step */       \
-    nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(xv)));                 \
+#define PL_TERM(k, a)                                                \
+  if (K > k) {                                                       \
+    const auto xv = hn::LoadU(d, x + k * N);                         \
+    a = hn::IfThenElse(hn::Gt(xv, a), xv, a); /* reduce::max_step */ \
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(xv)));            \
   }
     PL_TERM(0, a0)
     PL_TERM(1, a1)
@@ -128,10 +136,18 @@ float Max(const float* x, size_t n) {
   const size_t blocks = n / kAcc;
   bool nan = false;
   switch (hn::Lanes(hn::CappedTag<float, kAcc>())) {
-    case 2: nan = MaxBlocks<8>(x, blocks, acc); break;
-    case 4: nan = MaxBlocks<4>(x, blocks, acc); break;
-    case 8: nan = MaxBlocks<2>(x, blocks, acc); break;
-    case 16: nan = MaxBlocks<1>(x, blocks, acc); break;
+    case 2:
+      nan = MaxBlocks<8>(x, blocks, acc);
+      break;
+    case 4:
+      nan = MaxBlocks<4>(x, blocks, acc);
+      break;
+    case 8:
+      nan = MaxBlocks<2>(x, blocks, acc);
+      break;
+    case 16:
+      nan = MaxBlocks<1>(x, blocks, acc);
+      break;
     default:  // one lane (HWY_SCALAR): the plain loop
       for (size_t i = 0; i < blocks * kAcc; ++i) {
         nan |= std::isnan(x[i]);

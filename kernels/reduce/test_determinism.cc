@@ -57,7 +57,8 @@ Result run(const Kernels& k, int threads, size_t n) {
 
 }  // namespace
 
-TEST_CASE("determinism: parallel gaussian fill and reductions are bit-identical at 1, 2, 4 threads") {
+TEST_CASE(
+    "determinism: parallel gaussian fill and reductions are bit-identical at 1, 2, 4 threads") {
   // 1e6 samples for the variant that dispatch selects (what experiments run); 2^17 for the
   // others, which keeps the suite short under emulation (qemu-aarch64).
   const pl::Variant* best = pl::selected_variant(static_cast<int>(pl::KernelId::gaussian), "");

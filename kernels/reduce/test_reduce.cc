@@ -46,7 +46,9 @@ std::vector<size_t> reduce_sizes() {
 
 }  // namespace
 
-TEST_CASE("sum, dot: every variant bit-identical to the scalar order and within the bound of the oracle") {
+TEST_CASE(
+    "sum, dot: every variant bit-identical to the scalar order and within the bound of the "
+    "oracle") {
   const auto xs = wide_range(100003 + 3, 1), ys = wide_range(100003 + 3, 2);
   for (size_t off : {size_t{0}, size_t{1}, size_t{3}}) {  // unaligned starts
     for (size_t n : reduce_sizes()) {
@@ -57,7 +59,8 @@ TEST_CASE("sum, dot: every variant bit-identical to the scalar order and within 
       const double ref_sum = pl::scalar::Sum(x, n), ref_dot = pl::scalar::Dot(x, y, n);
       // Error bound of summing n terms in double in any order: (n - 1) 2^-53 sum |t_i|
       // (the dot's products are exact in double).
-      const long double abs_sum = compensated(n, [&](size_t i) { return std::fabs((long double)x[i]); });
+      const long double abs_sum =
+          compensated(n, [&](size_t i) { return std::fabs((long double)x[i]); });
       const long double abs_dot =
           compensated(n, [&](size_t i) { return std::fabs((long double)x[i] * y[i]); });
       const long double oracle_sum = compensated(n, [&](size_t i) { return (long double)x[i]; });
@@ -89,7 +92,7 @@ TEST_CASE("sum, dot: the data is order-sensitive, and the reference follows kern
   // The order itself, written out independently: accumulators i mod 16, then the tree.
   double acc[16] = {};
   for (size_t i = 0; i < n; ++i) acc[i % 16] += x[i];
-  const double t8[8] = {acc[0] + acc[8], acc[1] + acc[9], acc[2] + acc[10], acc[3] + acc[11],
+  const double t8[8] = {acc[0] + acc[8],  acc[1] + acc[9],  acc[2] + acc[10], acc[3] + acc[11],
                         acc[4] + acc[12], acc[5] + acc[13], acc[6] + acc[14], acc[7] + acc[15]};
   const double t4[4] = {t8[0] + t8[4], t8[1] + t8[5], t8[2] + t8[6], t8[3] + t8[7]};
   const double expect = (t4[0] + t4[2]) + (t4[1] + t4[3]);
@@ -115,7 +118,8 @@ TEST_CASE("sum, dot: exact closed forms") {
   }
 }
 
-TEST_CASE("max: every variant equals the largest element; NaN anywhere gives NaN; empty gives -inf") {
+TEST_CASE(
+    "max: every variant equals the largest element; NaN anywhere gives NaN; empty gives -inf") {
   const float inf = std::numeric_limits<float>::infinity();
   for (const auto* v : runnable(pl::KernelId::max)) {
     CAPTURE(v->name);
@@ -148,7 +152,8 @@ TEST_CASE("max: every variant equals the largest element; NaN anywhere gives NaN
     // Signed zeros: bit-identical to the scalar reference (the first of equal values stays).
     std::vector<float> zeros(40);
     for (size_t i = 0; i < zeros.size(); ++i) zeros[i] = (i * 7) % 3 ? -0.f : 0.f;
-    const float got = fn(zeros.data(), zeros.size()), ref = pl::scalar::Max(zeros.data(), zeros.size());
+    const float got = fn(zeros.data(), zeros.size()),
+                ref = pl::scalar::Max(zeros.data(), zeros.size());
     CHECK(std::memcmp(&got, &ref, sizeof got) == 0);
   }
 }

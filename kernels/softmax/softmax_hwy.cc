@@ -80,8 +80,8 @@ void SoftmaxRows(const float* x, float* y, size_t rows, size_t cols, float scale
     }
     if (c < body) mx0 = hn::Max(mx0, hn::Mul(vscale, hn::LoadU(d, xr + c)));
     if (tail)
-      mx1 = hn::Max(mx1, hn::IfThenElse(mtail, hn::Mul(vscale, part::Load(d, xr + body, tail)),
-                                        neg_inf));
+      mx1 = hn::Max(
+          mx1, hn::IfThenElse(mtail, hn::Mul(vscale, part::Load(d, xr + body, tail)), neg_inf));
     const V neg_m = hn::Neg(hn::MaxOfLanes(d, hn::Max(mx0, mx1)));
 
     // Pass 2: y = e^(scale x - m), sum in double.
@@ -93,8 +93,8 @@ void SoftmaxRows(const float* x, float* y, size_t rows, size_t cols, float scale
     }
     if (tail) {
       // Inactive lanes load 0, whose e^(-m) may be anything: zero them before summing.
-      const V e = hn::IfThenElseZero(
-          mtail, ExpShifted(d, part::Load(d, xr + body, tail), vscale, neg_m));
+      const V e =
+          hn::IfThenElseZero(mtail, ExpShifted(d, part::Load(d, xr + body, tail), vscale, neg_m));
       part::Store(d, e, yr + body, tail);
       WideAdd(d, e, sum_lo, sum_hi);
     }
@@ -102,8 +102,7 @@ void SoftmaxRows(const float* x, float* y, size_t rows, size_t cols, float scale
     // Pass 3: y *= 1 / sum (the reciprocal rounded once, from double).
     const V inv = hn::Set(d, static_cast<float>(1.0 / WideTotal(dd, sum_lo, sum_hi)));
     for (c = 0; c < body; c += N) hn::StoreU(hn::Mul(hn::LoadU(d, yr + c), inv), d, yr + c);
-    if (tail)
-      part::Store(d, hn::Mul(part::Load(d, yr + body, tail), inv), yr + body, tail);
+    if (tail) part::Store(d, hn::Mul(part::Load(d, yr + body, tail), inv), yr + body, tail);
     FillZero(d, yr + n, cols - n);
   }
 }
@@ -129,8 +128,8 @@ void SoftmaxRowsBwd(const float* y, const float* dy, float* dx, size_t rows, siz
     for (; c < body; c += N)
       WideAddProduct(d, hn::LoadU(d, dyr + c), hn::LoadU(d, yr + c), acc_lo, acc_hi);
     if (tail)
-      WideAddProduct(d, part::Load(d, dyr + body, tail), part::Load(d, yr + body, tail),
-                     acc_lo, acc_hi);
+      WideAddProduct(d, part::Load(d, dyr + body, tail), part::Load(d, yr + body, tail), acc_lo,
+                     acc_hi);
     const double s_d = WideTotal(dd, acc_lo, acc_hi);
     const float s_hi_f = static_cast<float>(s_d);
     const V s_hi = hn::Set(d, s_hi_f);

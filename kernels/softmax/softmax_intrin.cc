@@ -4,10 +4,11 @@
 // steps (one load and one store per element); longer rows take three passes over memory.
 // Accuracy as the Highway variant: exponent as an exact float pair (exp_shifted), row sum in
 // double, reciprocal rounded once.
+#include "kernels/softmax/softmax_intrin.hpp"
+
 #include <algorithm>
 
 #include "kernels/common/intrin_ops.hpp"
-#include "kernels/softmax/softmax_intrin.hpp"
 
 namespace pl::PL_INTRIN_NS {
 namespace {
@@ -42,8 +43,10 @@ inline void row_in_registers(const float* x, float* y, size_t len, float scale) 
   for (size_t j = 0; j < kRegVecs; ++j) {
     if (j >= nv) break;
     const size_t c = j * kW;
-    if (c + kW <= len) store(y + c, mul(t[j], inv));
-    else store_n(y + c, mul(t[j], inv), len - c);
+    if (c + kW <= len)
+      store(y + c, mul(t[j], inv));
+    else
+      store_n(y + c, mul(t[j], inv), len - c);
   }
 }
 
@@ -82,8 +85,10 @@ inline void row_streaming(const float* x, float* y, size_t len, float scale) {
 
 void softmax_row(const float* x, float* y, size_t len, float scale) {
   if (len == 0) return;
-  if (len <= kRegVecs * kW) row_in_registers(x, y, len, scale);
-  else row_streaming(x, y, len, scale);
+  if (len <= kRegVecs * kW)
+    row_in_registers(x, y, len, scale);
+  else
+    row_streaming(x, y, len, scale);
 }
 
 // x, y: rows x cols. With causal, row r uses columns 0..r and writes 0 beyond.

@@ -24,7 +24,8 @@ Attention parse_attention(const std::string& s) {
 
 ExactMarginal::ExactMarginal(const MarginalConfig& cfg, const int32_t* tokens, int P)
     : cfg_(cfg), L_(cfg.L), V_(cfg.V), P_(P) {
-  if (L_ < 2 || V_ < 1 || P_ < 0) throw std::invalid_argument("ExactMarginal: need L >= 2, V >= 1, P >= 0");
+  if (L_ < 2 || V_ < 1 || P_ < 0)
+    throw std::invalid_argument("ExactMarginal: need L >= 2, V >= 1, P >= 0");
   if (!(cfg.kappa > 0 && cfg.sw2 > 0 && cfg.sg2 > 0 && cfg.weight > 0))
     throw std::invalid_argument("ExactMarginal: kappa, sw2, sg2, weight must be > 0");
   R_ = loss_rows(L_, cfg.wrap);
@@ -124,7 +125,8 @@ void ExactMarginal::factor() const {
       const double* lj = &Lc_[size_t(j) * V];
       for (int k = 0; k < j; ++k) s -= li[k] * lj[k];
       if (i == j) {
-        if (!(s > 0)) throw std::runtime_error("ExactMarginal: M not positive definite (non-finite A?)");
+        if (!(s > 0))
+          throw std::runtime_error("ExactMarginal: M not positive definite (non-finite A?)");
         Lc_[size_t(i) * V + i] = std::sqrt(s);
       } else {
         Lc_[size_t(i) * V + j] = s / lj[j];

@@ -6,10 +6,11 @@
 //   S_data(A) = (V/2) ln det(I + sw2 beta C) - (beta^2/2) tr(B^T M^{-1} B) + (beta/2) w tr(Y^T Y)
 //   action(G) = S_data(A(G)) + ||G||^2 / (2 sg2),  A = row-softmax(G) or A = G (masked if causal)
 //
-// One-hot tokens make C and B scatter-adds: C = sum_mu X^T (A_R^T A_R) X, B = sum_mu X^T A_R^T Y, so
-// one evaluation costs O(P L^2 + L^3 + V^3) and never forms H ("direct"). They are also linear in
-// token counts gathered once, n2[u, u', i, j] = #{t_i = u, t_j = u'} and nb[u, y, l, j] =
-// #{t_j = u, y_l = y}: C[u, u'] = w sum_ij K_ij n2[u, u', i, j], B[u, y] = w sum_lj A_lj nb[u, y, l, j]
+// One-hot tokens make C and B scatter-adds: C = sum_mu X^T (A_R^T A_R) X, B = sum_mu X^T A_R^T Y,
+// so one evaluation costs O(P L^2 + L^3 + V^3) and never forms H ("direct"). They are also linear
+// in token counts gathered once, n2[u, u', i, j] = #{t_i = u, t_j = u'} and nb[u, y, l, j] =
+// #{t_j = u, y_l = y}: C[u, u'] = w sum_ij K_ij n2[u, u', i, j], B[u, y] = w sum_lj A_lj nb[u, y,
+// l, j]
 // ("counts": O(V^2 L^2 + L^3 + V^3) per evaluation, independent of P). All work buffers are
 // allocated in the constructor: evaluations do not allocate, and an object must not be shared
 // between threads.
@@ -39,7 +40,8 @@ struct MarginalConfig {
   Wrap wrap = Wrap::cyclic;
   Attention attention = Attention::softmax;
   bool causal = false;  // A[l, l'] = 0 for l' > l (softmax: those logits are -inf)
-  double weight = 1.0;  // every sequence counts `weight` times (tests: exact population by enumeration)
+  double weight =
+      1.0;  // every sequence counts `weight` times (tests: exact population by enumeration)
   // How C, B and the gradient gather the data: per sequence (direct) or from token counts;
   // automatic takes counts when V^2 < P and the 2 V^2 L^2 counts fit in 2 x 128 MB. Same numbers
   // up to double rounding.
@@ -91,11 +93,11 @@ class ExactMarginal {
   MarginalConfig cfg_;
   int L_, V_, P_, R_, first_row_;
   double beta_;
-  std::vector<int32_t> tok_;  // P x L
-  std::vector<int32_t> tgt_;  // P x L: target symbol of row l (valid for loss rows)
+  std::vector<int32_t> tok_;     // P x L
+  std::vector<int32_t> tgt_;     // P x L: target symbol of row l (valid for loss rows)
   std::vector<double> n2_, nb_;  // V^2 blocks of L x L token counts (empty on the direct path)
   // workspaces (mutable: evaluations are logically const)
-  mutable std::vector<double> A_, K_, GK_, dA_;            // L x L
+  mutable std::vector<double> A_, K_, GK_, dA_;                          // L x L
   mutable std::vector<double> C_, B_, Lc_, Minv_, Gam_, GC_, GB_, tmp_;  // V x V
 };
 

@@ -8,11 +8,11 @@
 namespace copyc {
 
 struct OrderParams {
-  double D = 0;       // sum_l A[l, l-1 mod L]: overlap with the shift S
-  double T = 0;       // sum of all entries
-  double Q = 0;       // ||A||_F^2
+  double D = 0;          // sum_l A[l, l-1 mod L]: overlap with the shift S
+  double T = 0;          // sum of all entries
+  double Q = 0;          // ||A||_F^2
   double rowsum_sq = 0;  // sum_l s_l^2, s_l = row sums
-  double c1 = 0;      // least-squares coordinates in span{J/L, S}: A ~ c1 J/L + cG S
+  double c1 = 0;         // least-squares coordinates in span{J/L, S}: A ~ c1 J/L + cG S
   double cG = 0;
   double c1_hat = 0;  // orthonormal coordinates: <A, J/L> = T/L and <A, (S - J/L)/sqrt(L-1)>
   double cG_hat = 0;
@@ -29,7 +29,7 @@ std::vector<double> circulant_spectrum(const float* A, int L);
 std::vector<double> circulant_spectrum(const double* A, int L);
 
 struct EnsembleCoverage {
-  double coverage = 0;   // share of the variance of vec(A - mean A) inside span{J/L, S}
+  double coverage = 0;    // share of the variance of vec(A - mean A) inside span{J/L, S}
   double pca2_share = 0;  // share of the two leading principal components
   double total_var = 0;   // sum over samples of ||A - mean A||^2 / n
 };

@@ -29,11 +29,13 @@ double s_pop(const Model& m, double P, const PopStats& st, PopStats* g) {
   const double bpe = P * st.D / V, bpa = P * st.s1 / V;  // b_perp, b_par
   const double mpe = 1 / sw2 + b * cpe, mpa = 1 / sw2 + b * cpa;
   const double ld = m.map ? 0.0 : 1.0;  // log-det (W entropy) terms: marginal only
-  const double S = ld * (0.5 * V * (V - 1) * std::log1p(sw2 * b * cpe) + 0.5 * V * std::log1p(sw2 * b * cpa)) -
-                   0.5 * b * b * ((V - 1) * bpe * bpe / mpe + bpa * bpa / mpa) + 0.5 * b * P * m.R();
+  const double S =
+      ld * (0.5 * V * (V - 1) * std::log1p(sw2 * b * cpe) + 0.5 * V * std::log1p(sw2 * b * cpa)) -
+      0.5 * b * b * ((V - 1) * bpe * bpe / mpe + bpa * bpa / mpa) + 0.5 * b * P * m.R();
   if (g) {
     // d/dc of (V k/2) ln(1 + sw2 b c) = (V k/2) b/m; d/dm of -b^2 x^2/(2m) = b^2 x^2/(2 m^2).
-    const double dS_dcpe = ld * 0.5 * V * (V - 1) * b / mpe + 0.5 * b * b * (V - 1) * bpe * bpe / (mpe * mpe) * b;
+    const double dS_dcpe =
+        ld * 0.5 * V * (V - 1) * b / mpe + 0.5 * b * b * (V - 1) * bpe * bpe / (mpe * mpe) * b;
     const double dS_dcpa = ld * 0.5 * V * b / mpa + 0.5 * b * b * bpa * bpa / (mpa * mpa) * b;
     g->Q = dS_dcpe * P / V;
     g->s2 = dS_dcpa * P / V;
@@ -49,7 +51,8 @@ double mse_pop(const Model& m, double P, const PopStats& st) {
   const double cpe = P * st.Q / V, cpa = P * st.s2 / V, bpe = P * st.D / V, bpa = P * st.s1 / V;
   const double wpe = b * bpe / (1 / sw2 + b * cpe), wpa = b * bpa / (1 / sw2 + b * cpa);
   const double yy = P * m.R();
-  return ((V - 1) * (wpe * wpe * cpe - 2 * wpe * bpe) + (wpa * wpa * cpa - 2 * wpa * bpa) + yy) / yy;
+  return ((V - 1) * (wpe * wpe * cpe - 2 * wpe * bpe) + (wpa * wpa * cpa - 2 * wpa * bpa) + yy) /
+         yy;
 }
 
 // ---------------------------------------------------------------- linear
@@ -78,8 +81,9 @@ double linear_action(const Model& m, double P, double c1, double cG, double* gra
 }
 
 // Second order of S_pop at A = 0 (ln(1+x) ~ x, 1/m ~ sw2):
-// S ~ [(V-1)k + 1/sg2] Q/2 + k s2/2 - b'/2 [(V-1) D^2 + s1^2],  k = sw2 beta P, b' = beta^2 sw2 P^2/V^2.
-// Each of Q, s2, D^2, s1^2 is x^T M x on x = (c1, cG); the Hessian is the matching sum of M's.
+// S ~ [(V-1)k + 1/sg2] Q/2 + k s2/2 - b'/2 [(V-1) D^2 + s1^2],  k = sw2 beta P, b' = beta^2 sw2
+// P^2/V^2. Each of Q, s2, D^2, s1^2 is x^T M x on x = (c1, cG); the Hessian is the matching sum of
+// M's.
 void linear_hessian0(const Model& m, double P, double H[2][2]) {
   const double L = m.L, R = m.R(), V = m.V, b = m.beta();
   // k: from the log-det terms (absent in the MAP profile)
@@ -90,7 +94,8 @@ void linear_hessian0(const Model& m, double P, double H[2][2]) {
   const double MS1[2][2] = {{R * R, R * R}, {R * R, R * R}};
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j)
-      H[i][j] = ((V - 1) * k + 1 / m.sg2) * MQ[i][j] + k * MS2[i][j] - bp * ((V - 1) * MD[i][j] + MS1[i][j]);
+      H[i][j] = ((V - 1) * k + 1 / m.sg2) * MQ[i][j] + k * MS2[i][j] -
+                bp * ((V - 1) * MD[i][j] + MS1[i][j]);
 }
 
 double linear_threshold_closed(const Model& m) {
@@ -129,7 +134,7 @@ SoftRow softmax_row(const Model& m, double Delta) {
   SoftRow s;
   s.a = 1 / (1 + r);
   s.q_rest = (L - 1) * std::exp(2 * s2 - 2 * Delta) / ((1 + r) * (1 + r));
-  s.da = s.a * (1 - s.a);        // d a/dDelta
+  s.da = s.a * (1 - s.a);           // d a/dDelta
   s.dq_rest = -2 * s.q_rest * s.a;  // d ln Z/dDelta = a
   return s;
 }
@@ -271,13 +276,13 @@ std::vector<Branch> linear_minima(const Model& m, double P) {
     b.name = "zero";
     out.push_back(b);
   }
-  const double starts[][2] = {{0, 1}, {1, 0}, {0.5, 0.5}, {0, 0.1}, {0.1, 0}, {2, 0},
-                              {0, 3}, {-1, 1}, {1, -0.5}, {0.02, 0.02}, {3, 1}, {1, 3}};
+  const double starts[][2] = {{0, 1}, {1, 0},  {0.5, 0.5}, {0, 0.1},     {0.1, 0}, {2, 0},
+                              {0, 3}, {-1, 1}, {1, -0.5},  {0.02, 0.02}, {3, 1},   {1, 3}};
   for (const auto& s0 : starts) {
     double x[2] = {s0[0], s0[1]};
     if (!newton2(m, P, x)) continue;
     if (std::hypot(x[0], x[1]) < 1e-6) continue;  // A = 0 handled above
-    if (x[1] < 0 || (x[1] == 0 && x[0] < 0)) {      // (W, A) -> (-W, -A) symmetry
+    if (x[1] < 0 || (x[1] == 0 && x[0] < 0)) {    // (W, A) -> (-W, -A) symmetry
       x[0] = -x[0];
       x[1] = -x[1];
     }
@@ -305,7 +310,8 @@ std::vector<Branch> linear_minima(const Model& m, double P) {
   // are metastable ("meta").
   int best = -1;
   for (size_t i = 0; i < out.size(); ++i)
-    if (out[i].name != "zero" && (best < 0 || out[i].action < out[size_t(best)].action)) best = int(i);
+    if (out[i].name != "zero" && (best < 0 || out[i].action < out[size_t(best)].action))
+      best = int(i);
   for (size_t i = 0; i < out.size(); ++i)
     if (out[i].name != "zero") out[i].name = int(i) == best ? "copy" : "meta";
   flag_global(out);
@@ -315,8 +321,8 @@ std::vector<Branch> linear_minima(const Model& m, double P) {
 // ---------------------------------------------------------------- transitions
 namespace {
 struct Probe {
-  int n = 0;               // number of minima
-  double a_glob = 0;       // a_G of the global minimum
+  int n = 0;                                            // number of minima
+  double a_glob = 0;                                    // a_G of the global minimum
   double s_low = 0, s_high = 0, a_low = 0, a_high = 0;  // lowest- and highest-a_G minima
 };
 Probe probe(const Model& m, bool softmax, double P) {
@@ -411,7 +417,8 @@ Transition find_transition(const Model& m, bool softmax, double P_lo, double P_h
       return p.n >= 2 ? p.s_high - p.s_low : (P < in_lo ? 1.0 : -1.0);
     };
     const double da = dS(in_lo), db = dS(in_hi);
-    t.P_star = (da > 0) == (db > 0) ? (da > 0 ? t.P_spinodal : t.P_low) : bisect(dS, in_lo, in_hi, rel_tol);
+    t.P_star = (da > 0) == (db > 0) ? (da > 0 ? t.P_spinodal : t.P_low)
+                                    : bisect(dS, in_lo, in_hi, rel_tol);
     const Probe p = probe(m, softmax, t.P_star);
     t.a_jump = p.n >= 2 ? p.a_high - p.a_low : 0.0;
     return t;

@@ -4,7 +4,8 @@
 // With i.i.d. uniform tokens C and B concentrate in span{I, J}; over the R loss rows
 //   c_perp = P Q / V, c_par = P sum s^2 / V, b_perp = P D / V, b_par = P sum s / V,
 //   S_pop = V(V-1)/2 ln(1 + sw2 beta c_perp) + V/2 ln(1 + sw2 beta c_par)
-//         - beta^2/2 [(V-1) b_perp^2 / m_perp + b_par^2 / m_par] + beta P R / 2,   m = 1/sw2 + beta c.
+//         - beta^2/2 [(V-1) b_perp^2 / m_perp + b_par^2 / m_par] + beta P R / 2,   m = 1/sw2 + beta
+//         c.
 // (S_pop is exactly S_data evaluated at the population C and B; tests check it by enumerating all
 // V^L sequences.)
 #pragma once
@@ -57,7 +58,8 @@ double linear_action(const Model& m, double P, double c1, double cG, double* gra
 void linear_hessian0(const Model& m, double P, double H[2][2]);
 // The spec's closed form: where the pure shift direction A = cG S loses stability,
 // P = V^2/(2 beta R) [1 + sqrt(1 + 4 R/(sw2 sg2 V^3))]  (= (kappa V^2/2)[...] for per_position).
-// MAP profile: P = sqrt(V/(sw2 sg2 R))/beta  (= kappa sqrt(L V/(sw2 sg2)) for per_position, cyclic).
+// MAP profile: P = sqrt(V/(sw2 sg2 R))/beta  (= kappa sqrt(L V/(sw2 sg2)) for per_position,
+// cyclic).
 double linear_threshold_closed(const Model& m);
 // Where A = 0 really loses stability: smallest P with lambda_min(linear_hessian0) = 0 (the shift
 // mode couples to the uniform mode J/L through the row sums, so this lies below the closed form
@@ -78,12 +80,13 @@ double softmax_action(const Model& m, double P, double Delta, double* dDelta = n
 
 // ---------------------------------------------------------------- branches and transitions
 struct Branch {
-  std::string name;  // softmax: "low"/"high"; linear: "zero"/"copy" (lowest nonzero)/"meta"
+  std::string name;       // softmax: "low"/"high"; linear: "zero"/"copy" (lowest nonzero)/"meta"
   double x1 = 0, x2 = 0;  // softmax: (Delta, -); linear: (c1, cG)
   double action = 0;
   PopStats st;
   double mse = 0;
-  double a_G = 0, a_1 = 0;  // least-squares coordinates in span{J/L, S}: (D - T/L)/(L-1), (T - D)/(L-1)
+  double a_G = 0,
+         a_1 = 0;  // least-squares coordinates in span{J/L, S}: (D - T/L)/(L-1), (T - D)/(L-1)
   bool global = false;
 };
 // Every local minimum of the reduced action at P (the global one flagged).
@@ -93,8 +96,9 @@ std::vector<Branch> linear_minima(const Model& m, double P);
 struct Transition {
   double P_star = NAN, P_spinodal = NAN, P_low = NAN;
   std::string order;  // "first", "second", "crossover", "none"
-  double P_closed = NAN, P_plane = NAN;  // linear: closed form (shift only) and exact plane threshold
-  double a_jump = NAN;                   // softmax first order: a_G(high) - a_G(low) at P_star
+  double P_closed = NAN,
+         P_plane = NAN;  // linear: closed form (shift only) and exact plane threshold
+  double a_jump = NAN;   // softmax first order: a_G(high) - a_G(low) at P_star
 };
 // Searches P in [P_lo, P_hi]; locations by bisection in ln P to rel_tol.
 Transition find_transition(const Model& m, bool softmax, double P_lo, double P_hi, double rel_tol);

@@ -7,10 +7,10 @@
 //                       [--path auto|direct|stats]   (NetConfig::loss_path)
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -24,14 +24,22 @@ int main(int argc, char** argv) {
   std::string attention = "softmax", target, path = "auto";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--L") L = std::atoi(v.c_str());
-    else if (a == "--V") V = std::atoi(v.c_str());
-    else if (a == "--P") P = std::atoi(v.c_str());
-    else if (a == "--steps") steps = std::atoll(v.c_str());
-    else if (a == "--reps") reps = std::atoi(v.c_str());
-    else if (a == "--attention") attention = v;
-    else if (a == "--target") target = v;
-    else if (a == "--path") path = v;
+    if (a == "--L")
+      L = std::atoi(v.c_str());
+    else if (a == "--V")
+      V = std::atoi(v.c_str());
+    else if (a == "--P")
+      P = std::atoi(v.c_str());
+    else if (a == "--steps")
+      steps = std::atoll(v.c_str());
+    else if (a == "--reps")
+      reps = std::atoi(v.c_str());
+    else if (a == "--attention")
+      attention = v;
+    else if (a == "--target")
+      target = v;
+    else if (a == "--path")
+      path = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -48,8 +56,10 @@ int main(int argc, char** argv) {
   c.V = V;
   c.softmax = attention == "softmax";
   using Path = copytask::NetConfig::LossPath;
-  if (path == "direct") c.loss_path = Path::direct;
-  else if (path == "stats") c.loss_path = Path::stats;
+  if (path == "direct")
+    c.loss_path = Path::direct;
+  else if (path == "stats")
+    c.loss_path = Path::stats;
   else if (path != "auto") {
     std::fprintf(stderr, "--path must be auto, direct or stats\n");
     return 2;
@@ -76,8 +86,8 @@ int main(int argc, char** argv) {
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     cpu.push_back(1000.0 * double(c1 - c0) / CLOCKS_PER_SEC);
     obj = res.objective;
-    std::printf("rep %d: %.3f ms cpu %.3f ms (%lld steps, objective %.6g)\n", r, ms.back(), cpu.back(),
-                (long long)res.steps, obj);
+    std::printf("rep %d: %.3f ms cpu %.3f ms (%lld steps, objective %.6g)\n", r, ms.back(),
+                cpu.back(), (long long)res.steps, obj);
   }
   std::sort(ms.begin(), ms.end());
   std::sort(cpu.begin(), cpu.end());

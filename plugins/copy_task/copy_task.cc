@@ -3,11 +3,11 @@
 // initialisations (MAP branches, hysteresis), or samples the posterior with SGLD on (W, G) or
 // Langevin/MALA on G with W integrated out (exact marginal). Spec: copy-task.md.
 #include <algorithm>
-#include <cstdio>
-#include <stdexcept>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,7 +17,6 @@
 #include "copy_task/model.hpp"
 #include "copy_task/sampler.hpp"
 #include "sdk/phaselab_sdk.hpp"
-
 
 namespace {
 
@@ -42,8 +41,9 @@ const pl_param_decl kParams[] = {
     plsdk::enum_param("wrap", "cyclic", "cyclic|drop_first",
                       "target of position 1: x_L (cyclic) or left out of the loss"),
     plsdk::bool_param("causal_mask", false, "mask attention to positions l' <= l"),
-    plsdk::enum_param("method", "adam", "adam|sgld|langevin",
-                      "Adam on the MAP objective, SGLD on (W,G), Langevin/MALA on G (exact marginal)"),
+    plsdk::enum_param(
+        "method", "adam", "adam|sgld|langevin",
+        "Adam on the MAP objective, SGLD on (W,G), Langevin/MALA on G (exact marginal)"),
     plsdk::enum_param("init", "both", "both|uniform|copy",
                       "initialisation(s): G ~ noise, or G = copy_logit S + noise"),
     plsdk::float_param("init_noise", 0.01, "std of the N(0, s^2) noise added to the initial G",
@@ -57,8 +57,8 @@ const pl_param_decl kParams[] = {
     plsdk::float_param("beta2", 0.999, "Adam beta2", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
     plsdk::float_param("adam_eps", 1e-8, "Adam epsilon", kPos, 0),
     plsdk::int_param("max_steps", 20000, "Adam step limit", 1, INT64_MAX),
-    plsdk::float_param("tol", 1e-7, "stop when the relative change of obj over `window` steps <= tol",
-                       kNonNeg, 0),
+    plsdk::float_param(
+        "tol", 1e-7, "stop when the relative change of obj over `window` steps <= tol", kNonNeg, 0),
     plsdk::int_param("window", 100, "steps between convergence checks", 1, INT64_MAX),
     plsdk::bool_param("balance", true,
                       "linear attention, Adam: move (W, G) to the prior's minimum on the "
@@ -70,8 +70,8 @@ const pl_param_decl kParams[] = {
     plsdk::enum_param("loss_path", "auto", "auto|direct|counts",
                       "full-data loss: per sequence, or from token counts gathered once "
                       "(cost independent of P; auto: counts when cheaper and <= 2 x 128 MB)"),
-    plsdk::float_param("step", 0.0,
-                       "sampler step (SGLD eta / MALA initial eps); 0 = auto", kNonNeg, 0),
+    plsdk::float_param("step", 0.0, "sampler step (SGLD eta / MALA initial eps); 0 = auto", kNonNeg,
+                       0),
     plsdk::float_param("temperature", 1.0, "sampler temperature T", kPos, 0),
     plsdk::int_param("burn_in", 2000, "sampler burn-in steps", 0, INT64_MAX),
     plsdk::int_param("thin", 10, "sampler steps between kept samples", 1, INT64_MAX),
@@ -82,14 +82,15 @@ const pl_param_decl kParams[] = {
 };
 
 const char* const kResultCols[] = {
-    "method", "init", "converged", "steps", "objective", "train_mse", "test_mse",
-    "c1", "cG", "abs_cG", "c1_hat", "cG_hat", "coverage", "D", "T", "Q",
-    "branch", "is_map", "coexist",
-    "n_samples", "cG_mean", "cG_var", "abs_cG_mean", "abs_cG_var", "c1_mean", "c1_var",
-    "cG_hat_mean", "cG_hat_var", "ens_coverage", "ens_pca2", "accept_rate", "step_size"};
+    "method",      "init",      "converged",   "steps",      "objective",    "train_mse",
+    "test_mse",    "c1",        "cG",          "abs_cG",     "c1_hat",       "cG_hat",
+    "coverage",    "D",         "T",           "Q",          "branch",       "is_map",
+    "coexist",     "n_samples", "cG_mean",     "cG_var",     "abs_cG_mean",  "abs_cG_var",
+    "c1_mean",     "c1_var",    "cG_hat_mean", "cG_hat_var", "ens_coverage", "ens_pca2",
+    "accept_rate", "step_size"};
 const char* const kSpectrumCols[] = {"method", "init", "k", "c_k"};
-const char* const kSampleCols[] = {"method", "init", "chain", "sample", "cG", "abs_cG", "c1",
-                                   "cG_hat", "c1_hat"};
+const char* const kSampleCols[] = {"method", "init", "chain",  "sample", "cG",
+                                   "abs_cG", "c1",   "cG_hat", "c1_hat"};
 const pl_table_decl kTables[] = {
     plsdk::table("results", kResultCols),
     plsdk::table("spectrum", kSpectrumCols),
@@ -145,7 +146,8 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
   }
   const std::string method = param(v, "method").s ? param(v, "method").s : "";
   if (method == "langevin" && batch != 0) {
-    std::snprintf(err, len, "copy_task.batch must be 0 with method = \"langevin\" (the exact "
+    std::snprintf(err, len,
+                  "copy_task.batch must be 0 with method = \"langevin\" (the exact "
                   "marginal uses all P sequences)");
     return 1;
   }
@@ -155,8 +157,8 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
 // Running mean/variance of the kept samples of one initialisation (all its chains).
 struct SampleStats {
   std::vector<double> cG, abs_cG, c1, cG_hat;
-  std::vector<double> A;               // every kept A, one after another (ensemble coverage)
-  std::vector<double> A_sum;           // sum of A over samples (for the mean's order parameters)
+  std::vector<double> A;      // every kept A, one after another (ensemble coverage)
+  std::vector<double> A_sum;  // sum of A over samples (for the mean's order parameters)
   void reserve(size_t n, int L) {
     cG.reserve(n);
     abs_cG.reserve(n);
@@ -350,8 +352,8 @@ class CopyTask {
     stats_.A.insert(stats_.A.end(), A, A + LL);
     for (size_t i = 0; i < LL; ++i) stats_.A_sum[i] += A[i];
     if (emit_samples_)
-      cx.emit(kSamples, {method_, r.init, chain, j, o.cG, std::fabs(o.cG), o.c1, o.cG_hat,
-                         o.c1_hat});
+      cx.emit(kSamples,
+              {method_, r.init, chain, j, o.cG, std::fabs(o.cG), o.c1, o.cG_hat, o.c1_hat});
   }
 
   void run_sampler(plsdk::Context& cx, BranchResult& r, double /*done*/) {
@@ -372,14 +374,14 @@ class CopyTask {
         // Langevin on G (double); W is integrated out. Start from the same G as the other methods.
         const size_t nw = size_t(cfg_.V) * cfg_.V;
         for (size_t i = 0; i < gd_.size(); ++i) gd_[i] = theta_[nw + i];
-        r.ok = mala_->run(
-            [&](const double* G, double* grad) { return marginal_->action(G, grad); }, gd_.data(),
-            mcfg_, k_, cx.seed(), cx.point_stream(base), cx.point_stream(base + 1),
-            [&](const double* G, int64_t j) {
-              marginal_->attention(G, a_.data());
-              record_sample(cx, r, c, a_.data(), j);
-            },
-            stop);
+        r.ok = mala_->run([&](const double* G, double* grad) { return marginal_->action(G, grad); },
+                          gd_.data(), mcfg_, k_, cx.seed(), cx.point_stream(base),
+                          cx.point_stream(base + 1),
+                          [&](const double* G, int64_t j) {
+                            marginal_->attention(G, a_.data());
+                            record_sample(cx, r, c, a_.data(), j);
+                          },
+                          stop);
         acc += mala_->accept_rate();
         r.step = mala_->eps();
         r.steps += mcfg_.burn_in + mcfg_.samples * std::max<int64_t>(1, mcfg_.thin);
@@ -405,7 +407,8 @@ class CopyTask {
     mean_var(stats_.abs_cG, &r.abs_mean, &r.abs_var);
     mean_var(stats_.c1, &r.c1_mean, &r.c1_var);
     mean_var(stats_.cG_hat, &r.cGh_mean, &r.cGh_var);
-    const copyc::EnsembleCoverage ec = copyc::ensemble_coverage(stats_.A.data(), stats_.cG.size(), cfg_.L);
+    const copyc::EnsembleCoverage ec =
+        copyc::ensemble_coverage(stats_.A.data(), stats_.cG.size(), cfg_.L);
     r.ens_cov = ec.coverage;
     r.ens_pca2 = ec.pca2_share;
     r.converged = true;  // steps: sampler steps over all chains of this init (restarts included)
@@ -429,28 +432,45 @@ class CopyTask {
       const double d_obj = std::fabs(res[0].objective - res[1].objective);
       // Adam: two distinct minima (objectives and order parameters differ). Samplers: chains
       // from the two starts disagree on the mean order parameter (metastability).
-      coexist = method_ == "adam"
-                    ? (d_order > 0.05 && d_obj > 1e-6 * std::fabs(res[0].objective))
-                    : d_order > 0.1;
+      coexist = method_ == "adam" ? (d_order > 0.05 && d_obj > 1e-6 * std::fabs(res[0].objective))
+                                  : d_order > 0.1;
     }
     for (size_t i = 0; i < res.size(); ++i) {
       const BranchResult& r = res[i];
       const bool sampler = method_ != "adam";
       const plsdk::Cell empty;
-      cx.emit(kResults,
-              {method_, r.init, r.converged, r.steps, r.objective, r.train_mse, r.test_mse,
-               r.op.c1, r.op.cG, std::fabs(r.op.cG), r.op.c1_hat, r.op.cG_hat, r.op.coverage, r.op.D,
-               r.op.T, r.op.Q, order(r) > 0.5 ? "high" : "low",
-               method_ == "adam" ? plsdk::Cell(int(i) == map) : empty,
-               res.size() == 2 ? plsdk::Cell(coexist) : empty,
-               sampler ? plsdk::Cell(r.n_samples) : empty,
-               sampler ? plsdk::Cell(r.cG_mean) : empty, sampler ? plsdk::Cell(r.cG_var) : empty,
-               sampler ? plsdk::Cell(r.abs_mean) : empty, sampler ? plsdk::Cell(r.abs_var) : empty,
-               sampler ? plsdk::Cell(r.c1_mean) : empty, sampler ? plsdk::Cell(r.c1_var) : empty,
-               sampler ? plsdk::Cell(r.cGh_mean) : empty, sampler ? plsdk::Cell(r.cGh_var) : empty,
-               sampler ? plsdk::Cell(r.ens_cov) : empty, sampler ? plsdk::Cell(r.ens_pca2) : empty,
-               method_ == "langevin" ? plsdk::Cell(r.accept) : empty,
-               sampler ? plsdk::Cell(r.step) : empty});
+      cx.emit(kResults, {method_,
+                         r.init,
+                         r.converged,
+                         r.steps,
+                         r.objective,
+                         r.train_mse,
+                         r.test_mse,
+                         r.op.c1,
+                         r.op.cG,
+                         std::fabs(r.op.cG),
+                         r.op.c1_hat,
+                         r.op.cG_hat,
+                         r.op.coverage,
+                         r.op.D,
+                         r.op.T,
+                         r.op.Q,
+                         order(r) > 0.5 ? "high" : "low",
+                         method_ == "adam" ? plsdk::Cell(int(i) == map) : empty,
+                         res.size() == 2 ? plsdk::Cell(coexist) : empty,
+                         sampler ? plsdk::Cell(r.n_samples) : empty,
+                         sampler ? plsdk::Cell(r.cG_mean) : empty,
+                         sampler ? plsdk::Cell(r.cG_var) : empty,
+                         sampler ? plsdk::Cell(r.abs_mean) : empty,
+                         sampler ? plsdk::Cell(r.abs_var) : empty,
+                         sampler ? plsdk::Cell(r.c1_mean) : empty,
+                         sampler ? plsdk::Cell(r.c1_var) : empty,
+                         sampler ? plsdk::Cell(r.cGh_mean) : empty,
+                         sampler ? plsdk::Cell(r.cGh_var) : empty,
+                         sampler ? plsdk::Cell(r.ens_cov) : empty,
+                         sampler ? plsdk::Cell(r.ens_pca2) : empty,
+                         method_ == "langevin" ? plsdk::Cell(r.accept) : empty,
+                         sampler ? plsdk::Cell(r.step) : empty});
       for (int k = 0; k < cfg_.L; ++k)
         cx.emit(kSpectrum, {method_, r.init, k, r.spectrum[size_t(k)]});
     }

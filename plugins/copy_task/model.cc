@@ -8,11 +8,7 @@ namespace copytask {
 
 CopyNet::CopyNet(const pl_kernel_table& k, const NetConfig& c, std::vector<int32_t> tokens, int P,
                  int test_chunk)
-    : k_(k),
-      c_(c),
-      P_(P),
-      test_chunk_(std::max(1, test_chunk)),
-      tokens_(std::move(tokens)) {
+    : k_(k), c_(c), P_(P), test_chunk_(std::max(1, test_chunk)), tokens_(std::move(tokens)) {
   if (tokens_.size() != size_t(P) * c.L) throw std::invalid_argument("CopyNet: token count != P*L");
   targets_.resize(tokens_.size());
   fill_targets(tokens_.data(), size_t(P), targets_.data());
@@ -54,8 +50,7 @@ void CopyNet::fill_targets(const int32_t* tokens, size_t n, int32_t* y) const {
 
 double CopyNet::data_sse(const float* theta, size_t mu0, size_t n, float* grad, double scale) {
   const size_t L = size_t(c_.L), V = size_t(c_.V);
-  if (mu0 + n > size_t(P_))
-    throw std::invalid_argument("CopyNet::data_sse: slice out of range");
+  if (mu0 + n > size_t(P_)) throw std::invalid_argument("CopyNet::data_sse: slice out of range");
   const float* W = theta + w_off();
   const float* G = theta + g_off();
   attention(G, a_.data());

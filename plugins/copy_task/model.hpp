@@ -78,10 +78,10 @@ class CopyNet {
   const pl_kernel_table& k_;
   NetConfig c_;
   int P_, test_chunk_;
-  std::vector<int32_t> tokens_;   // P x L
-  std::vector<int32_t> targets_;  // P x L target tokens, -1 outside the loss
-  std::vector<float> a_, da_;     // L x L
-  std::vector<int32_t> yt_;       // test_chunk x L targets of held-out data
+  std::vector<int32_t> tokens_;            // P x L
+  std::vector<int32_t> targets_;           // P x L target tokens, -1 outside the loss
+  std::vector<float> a_, da_;              // L x L
+  std::vector<int32_t> yt_;                // test_chunk x L targets of held-out data
   std::vector<double> stats_c_, stats_d_;  // L^2 V^2 token counts (posattn_onehot_stats) or empty
 };
 
@@ -89,9 +89,9 @@ class CopyNet {
 struct AdamConfig {
   double lr = 1e-2, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   int64_t max_steps = 20000;
-  double tol = 1e-7;       // stop when |obj(t) - obj(t - window)| <= tol |obj(t)|
+  double tol = 1e-7;  // stop when |obj(t) - obj(t - window)| <= tol |obj(t)|
   int64_t window = 100;
-  int batch = 0;           // sequences per step; 0 = full batch
+  int batch = 0;                // sequences per step; 0 = full batch
   bool train_attention = true;  // false: G stays fixed (e.g. uniform attention, read-out only)
   // Linear attention only: f = A X W^T is invariant under (W, G) -> (lam W, G / lam), so only the
   // O(1/P) priors fix the scale and the objective is nearly flat along that orbit at large P:
@@ -145,7 +145,7 @@ struct SgldConfig {
   double eta = 0;
   double auto_margin = 0.5;
   double temperature = 1;
-  int batch = 0;           // 0 = full batch
+  int batch = 0;  // 0 = full batch
   int64_t burn_in = 2000, thin = 10, samples = 200;
   bool train_attention = true;  // false: G stays fixed and only W is sampled (tests)
 };

@@ -36,8 +36,8 @@ AdamResult AdamTrainer::train(float* theta, const pl_kernel_table& k, Stop&& sto
     if ((t - 1) % cfg_.window == 0) {
       if (cfg_.balance && !c.softmax && cfg_.train_attention) balance(theta, k);
       // The objective at theta before this step's update (full data).
-      const double obj = full ? data_scale * sse + net_.prior_term(theta)
-                              : net_.objective(theta, nullptr);
+      const double obj =
+          full ? data_scale * sse + net_.prior_term(theta) : net_.objective(theta, nullptr);
       if (!std::isfinite(obj)) {
         r.finite = false;
         r.steps = t - 1;
@@ -74,8 +74,8 @@ AdamResult AdamTrainer::train(float* theta, const pl_kernel_table& k, Stop&& sto
     k.adam(theta + net_.w_off(), grad_.data() + net_.w_off(), m_.data(), v_.data(), nw,
            float(cfg_.lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps), wd_w, t - t0);
     if (cfg_.train_attention)
-      k.adam(theta + net_.g_off(), grad_.data() + net_.g_off(), m_.data() + nw, v_.data() + nw,
-             ng, float(cfg_.lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps), wd_g, t - t0);
+      k.adam(theta + net_.g_off(), grad_.data() + net_.g_off(), m_.data() + nw, v_.data() + nw, ng,
+             float(cfg_.lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps), wd_g, t - t0);
     r.steps = t;
   }
   r.objective = net_.objective(theta, nullptr);
@@ -112,7 +112,8 @@ inline void AdamTrainer::balance(float* theta, const pl_kernel_table& k) {
   const double ww = k.dot(W, W, nw) / c.sw2, gg = k.dot(G, G, ng) / c.sg2;
   if (!(ww > 0) || !(gg > 0)) return;
   const double lam = std::pow(gg / ww, 0.25);
-  const float l1 = float(lam), li = float(1 / lam), l2 = float(lam * lam), li2 = float(1 / (lam * lam));
+  const float l1 = float(lam), li = float(1 / lam), l2 = float(lam * lam),
+              li2 = float(1 / (lam * lam));
   // theta' = (lam W, G / lam); d(data)/dW' = d/dW / lam, d/dG' = lam d/dG; Adam's m like the
   // gradient, v like its square.
   for (size_t i = 0; i < nw; ++i) {

@@ -86,8 +86,8 @@ class SgldSampler {
       const float iw = float(1 / c.sw2), ig = float(1 / c.sg2);
       for (size_t i = 0; i < nw; ++i) grad_[net_.w_off() + i] += iw * theta[net_.w_off() + i];
       for (size_t i = 0; i < ng; ++i) grad_[net_.g_off() + i] += ig * theta[net_.g_off() + i];
-      k.sgld(theta, grad_.data(), cfg_.train_attention ? n : nw, float(eta_), float(cfg_.temperature),
-             seed, noise_stream, counter);
+      k.sgld(theta, grad_.data(), cfg_.train_attention ? n : nw, float(eta_),
+             float(cfg_.temperature), seed, noise_stream, counter);
       counter += n;
       if (t > cfg_.burn_in && (t - cfg_.burn_in) % cfg_.thin == 0) {
         net_.attention(theta + net_.g_off(), a_.data());
@@ -110,7 +110,7 @@ class SgldSampler {
 
 // Langevin / MALA on x in R^n for the target exp(-U(x) / T).
 struct MalaConfig {
-  double eps = 0;        // initial step; 0 = 1e-3
+  double eps = 0;  // initial step; 0 = 1e-3
   double temperature = 1;
   bool metropolis = true;  // MALA; false = unadjusted Langevin (ULA)
   bool adapt = true;       // adapt eps during burn-in towards the acceptance target (MALA only)

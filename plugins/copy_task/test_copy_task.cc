@@ -104,7 +104,7 @@ TEST_CASE("ensemble coverage: in-plane ensembles are covered, isotropic noise is
   for (int s = 0; s < n; ++s) {
     std::vector<double> A(L * L, 0.0);
     A[0] = N(g);  // entries (0,0) and (1,2): orthogonal to J/L and S after centring? (0,0) has a
-    A[1 * L + 3] = N(g);  // J/L part 1/L each; the rest lies off the plane
+    A[1 * L + 3] = N(g);   // J/L part 1/L each; the rest lies off the plane
     A[0 * L + 1] = -A[0];  // cancels the J/L part of (0,0)
     A[1 * L + 4] = -A[1 * L + 3];
     r2.insert(r2.end(), A.begin(), A.end());
@@ -228,7 +228,8 @@ TEST_CASE("MAP objective and gradient vs a double implementation and finite diff
       auto tp = thd, tm = thd;
       tp[i] += hstep;
       tm[i] -= hstep;
-      const double fd = (objective_double(c, tok, P, tp) - objective_double(c, tok, P, tm)) / (2 * hstep);
+      const double fd =
+          (objective_double(c, tok, P, tp) - objective_double(c, tok, P, tm)) / (2 * hstep);
       CAPTURE(i);
       CHECK(close(grad[i], fd, 1e-4 * gmax, 2e-3));
     }
@@ -301,11 +302,12 @@ TEST_CASE("MALA and unadjusted Langevin recover the mean and variance of a Gauss
     copytask::Mala mala(3);
     std::vector<double> x = {0, 0, 0};
     std::vector<std::vector<double>> s(3);
-    const bool ok = mala.run(U, x.data(), m, k, 42, 1, 2,
-                             [&](const double* y, int64_t) {
-                               for (int i = 0; i < 3; ++i) s[i].push_back(y[i]);
-                             },
-                             [] { return false; });
+    const bool ok = mala.run(
+        U, x.data(), m, k, 42, 1, 2,
+        [&](const double* y, int64_t) {
+          for (int i = 0; i < 3; ++i) s[i].push_back(y[i]);
+        },
+        [] { return false; });
     REQUIRE(ok);
     MESSAGE("accept " << mala.accept_rate() << " eps " << mala.eps());
     for (int i = 0; i < 3; ++i) {
@@ -339,7 +341,8 @@ TEST_CASE("SGLD on W at fixed attention recovers the Gaussian posterior of the r
   std::vector<float> th(net.n_params(), 0.0f);
   // Linear attention G = 0.6 S + 0.4 J/L.
   for (int l = 0; l < L; ++l)
-    for (int j = 0; j < L; ++j) th[net.g_off() + l * L + j] = 0.4f / L + (j == (l + L - 1) % L ? 0.6f : 0.0f);
+    for (int j = 0; j < L; ++j)
+      th[net.g_off() + l * L + j] = 0.4f / L + (j == (l + L - 1) % L ? 0.6f : 0.0f);
   double C[2][2] = {{0, 0}, {0, 0}}, B[2][2] = {{0, 0}, {0, 0}};  // B[v][o] = sum h_v y_o
   for (int mu = 0; mu < P; ++mu)
     for (int l = 0; l < L; ++l) {
@@ -365,15 +368,16 @@ TEST_CASE("SGLD on W at fixed attention recovers the Gaussian posterior of the r
   copytask::SgldSampler sampler(net, s);
   std::vector<double> sum(4, 0.0), sq(4, 0.0);
   int64_t n = 0;
-  REQUIRE(sampler.run(th.data(), k, 9, 1, 2,
-                      [&](const float*, int64_t) {
-                        for (int i = 0; i < 4; ++i) {
-                          sum[i] += th[i];
-                          sq[i] += double(th[i]) * th[i];
-                        }
-                        ++n;
-                      },
-                      [] { return false; }));
+  REQUIRE(sampler.run(
+      th.data(), k, 9, 1, 2,
+      [&](const float*, int64_t) {
+        for (int i = 0; i < 4; ++i) {
+          sum[i] += th[i];
+          sq[i] += double(th[i]) * th[i];
+        }
+        ++n;
+      },
+      [] { return false; }));
   for (int o = 0; o < 2; ++o)
     for (int v = 0; v < 2; ++v) {
       const double mean_ref = beta * (Mi[v][0] * B[0][o] + Mi[v][1] * B[1][o]);
@@ -406,23 +410,24 @@ TEST_CASE("plugin: declarations are consistent") {
   const pl_plugin& p = phaselab_plugin_entry;
   CHECK(p.abi_version == PL_PLUGIN_ABI_VERSION);
   CHECK(std::string(p.name) == "copy_task");
-  for (const char* key : {"attention", "L", "V", "P", "P_test", "kappa", "sw2", "sg2",
-                          "beta_convention", "wrap", "causal_mask", "method", "init", "lr",
-                          "max_steps", "tol", "batch", "step", "burn_in", "thin", "samples",
-                          "chains", "loss_path"}) {
+  for (const char* key :
+       {"attention",       "L",    "V",           "P",      "P_test",  "kappa",  "sw2",       "sg2",
+        "beta_convention", "wrap", "causal_mask", "method", "init",    "lr",     "max_steps", "tol",
+        "batch",           "step", "burn_in",     "thin",   "samples", "chains", "loss_path"}) {
     bool found = false;
     for (uint32_t j = 0; j < p.num_params; ++j) found |= std::string(p.params[j].name) == key;
     CAPTURE(key);
     CHECK(found);
   }
-  for (const char* col : {"method", "init", "converged", "steps", "objective", "train_mse",
-                          "test_mse", "c1", "cG", "c1_hat", "cG_hat", "coverage", "cG_mean",
-                          "cG_var", "is_map", "coexist", "branch"})
+  for (const char* col :
+       {"method", "init", "converged", "steps", "objective", "train_mse", "test_mse", "c1", "cG",
+        "c1_hat", "cG_hat", "coverage", "cG_mean", "cG_var", "is_map", "coexist", "branch"})
     CHECK(column(col) >= 0);
   // Every plot names declared tables and columns.
   for (uint32_t i = 0; i < p.num_plots; ++i) {
     bool table = false;
-    for (uint32_t t = 0; t < p.num_tables; ++t) table |= std::string(p.tables[t].name) == p.plots[i].table;
+    for (uint32_t t = 0; t < p.num_tables; ++t)
+      table |= std::string(p.tables[t].name) == p.plots[i].table;
     CAPTURE(p.plots[i].name);
     CHECK(table);
   }
@@ -470,17 +475,18 @@ TEST_CASE("plugin: loss_path direct and counts give the same branches") {
     CHECK(close(std::stod(ac[b][ic]), std::stod(ad[b][ic]), 1e-4, 1e-3));
   }
   const std::map<std::string, std::string> mala = {
-      {"L", "5"}, {"V", "3"}, {"P", "60"}, {"P_test", "20"}, {"method", "langevin"},
+      {"L", "5"},         {"V", "3"},    {"P", "60"},      {"P_test", "20"}, {"method", "langevin"},
       {"burn_in", "200"}, {"thin", "2"}, {"samples", "50"}};
   const auto md = run(mala, "direct"), mc = run(mala, "counts");
-  for (size_t b = 0; b < 2; ++b) CHECK(close(std::stod(mc[b][im]), std::stod(md[b][im]), 1e-9, 1e-6));
+  for (size_t b = 0; b < 2; ++b)
+    CHECK(close(std::stod(mc[b][im]), std::stod(md[b][im]), 1e-9, 1e-6));
 }
 
 TEST_CASE("plugin: SGLD rows carry sample statistics; deterministic") {
   pltest_host::FakeHost h(phaselab_plugin_entry);
   const std::map<std::string, std::string> cfg = {
-      {"L", "5"}, {"V", "3"}, {"P", "40"}, {"P_test", "20"}, {"method", "sgld"},
-      {"burn_in", "100"}, {"thin", "2"}, {"samples", "30"}, {"chains", "2"}, {"batch", "10"}};
+      {"L", "5"},         {"V", "3"},    {"P", "40"},       {"P_test", "20"}, {"method", "sgld"},
+      {"burn_in", "100"}, {"thin", "2"}, {"samples", "30"}, {"chains", "2"},  {"batch", "10"}};
   REQUIRE(h.run(cfg, 3) == PL_OK);
   const auto rows = h.rows;
   REQUIRE(rows[0].size() == 2);
@@ -501,7 +507,7 @@ TEST_CASE("plugin: validation names the key") {
 TEST_CASE("plugin: exact-marginal Langevin (MALA) rows; deterministic") {
   pltest_host::FakeHost h(phaselab_plugin_entry);
   const std::map<std::string, std::string> cfg = {
-      {"L", "5"}, {"V", "3"}, {"P", "60"}, {"P_test", "20"}, {"method", "langevin"},
+      {"L", "5"},         {"V", "3"},    {"P", "60"},      {"P_test", "20"}, {"method", "langevin"},
       {"burn_in", "200"}, {"thin", "2"}, {"samples", "50"}};
   REQUIRE(h.run(cfg, 4) == PL_OK);
   const auto rows = h.rows;
@@ -518,7 +524,9 @@ TEST_CASE("plugin: exact-marginal Langevin (MALA) rows; deterministic") {
   CHECK(h.run(bad, 4) == PL_FAILED);
 }
 
-TEST_CASE("linear Adam: the balance step keeps the data term and puts theta at the orbit's prior minimum") {
+TEST_CASE(
+    "linear Adam: the balance step keeps the data term and puts theta at the orbit's prior "
+    "minimum") {
   const pl_kernel_table k = pltest_host::kernel_table();
   copytask::NetConfig c;
   c.L = 6;
@@ -549,7 +557,8 @@ TEST_CASE("linear Adam: the balance step keeps the data term and puts theta at t
   tr.flip_mean_channel(th2.data());
   for (int l = 0; l < c.L; ++l) {
     double s = 0, s2 = 0;
-    for (int j = 0; j < c.L; ++j) s += th[net.g_off() + l * c.L + j], s2 += th2[net.g_off() + l * c.L + j];
+    for (int j = 0; j < c.L; ++j)
+      s += th[net.g_off() + l * c.L + j], s2 += th2[net.g_off() + l * c.L + j];
     CHECK(close(s2, -s, 1e-5, 1e-5));
   }
   tr.flip_mean_channel(th2.data());
@@ -560,9 +569,11 @@ TEST_CASE("plugin: linear Adam, both initialisations end at the same stationary 
   // Without the balance step the two starts stop at different scales along the (lam W, G / lam)
   // orbit; without the mirror move one of them can end in the s.D < 0 branch (c_1 ~ -1.2).
   pltest_host::FakeHost h(phaselab_plugin_entry);
-  const std::map<std::string, std::string> cfg = {{"attention", "linear"}, {"L", "8"}, {"V", "4"},
-                                                  {"P", "256"}, {"P_test", "50"}, {"max_steps", "20000"}};
-  const int io = column("objective"), ig = column("cG"), ic = column("converged"), i1 = column("c1");
+  const std::map<std::string, std::string> cfg = {
+      {"attention", "linear"}, {"L", "8"}, {"V", "4"}, {"P", "256"}, {"P_test", "50"},
+      {"max_steps", "20000"}};
+  const int io = column("objective"), ig = column("cG"), ic = column("converged"),
+            i1 = column("c1");
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     CAPTURE(seed);
     REQUIRE(h.run(cfg, seed) == PL_OK);
@@ -598,7 +609,9 @@ TEST_CASE("curvature bound: above the top Hessian eigenvalue of U, not far above
     // Top eigenvalue of the Hessian of U = (P / (2 kappa)) obj by power iteration on central
     // differences of the double objective's gradient (itself by central differences).
     const double to_u = P / (2 * c.kappa);
-    auto obj = [&](const std::vector<double>& t) { return objective_double(c, net.tokens(), P, t); };
+    auto obj = [&](const std::vector<double>& t) {
+      return objective_double(c, net.tokens(), P, t);
+    };
     auto grad = [&](const std::vector<double>& t) {
       std::vector<double> gr(n);
       for (size_t i = 0; i < n; ++i) {
@@ -640,8 +653,9 @@ TEST_CASE("plugin: SGLD with the automatic step stays finite for linear attentio
   // that the old fixed rule 0.1 kappa V / P assumed; that step (0.1 here) diverges for seed 1.
   pltest_host::FakeHost h(phaselab_plugin_entry);
   std::map<std::string, std::string> cfg = {
-      {"attention", "linear"}, {"L", "16"}, {"V", "4"}, {"P", "4"}, {"P_test", "20"}, {"method", "sgld"},
-      {"burn_in", "2000"}, {"thin", "10"}, {"samples", "100"}};
+      {"attention", "linear"}, {"L", "16"},        {"V", "4"},          {"P", "4"},
+      {"P_test", "20"},        {"method", "sgld"}, {"burn_in", "2000"}, {"thin", "10"},
+      {"samples", "100"}};
   for (uint64_t seed = 1; seed <= 2; ++seed) {
     CAPTURE(seed);
     REQUIRE(h.run(cfg, seed) == PL_OK);

@@ -7,16 +7,17 @@
 //    in ln P; linear closed form and exact plane threshold next to it  -> transition_points.csv
 //    and transitions.csv (written by the plugin with every named column, see below)
 //  * exact finite-P check: S_data (exact marginal) on sampled data (the copy_task training set of
-//    the same seed) at each predicted branch, vs S_pop of the same matrix and vs the reduced action.
+//    the same seed) at each predicted branch, vs S_pop of the same matrix and vs the reduced
+//    action.
 // finish() sorts transitions.csv and fits the scaling of P* (scaling_fit.csv).
 #include <algorithm>
 #include <chrono>
-#include <cstring>
-#include <memory>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -47,10 +48,12 @@ const pl_param_decl kParams[] = {
                       "beta = 1/(kappa L_loss) or 1/kappa"),
     plsdk::enum_param("wrap", "cyclic", "cyclic|drop_first",
                       "target of position 1: x_L (cyclic) or left out of the loss"),
-    plsdk::enum_param("objective", "marginal", "marginal|map",
-                      "marginal posterior over A (W integrated out) or MAP profile (W minimised out)"),
-    plsdk::enum_param("rest_logits", "prior", "prior|zero",
-                      "softmax reduced action: off-copy logits N(0, sg2) self-averaged (spec) or 0"),
+    plsdk::enum_param(
+        "objective", "marginal", "marginal|map",
+        "marginal posterior over A (W integrated out) or MAP profile (W minimised out)"),
+    plsdk::enum_param(
+        "rest_logits", "prior", "prior|zero",
+        "softmax reduced action: off-copy logits N(0, sg2) self-averaged (spec) or 0"),
     plsdk::float_param("P_min", 10.0, "smallest P of the branch grid", kPos, 0),
     plsdk::float_param("P_max", 1e5, "largest P of the branch grid", kPos, 0),
     plsdk::int_param("num_P", 41, "points of the log-spaced P grid (0: no branch rows)", 0, 100000),
@@ -58,18 +61,36 @@ const pl_param_decl kParams[] = {
     plsdk::float_param("search_P_min", 1.0, "transition search range, lower end", kPos, 0),
     plsdk::float_param("search_P_max", 1e9, "transition search range, upper end", kPos, 0),
     plsdk::float_param("rel_tol", 1e-3, "relative accuracy of the bisections", kPos, 0),
-    plsdk::bool_param("exact_check", true,
-                      "evaluate the exact S_data on sampled data at each branch (grid P <= exact_P_max)"),
+    plsdk::bool_param(
+        "exact_check", true,
+        "evaluate the exact S_data on sampled data at each branch (grid P <= exact_P_max)"),
     plsdk::float_param("exact_P_max", 20000.0, "largest P of the exact finite-P check", kPos, 0),
-    plsdk::int_param("exact_V_max", 256, "skip the exact check above this V (cost O(V^3))", 2, 1 << 20),
+    plsdk::int_param("exact_V_max", 256, "skip the exact check above this V (cost O(V^3))", 2,
+                     1 << 20),
 };
 
-const char* const kResultCols[] = {
-    "P", "branch", "is_global", "num_minima", "Delta", "a", "c1", "cG", "abs_cG", "Q", "D",
-    "action", "train_mse", "exact_P", "S_data", "S_pop", "rel_diff", "rel_diff_reduced",
-    "train_mse_exact"};
-const char* const kTransCols[] = {"P_star", "P_spinodal", "P_low", "order", "P_closed", "P_plane",
-                                  "cG_jump", "P_star_over_L_ln2L", "P_star_over_L_lnL",
+const char* const kResultCols[] = {"P",
+                                   "branch",
+                                   "is_global",
+                                   "num_minima",
+                                   "Delta",
+                                   "a",
+                                   "c1",
+                                   "cG",
+                                   "abs_cG",
+                                   "Q",
+                                   "D",
+                                   "action",
+                                   "train_mse",
+                                   "exact_P",
+                                   "S_data",
+                                   "S_pop",
+                                   "rel_diff",
+                                   "rel_diff_reduced",
+                                   "train_mse_exact"};
+const char* const kTransCols[] = {"P_star",         "P_spinodal",         "P_low",
+                                  "order",          "P_closed",           "P_plane",
+                                  "cG_jump",        "P_star_over_L_ln2L", "P_star_over_L_lnL",
                                   "P_star_over_V2", "P_star_over_closed", "seconds"};
 const pl_table_decl kTables[] = {
     plsdk::table("results", kResultCols),
@@ -78,19 +99,20 @@ const pl_table_decl kTables[] = {
 constexpr uint32_t kResults = 0, kTrans = 1;
 
 const pl_plot_decl kPlots[] = {
-    plsdk::plot("theory_cG_softmax", "Softmax, reduced action: c_G of every minimum vs P", "results",
-                "P", "cG", "L,V,branch", "attention=softmax", PL_PLOT_LOGX),
+    plsdk::plot("theory_cG_softmax", "Softmax, reduced action: c_G of every minimum vs P",
+                "results", "P", "cG", "L,V,branch", "attention=softmax", PL_PLOT_LOGX),
     plsdk::plot("theory_cG_linear", "Linear, reduced action: c_G of every minimum vs P", "results",
                 "P", "cG", "L,V,branch", "attention=linear", PL_PLOT_LOGX),
-    plsdk::plot("theory_cG_global", "Reduced action: c_G of the global minimum vs P", "results", "P",
-                "cG", "attention,L,V", "is_global=1", PL_PLOT_LOGX),
+    plsdk::plot("theory_cG_global", "Reduced action: c_G of the global minimum vs P", "results",
+                "P", "cG", "attention,L,V", "is_global=1", PL_PLOT_LOGX),
     plsdk::plot("theory_action", "Reduced action of every minimum vs P", "results", "P", "action",
                 "attention,L,V,branch", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
     plsdk::plot("theory_mse", "Predicted training MSE of the global minimum (population) vs P",
                 "results", "P", "train_mse", "attention,L,V", "is_global=1", PL_PLOT_LOGX),
     plsdk::plot("exact_vs_pop",
                 "Exact finite-P check: (S_data - S_pop)/(beta P L_loss/2) on sampled data vs P",
-                "results", "P", "rel_diff", "attention,L,V,branch", "", PL_PLOT_LOGX | PL_PLOT_POINTS),
+                "results", "P", "rel_diff", "attention,L,V,branch", "",
+                PL_PLOT_LOGX | PL_PLOT_POINTS),
     plsdk::plot("pstar_vs_L", "Transition P* vs L", "transition_points", "L", "P_star",
                 "attention,V", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
     plsdk::plot("pstar_vs_V", "Transition P* vs V", "transition_points", "V", "P_star",
@@ -208,8 +230,9 @@ class CopyTheory {
             for (int l = 0; l < L; ++l)
               for (int j = 0; j < L; ++j)
                 G[size_t(l) * L + j] = l < first ? 0.0
-                                       : j == (l + L - 1) % L ? x.x1
-                                                              : std::sqrt(m_.rest_variance()) * z[size_t(l) * L + j];
+                                       : j == (l + L - 1) % L
+                                           ? x.x1
+                                           : std::sqrt(m_.rest_variance()) * z[size_t(l) * L + j];
             em->attention_of(G.data(), A.data());
           } else {
             const int first = L - m_.R();
@@ -250,11 +273,10 @@ class CopyTheory {
       std::ostringstream row;
       row << cx.point_index() << ',' << cx.seed() << ',' << (softmax_ ? "softmax" : "linear") << ','
           << L << ',' << m_.V << ',' << fmt(m_.kappa) << ',' << fmt(m_.sw2) << ',' << fmt(m_.sg2)
-          << ',' << cx.s("beta_convention") << ',' << cx.s("wrap") << ',' << cx.s("objective") << ','
-          << cx.s("rest_logits") << ',' << fmt(t.P_star) << ','
-          << fmt(t.P_spinodal) << ',' << fmt(t.P_low) << ',' << t.order << ',' << fmt(t.P_closed)
-          << ',' << fmt(t.P_plane) << ',' << fmt(t.a_jump) << ',' << fmt(r1) << ',' << fmt(r3) << ','
-          << fmt(r2);
+          << ',' << cx.s("beta_convention") << ',' << cx.s("wrap") << ',' << cx.s("objective")
+          << ',' << cx.s("rest_logits") << ',' << fmt(t.P_star) << ',' << fmt(t.P_spinodal) << ','
+          << fmt(t.P_low) << ',' << t.order << ',' << fmt(t.P_closed) << ',' << fmt(t.P_plane)
+          << ',' << fmt(t.a_jump) << ',' << fmt(r1) << ',' << fmt(r3) << ',' << fmt(r2);
       append_transition(cx.out_dir(), row.str());
     }
     cx.progress(1.0);
@@ -270,7 +292,8 @@ class CopyTheory {
 
  private:
   static double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
   static void append_transition(const char* dir, const std::string& row) {
     if (!dir || !*dir) return;
@@ -292,7 +315,6 @@ class CopyTheory {
   std::vector<int32_t> tokens_;
 };
 
-
 int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
   auto idx = [&](const char* name) {
     for (uint32_t i = 0; i < n && i < sizeof(kParams) / sizeof(kParams[0]); ++i)
@@ -301,7 +323,8 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
   };
   const int a = idx("P_min"), b = idx("P_max"), c = idx("search_P_min"), d = idx("search_P_max");
   if (a >= 0 && b >= 0 && v[a].f > v[b].f) {
-    std::snprintf(err, len, "copy_theory.P_min (%g) must be <= copy_theory.P_max (%g)", v[a].f, v[b].f);
+    std::snprintf(err, len, "copy_theory.P_min (%g) must be <= copy_theory.P_max (%g)", v[a].f,
+                  v[b].f);
     return 1;
   }
   if (c >= 0 && d >= 0 && !(v[c].f < v[d].f)) {
@@ -380,17 +403,19 @@ pl_status finish(const pl_host* host, const char* run_dir) {
     if (f.size() < 22 || f[12].empty() || f[15] == "none") continue;
     const Pt p{std::atof(f[3].c_str()), std::atof(f[4].c_str()), std::atof(f[12].c_str())};
     // fits only within one order: first-order points and crossovers follow different laws
-    const std::string rest = f[5] + "|" + f[6] + "|" + f[7] + "|" + f[8] + "|" + f[9] + "|" + f[10] +
-                             "|" + f[11] + "|" + f[15];
+    const std::string rest = f[5] + "|" + f[6] + "|" + f[7] + "|" + f[8] + "|" + f[9] + "|" +
+                             f[10] + "|" + f[11] + "|" + f[15];
     by_V[f[2] + "|V|" + f[4] + "|" + rest].push_back(p);
     by_L[f[2] + "|L|" + f[3] + "|" + rest].push_back(p);
   }
   std::ofstream out(std::string(run_dir) + "/scaling_fit.csv", std::ios::trunc);
-  out << "attention,fixed,fixed_value,kappa,sw2,sg2,beta_convention,wrap,objective,rest_logits,order,"
+  out << "attention,fixed,fixed_value,kappa,sw2,sg2,beta_convention,wrap,objective,rest_logits,"
+         "order,"
          "varied,n,exponent,"
          "exponent_of_ratio,ratio_min,ratio_max,ratio_name,exponent_of_ratio_L_lnL\n";
   auto emit_fit = [&](const std::string& key, std::vector<Pt> v, bool vary_L) {
-    std::sort(v.begin(), v.end(), [&](const Pt& a, const Pt& b) { return vary_L ? a.L < b.L : a.V < b.V; });
+    std::sort(v.begin(), v.end(),
+              [&](const Pt& a, const Pt& b) { return vary_L ? a.L < b.L : a.V < b.V; });
     // drop duplicate x (several seeds give the same theory)
     std::vector<double> x, y, ratio, ratio2;
     for (const auto& p : v) {
@@ -417,23 +442,25 @@ pl_status finish(const pl_host* host, const char* run_dir) {
       parts.push_back(cur);
     }
     const auto mm = std::minmax_element(ratio.begin(), ratio.end());
-    out << parts[0] << ',' << parts[1] << ',' << parts[2] << ',' << parts[3] << ',' << parts[4] << ','
-        << parts[5] << ',' << parts[6] << ',' << parts[7] << ',' << parts[8] << ',' << parts[9] << ','
-        << parts[10] << ',' << (vary_L ? "L" : "V") << ','
-        << x.size() << ',' << fmt(loglog_slope(x, y)) << ',' << fmt(loglog_slope(x, ratio)) << ','
-        << fmt(*mm.first) << ',' << fmt(*mm.second) << ','
-        << (vary_L ? "P_star/(L ln^2 L)" : "P_star/V^2") << ','
+    out << parts[0] << ',' << parts[1] << ',' << parts[2] << ',' << parts[3] << ',' << parts[4]
+        << ',' << parts[5] << ',' << parts[6] << ',' << parts[7] << ',' << parts[8] << ','
+        << parts[9] << ',' << parts[10] << ',' << (vary_L ? "L" : "V") << ',' << x.size() << ','
+        << fmt(loglog_slope(x, y)) << ',' << fmt(loglog_slope(x, ratio)) << ',' << fmt(*mm.first)
+        << ',' << fmt(*mm.second) << ',' << (vary_L ? "P_star/(L ln^2 L)" : "P_star/V^2") << ','
         << (vary_L ? fmt(loglog_slope(x, ratio2)) : std::string()) << '\n';
   };
   for (const auto& g : by_V) emit_fit(g.first, g.second, true);
   for (const auto& g : by_L) emit_fit(g.first, g.second, false);
-  host->log(host->ctx, PL_LOG_INFO, ("copy_theory: " + std::to_string(rows.size()) +
-                                     " transitions in transitions.csv, fits in scaling_fit.csv").c_str());
+  host->log(host->ctx, PL_LOG_INFO,
+            ("copy_theory: " + std::to_string(rows.size()) +
+             " transitions in transitions.csv, fits in scaling_fit.csv")
+                .c_str());
   return PL_OK;
 }
 
 }  // namespace
 
-PL_DEFINE_PLUGIN(CopyTheory, "copy_theory", "0.1.0",
-                 "copy-task theory: reduced actions, branches, P* and spinodals, exact finite-P check",
-                 kParams, kTables, kPlots, validate, finish)
+PL_DEFINE_PLUGIN(
+    CopyTheory, "copy_theory", "0.1.0",
+    "copy-task theory: reduced actions, branches, P* and spinodals, exact finite-P check", kParams,
+    kTables, kPlots, validate, finish)

@@ -2,7 +2,6 @@
 // Hessian, enumeration of the population, finite differences), the reduced actions, the linear
 // threshold and the transition finder.
 #include <doctest/doctest.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,7 +89,8 @@ double s_dual(const MarginalConfig& c, const std::vector<int32_t>& tok, int P, c
   for (int mu = 0; mu < P; ++mu)
     for (int l = f; l < L; ++l) {
       const int r = mu * R + (l - f);
-      for (int j = 0; j < L; ++j) H[size_t(r) * V + tok[size_t(mu) * L + j]] += A[size_t(l) * L + j];
+      for (int j = 0; j < L; ++j)
+        H[size_t(r) * V + tok[size_t(mu) * L + j]] += A[size_t(l) * L + j];
       Y[size_t(r) * V + tok[size_t(mu) * L + (l + L - 1) % L]] = 1;
     }
   std::vector<double> S(size_t(n) * n);
@@ -124,7 +124,8 @@ void jacobi_eigen(std::vector<double> a, int n, std::vector<double>& w, std::vec
   for (int sweep = 0; sweep < 100; ++sweep) {
     double off = 0, tot = 0;
     for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) (i == j ? tot : off) += a[size_t(i) * n + j] * a[size_t(i) * n + j];
+      for (int j = 0; j < n; ++j)
+        (i == j ? tot : off) += a[size_t(i) * n + j] * a[size_t(i) * n + j];
     if (off <= 1e-30 * (tot + off)) break;
     for (int p = 0; p < n - 1; ++p)
       for (int q = p + 1; q < n; ++q) {
@@ -153,7 +154,8 @@ void jacobi_eigen(std::vector<double> a, int n, std::vector<double>& w, std::vec
   // sort ascending
   std::vector<int> idx(n);
   for (int i = 0; i < n; ++i) idx[i] = i;
-  std::sort(idx.begin(), idx.end(), [&](int x, int y) { return a[size_t(x) * n + x] < a[size_t(y) * n + y]; });
+  std::sort(idx.begin(), idx.end(),
+            [&](int x, int y) { return a[size_t(x) * n + x] < a[size_t(y) * n + y]; });
   w.resize(n);
   std::vector<double> Zs(size_t(n) * n);
   for (int c = 0; c < n; ++c) {
@@ -167,7 +169,8 @@ void jacobi_eigen(std::vector<double> a, int n, std::vector<double>& w, std::vec
 // S_data ~ (V/2) sw2 beta tr C - (beta^2 sw2/2) ||B||^2 there (C = O(A^2), B = O(A)), so
 // Hess = V sw2 beta w sum_mu [t_j = t_n] delta_lm - beta^2 sw2 g g^T + I/sg2,
 // g_(l,j)(v, y) = w sum_mu [t_j = v][y_l = y]. Independent of ExactMarginal's code path.
-std::vector<double> hessian0(const MarginalConfig& c, const std::vector<int32_t>& tok, int P, bool prior) {
+std::vector<double> hessian0(const MarginalConfig& c, const std::vector<int32_t>& tok, int P,
+                             bool prior) {
   const int L = c.L, V = c.V, R = loss_rows(L, c.wrap), f = L - R, n = L * L;
   const double beta = beta_of(c.kappa, R, c.beta), w = c.weight;
   std::vector<double> Hs(size_t(n) * n, 0.0), g(size_t(n) * V * V, 0.0);
@@ -198,66 +201,69 @@ using MPath = MarginalConfig::Path;
 
 TEST_CASE("exact marginal: primal S_data equals the dual GP form") {
   for (MPath path : {MPath::direct, MPath::counts})
-  for (int wrap = 0; wrap < 2; ++wrap)
-    for (int bc = 0; bc < 2; ++bc) {
-      CAPTURE(int(path));
-      MarginalConfig c;
-      c.path = path;
-      c.L = 6;
-      c.V = 5;
-      c.kappa = 0.7;
-      c.sw2 = 1.3;
-      c.wrap = wrap ? Wrap::drop_first : Wrap::cyclic;
-      c.beta = bc ? BetaConv::per_sequence : BetaConv::per_position;
-      const int P = 9;
-      const auto tok = random_tokens(P, c.L, c.V, 11 + wrap + 2 * bc);
-      ExactMarginal em(c, tok.data(), P);
-      CHECK(em.uses_counts() == (path == MPath::counts));
-      for (uint32_t s = 0; s < 3; ++s) {
-        const auto A = random_matrix(c.L, 0.6, 100 + s);
-        const double got = em.s_data(A.data(), nullptr);
-        const double ref = s_dual(c, tok, P, A.data());
-        CHECK(near(got, ref, 1e-9, 1e-11));
-        std::vector<double> dA(A.size());
-        CHECK(near(em.s_data(A.data(), dA.data()), ref, 1e-9, 1e-11));  // gradient path, same value
+    for (int wrap = 0; wrap < 2; ++wrap)
+      for (int bc = 0; bc < 2; ++bc) {
+        CAPTURE(int(path));
+        MarginalConfig c;
+        c.path = path;
+        c.L = 6;
+        c.V = 5;
+        c.kappa = 0.7;
+        c.sw2 = 1.3;
+        c.wrap = wrap ? Wrap::drop_first : Wrap::cyclic;
+        c.beta = bc ? BetaConv::per_sequence : BetaConv::per_position;
+        const int P = 9;
+        const auto tok = random_tokens(P, c.L, c.V, 11 + wrap + 2 * bc);
+        ExactMarginal em(c, tok.data(), P);
+        CHECK(em.uses_counts() == (path == MPath::counts));
+        for (uint32_t s = 0; s < 3; ++s) {
+          const auto A = random_matrix(c.L, 0.6, 100 + s);
+          const double got = em.s_data(A.data(), nullptr);
+          const double ref = s_dual(c, tok, P, A.data());
+          CHECK(near(got, ref, 1e-9, 1e-11));
+          std::vector<double> dA(A.size());
+          CHECK(
+              near(em.s_data(A.data(), dA.data()), ref, 1e-9, 1e-11));  // gradient path, same value
+        }
       }
-    }
 }
 
 TEST_CASE("exact marginal: gradients vs central finite differences") {
   for (MPath path : {MPath::direct, MPath::counts})
-  for (int att = 0; att < 2; ++att)
-    for (int causal = 0; causal < 2; ++causal)
-      for (int wrap = 0; wrap < 2; ++wrap) {
-        CAPTURE(int(path));
-        MarginalConfig c;
-        c.path = path;
-        c.L = 5;
-        c.V = 4;
-        c.sw2 = 0.8;
-        c.sg2 = 1.7;
-        c.attention = att ? Attention::linear : Attention::softmax;
-        c.causal = causal;
-        c.wrap = wrap ? Wrap::drop_first : Wrap::cyclic;
-        const int P = 7;
-        const auto tok = random_tokens(P, c.L, c.V, 3 + att);
-        ExactMarginal em(c, tok.data(), P);
-        const auto X = random_matrix(c.L, 0.7, 7 + causal);
-        const size_t n = X.size();
-        std::vector<double> dA(n), dG(n);
-        em.s_data(X.data(), dA.data());
-        em.action(X.data(), dG.data());
-        for (size_t e = 0; e < n; ++e) {
-          const double h = 1e-5;
-          auto Xp = X, Xm = X;
-          Xp[e] += h;
-          Xm[e] -= h;
-          const double fdA = (em.s_data(Xp.data(), nullptr) - em.s_data(Xm.data(), nullptr)) / (2 * h);
-          const double fdG = (em.action(Xp.data(), nullptr) - em.action(Xm.data(), nullptr)) / (2 * h);
-          CHECK(near(dA[e], fdA, 1e-6, 1e-6));
-          CHECK(near(dG[e], fdG, 1e-6, 1e-6));
+    for (int att = 0; att < 2; ++att)
+      for (int causal = 0; causal < 2; ++causal)
+        for (int wrap = 0; wrap < 2; ++wrap) {
+          CAPTURE(int(path));
+          MarginalConfig c;
+          c.path = path;
+          c.L = 5;
+          c.V = 4;
+          c.sw2 = 0.8;
+          c.sg2 = 1.7;
+          c.attention = att ? Attention::linear : Attention::softmax;
+          c.causal = causal;
+          c.wrap = wrap ? Wrap::drop_first : Wrap::cyclic;
+          const int P = 7;
+          const auto tok = random_tokens(P, c.L, c.V, 3 + att);
+          ExactMarginal em(c, tok.data(), P);
+          const auto X = random_matrix(c.L, 0.7, 7 + causal);
+          const size_t n = X.size();
+          std::vector<double> dA(n), dG(n);
+          em.s_data(X.data(), dA.data());
+          em.action(X.data(), dG.data());
+          for (size_t e = 0; e < n; ++e) {
+            const double h = 1e-5;
+            auto Xp = X, Xm = X;
+            Xp[e] += h;
+            Xm[e] -= h;
+            const double fdA =
+                (em.s_data(Xp.data(), nullptr) - em.s_data(Xm.data(), nullptr)) / (2 * h);
+            const double fdG =
+                (em.action(Xp.data(), nullptr) - em.action(Xm.data(), nullptr)) / (2 * h);
+            CHECK(near(dA[e], fdA, 1e-6, 1e-6));
+            CHECK(near(dG[e], fdG, 1e-6, 1e-6));
+          }
         }
-      }
 }
 
 TEST_CASE("exact marginal: the count path gives the direct path's action and gradient") {
@@ -365,7 +371,8 @@ TEST_CASE("S_pop vs S_data on sampled data within 0.5% at large P") {
   const auto S = shift(c.L);
   std::vector<double> U(S.size(), 1.0 / c.L), M(S.size());
   for (size_t e = 0; e < S.size(); ++e) M[e] = 0.6 * S[e] + 0.4 * U[e];
-  for (const std::vector<double>* A : std::initializer_list<const std::vector<double>*>{&S, &U, &M}) {
+  for (const std::vector<double>* A :
+       std::initializer_list<const std::vector<double>*>{&S, &U, &M}) {
     const double sd = em.s_data(A->data(), nullptr), sp = s_pop(m, P, stats_of(m, A->data()));
     MESSAGE("S_data " << sd << " S_pop " << sp << " rel " << (sd - sp) / sp);
     CHECK(std::fabs(sd - sp) <= 0.005 * std::fabs(sp));
@@ -404,8 +411,12 @@ TEST_CASE("reduced actions: gradients vs finite differences") {
     for (auto x : {std::pair<double, double>{0.3, 0.2}, {-0.4, 0.9}, {1.2, -0.1}}) {
       double gr[2];
       linear_action(m, P, x.first, x.second, gr);
-      const double f0 = (linear_action(m, P, x.first + 1e-6, x.second) - linear_action(m, P, x.first - 1e-6, x.second)) / 2e-6;
-      const double f1 = (linear_action(m, P, x.first, x.second + 1e-6) - linear_action(m, P, x.first, x.second - 1e-6)) / 2e-6;
+      const double f0 = (linear_action(m, P, x.first + 1e-6, x.second) -
+                         linear_action(m, P, x.first - 1e-6, x.second)) /
+                        2e-6;
+      const double f1 = (linear_action(m, P, x.first, x.second + 1e-6) -
+                         linear_action(m, P, x.first, x.second - 1e-6)) /
+                        2e-6;
       CHECK(near(gr[0], f0, 1e-6, 1e-6));
       CHECK(near(gr[1], f1, 1e-6, 1e-6));
     }
@@ -422,7 +433,8 @@ TEST_CASE("reduced actions: gradients vs finite differences") {
   }
 }
 
-TEST_CASE("softmax reduced action with zero rest logits is the exact S_pop of A = softmax(Delta S)") {
+TEST_CASE(
+    "softmax reduced action with zero rest logits is the exact S_pop of A = softmax(Delta S)") {
   Model m;
   m.L = 9;
   m.V = 5;
@@ -431,9 +443,11 @@ TEST_CASE("softmax reduced action with zero rest logits is the exact S_pop of A 
     std::vector<double> A(size_t(m.L) * m.L);
     const double z = std::exp(d) + (m.L - 1);
     for (int l = 0; l < m.L; ++l)
-      for (int j = 0; j < m.L; ++j) A[size_t(l) * m.L + j] = (j == (l + m.L - 1) % m.L ? std::exp(d) : 1.0) / z;
+      for (int j = 0; j < m.L; ++j)
+        A[size_t(l) * m.L + j] = (j == (l + m.L - 1) % m.L ? std::exp(d) : 1.0) / z;
     for (double P : {20.0, 700.0})
-      CHECK(near(softmax_action(m, P, d), m.R() * d * d / (2 * m.sg2) + s_pop(m, P, stats_of(m, A.data())), 1e-10, 1e-12));
+      CHECK(near(softmax_action(m, P, d),
+                 m.R() * d * d / (2 * m.sg2) + s_pop(m, P, stats_of(m, A.data())), 1e-10, 1e-12));
   }
 }
 
@@ -466,8 +480,14 @@ TEST_CASE("MAP profile: S_data without the log-det term at the population; gradi
   for (double Pp : {5.0, 80.0}) {
     double gr[2];
     linear_action(m, Pp, 0.4, 0.3, gr);
-    CHECK(near(gr[0], (linear_action(m, Pp, 0.4 + 1e-6, 0.3) - linear_action(m, Pp, 0.4 - 1e-6, 0.3)) / 2e-6, 1e-6, 1e-6));
-    CHECK(near(gr[1], (linear_action(m, Pp, 0.4, 0.3 + 1e-6) - linear_action(m, Pp, 0.4, 0.3 - 1e-6)) / 2e-6, 1e-6, 1e-6));
+    CHECK(
+        near(gr[0],
+             (linear_action(m, Pp, 0.4 + 1e-6, 0.3) - linear_action(m, Pp, 0.4 - 1e-6, 0.3)) / 2e-6,
+             1e-6, 1e-6));
+    CHECK(
+        near(gr[1],
+             (linear_action(m, Pp, 0.4, 0.3 + 1e-6) - linear_action(m, Pp, 0.4, 0.3 - 1e-6)) / 2e-6,
+             1e-6, 1e-6));
     double H[2][2];
     linear_hessian0(m, Pp, H);
     for (int j = 0; j < 2; ++j) {
@@ -519,8 +539,10 @@ TEST_CASE("linear threshold: closed form vs reduced action vs exact S_data Hessi
       return w[0];
     };
     const double P_plane = linear_threshold_plane(m), P_closed = linear_threshold_closed(m);
-    const double P_hess = bisect([&](double P) { return lam(P, nullptr); }, 0.2 * P_closed, 2 * P_closed, 1e-9);
-    MESSAGE("L=" << c.L << " V=" << c.V << " closed " << P_closed << " plane " << P_plane << " Hessian " << P_hess);
+    const double P_hess =
+        bisect([&](double P) { return lam(P, nullptr); }, 0.2 * P_closed, 2 * P_closed, 1e-9);
+    MESSAGE("L=" << c.L << " V=" << c.V << " closed " << P_closed << " plane " << P_plane
+                 << " Hessian " << P_hess);
     CHECK(near(P_hess, P_plane, 0, 1e-6));
     // The closed form follows the pure shift direction only: an upper bound, here within 3%.
     CHECK(P_closed >= P_plane);
@@ -537,7 +559,7 @@ TEST_CASE("linear threshold: closed form vs reduced action vs exact S_data Hessi
     }
     double vu = 0;
     for (int k = 0; k < N; ++k) vu += v[k] / c.L;  // J/L has unit norm
-    CHECK(near(vu * vu + vj * vj, vv, 1e-8, 0));  // inside span{J/L, S}
+    CHECK(near(vu * vu + vj * vj, vv, 1e-8, 0));   // inside span{J/L, S}
     CHECK(std::fabs(vs) / std::sqrt(vv) > 0.95);
     // Numerical loss of stability of the reduced action: A = 0 is a minimum just below, not above.
     auto has_zero = [&](double P) {
@@ -566,7 +588,8 @@ TEST_CASE("linear threshold: closed form vs reduced action vs exact S_data Hessi
     Zm[e] = -1e-5;
     em.action(Zp.data(), gp.data());
     em.action(Zm.data(), gm.data());
-    for (int k = 0; k < N; ++k) CHECK(near(Hx[size_t(k) * N + e], (gp[k] - gm[k]) / 2e-5, 1e-6, 1e-6));
+    for (int k = 0; k < N; ++k)
+      CHECK(near(Hx[size_t(k) * N + e], (gp[k] - gm[k]) / 2e-5, 1e-6, 1e-6));
   }
   // When V^3 >> L the shift mode decouples and the closed form is exact.
   Model m2;
@@ -580,7 +603,8 @@ TEST_CASE("softmax reduced action: first-order transition at L=16, V=4") {
   m.L = 16;
   m.V = 4;
   const Transition t = find_transition(m, true, 10, 1e6, 1e-3);
-  MESSAGE("P_low " << t.P_low << " P* " << t.P_star << " P_sp " << t.P_spinodal << " jump " << t.a_jump);
+  MESSAGE("P_low " << t.P_low << " P* " << t.P_star << " P_sp " << t.P_spinodal << " jump "
+                   << t.a_jump);
   CHECK(t.order == "first");
   CHECK(t.P_low < t.P_star);
   CHECK(t.P_star < t.P_spinodal);
@@ -590,7 +614,8 @@ TEST_CASE("softmax reduced action: first-order transition at L=16, V=4") {
   CHECK(softmax_minima(m, t.P_low * 0.998).size() == 1);
   CHECK(softmax_minima(m, t.P_spinodal * 0.998).size() == 2);
   CHECK(softmax_minima(m, t.P_spinodal * 1.002).size() == 1);
-  const auto below = softmax_minima(m, t.P_star * 0.998), above = softmax_minima(m, t.P_star * 1.002);
+  const auto below = softmax_minima(m, t.P_star * 0.998),
+             above = softmax_minima(m, t.P_star * 1.002);
   REQUIRE(below.size() == 2);
   REQUIRE(above.size() == 2);
   CHECK(below[0].global);
@@ -651,8 +676,9 @@ TEST_CASE("plugin: branches, exact check and transitions.csv through a fake host
   h.keep_rows = true;  // rows of both points, as the driver's finish() sees them
   REQUIRE(bool(h.k.uniform_bits));
   REQUIRE(bool(h.k.gaussian));
-  const std::map<std::string, std::string> base = {
-      {"L", "16"}, {"V", "4"}, {"num_P", "7"}, {"P_min", "20"}, {"P_max", "2000"}, {"exact_P_max", "300"}};
+  const std::map<std::string, std::string> base = {{"L", "16"},       {"V", "4"},
+                                                   {"num_P", "7"},    {"P_min", "20"},
+                                                   {"P_max", "2000"}, {"exact_P_max", "300"}};
   auto lin = base;
   lin["attention"] = "linear";
   REQUIRE(h.run(lin, 0, 1, 1235) == PL_OK);  // out of order: finish() sorts by point
@@ -682,8 +708,8 @@ TEST_CASE("plugin: branches, exact check and transitions.csv through a fake host
   REQUIRE(phaselab_plugin_entry.finish(&h.host, h.dir.c_str()) == PL_OK);
   const auto t = read_csv(h.dir + "/transitions.csv");
   REQUIRE(t.size() == 3);
-  const std::vector<std::string> need = {"attention", "L", "V", "kappa", "sw2", "sg2",
-                                         "P_star", "P_spinodal", "P_low", "order"};
+  const std::vector<std::string> need = {"attention", "L",      "V",          "kappa", "sw2",
+                                         "sg2",       "P_star", "P_spinodal", "P_low", "order"};
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < t[0].size(); ++i) col[t[0][i]] = i;
   for (const auto& n : need) CHECK(col.count(n) == 1);

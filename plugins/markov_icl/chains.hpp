@@ -184,7 +184,8 @@ inline double dirichlet_conc_by_moments(const double* pi, int M, int C) {
 // stationary distributions concentrate near uniform (Var ~ 1/C^3, so alpha1 ~ C), far tighter than
 // Dirichlet(1 1_C): with alpha1 = 1, 1-Gen over-reacts to the counts and the network's unigram
 // stage is closer to 1-Mem at large K (1-Mem tends to the ensemble's Bayes unigram predictor).
-inline double matched_alpha1(const pl_kernel_table& kt, int C, double alpha, uint64_t seed, int M = 4096) {
+inline double matched_alpha1(const pl_kernel_table& kt, int C, double alpha, uint64_t seed,
+                             int M = 4096) {
   Chains ch;
   ch.resize(M, C);
   ch.generate(kt, seed, 0, alpha);

@@ -31,7 +31,8 @@ const pl_param_decl kParams[] = {
     plsdk::int_param("mlp_mult", 4, "MLP width = mlp_mult * d_model", 1, 64),
     plsdk::bool_param("attn_only", false, "attention-only transformer (no MLP blocks)"),
     plsdk::bool_param("layernorm", true, "pre-LN (true) or no LayerNorm at all (false)"),
-    plsdk::enum_param("positions", "learned", "learned|rope", "absolute learned positions or rotary"),
+    plsdk::enum_param("positions", "learned", "learned|rope",
+                      "absolute learned positions or rotary"),
     plsdk::bool_param("tied", false, "unembedding tied to the token embedding"),
     plsdk::float_param("lr", 1e-3, "AdamW learning rate", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
     plsdk::float_param("beta1", 0.9, "AdamW beta1", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
@@ -51,16 +52,38 @@ const pl_param_decl kParams[] = {
     plsdk::int_param("checkpoints", 24, "log-spaced evaluation steps (plus step 0)", 1, 10000),
     plsdk::float_param("late_frac", 0.25, "late window: this last fraction of positions",
                        PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE | PL_RANGE_MAX, 0, 1),
-    plsdk::int_param("chain_seed", 0, "seed of the chains and evaluation sets (shared across seeds)", 0),
+    plsdk::int_param("chain_seed", 0,
+                     "seed of the chains and evaluation sets (shared across seeds)", 0),
     plsdk::int_param("chunks", 8, "fixed batch partition for the parallel step", 1, 4096),
 };
 
-const char* const kCols[] = {
-    "step", "loss_train", "loss_id", "loss_ood", "bayes_2mem_id", "bayes_2gen_ood", "bayes_2gen_id",
-    "kl_2gen_id", "kl_1gen_id", "kl_2mem_id", "kl_1mem_id", "kl_hybrid_id",
-    "kl_2gen_ood", "kl_1gen_ood", "kl_2mem_ood", "kl_1mem_ood", "kl_hybrid_ood",
-    "kl_2gen_id_late", "kl_1gen_id_late", "kl_2mem_id_late", "kl_1mem_id_late", "kl_hybrid_id_late",
-    "phase", "phase_code", "phase_late", "phase_ood", "final"};
+const char* const kCols[] = {"step",
+                             "loss_train",
+                             "loss_id",
+                             "loss_ood",
+                             "bayes_2mem_id",
+                             "bayes_2gen_ood",
+                             "bayes_2gen_id",
+                             "kl_2gen_id",
+                             "kl_1gen_id",
+                             "kl_2mem_id",
+                             "kl_1mem_id",
+                             "kl_hybrid_id",
+                             "kl_2gen_ood",
+                             "kl_1gen_ood",
+                             "kl_2mem_ood",
+                             "kl_1mem_ood",
+                             "kl_hybrid_ood",
+                             "kl_2gen_id_late",
+                             "kl_1gen_id_late",
+                             "kl_2mem_id_late",
+                             "kl_1mem_id_late",
+                             "kl_hybrid_id_late",
+                             "phase",
+                             "phase_code",
+                             "phase_late",
+                             "phase_ood",
+                             "final"};
 const pl_table_decl kTables[] = {plsdk::table("results", kCols)};
 
 const pl_plot_decl kPlots[] = {
@@ -134,7 +157,8 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
     return 1;
   }
   if (get(idx("positions")).s && std::string(get(idx("positions")).s) == "rope" && (d / h) % 2) {
-    std::snprintf(err, len, "markov_icl.positions = \"rope\" needs an even head width d_model/heads");
+    std::snprintf(err, len,
+                  "markov_icl.positions = \"rope\" needs an even head width d_model/heads");
     return 1;
   }
   mk::ModelConfig m;
@@ -144,9 +168,11 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
   m.mlp = get(idx("attn_only")).i == 0;
   m.ln = get(idx("layernorm")).i != 0;
   try {
-    for (const auto& [g, val] : mk::parse_mults(get(idx("lr_mults")).s ? get(idx("lr_mults")).s : "")) {
+    for (const auto& [g, val] :
+         mk::parse_mults(get(idx("lr_mults")).s ? get(idx("lr_mults")).s : "")) {
       if (!mk::known_group(m, g) || val < 0) {
-        std::snprintf(err, len, "markov_icl.lr_mults: unknown module '%s' or negative value", g.c_str());
+        std::snprintf(err, len, "markov_icl.lr_mults: unknown module '%s' or negative value",
+                      g.c_str());
         return 1;
       }
     }
@@ -194,12 +220,18 @@ class MarkovIcl {
         const mk::EvalResult r = tr.evaluate();
         if (!std::isfinite(r.loss[0]) || !std::isfinite(r.loss[1]))
           return cx.fail("non-finite evaluation loss at step " + std::to_string(step));
-        std::vector<plsdk::Cell> row = {step, step > 0 ? plsdk::Cell(loss_train) : plsdk::Cell(),
-                                        r.loss[0], r.loss[1], nan_if(mem, id.bayes[mk::kMem2]),
-                                        ood.bayes[mk::kGen2], id.bayes[mk::kGen2]};
+        std::vector<plsdk::Cell> row = {step,
+                                        step > 0 ? plsdk::Cell(loss_train) : plsdk::Cell(),
+                                        r.loss[0],
+                                        r.loss[1],
+                                        nan_if(mem, id.bayes[mk::kMem2]),
+                                        ood.bayes[mk::kGen2],
+                                        id.bayes[mk::kGen2]};
         for (int s = 0; s < 2; ++s)
-          for (int a = 0; a < mk::kNumPred; ++a) row.push_back(nan_if(mem || a < mk::kMem2, r.kl[s][a]));
-        for (int a = 0; a < mk::kNumPred; ++a) row.push_back(nan_if(mem || a < mk::kMem2, r.kl_late[0][a]));
+          for (int a = 0; a < mk::kNumPred; ++a)
+            row.push_back(nan_if(mem || a < mk::kMem2, r.kl[s][a]));
+        for (int a = 0; a < mk::kNumPred; ++a)
+          row.push_back(nan_if(mem || a < mk::kMem2, r.kl_late[0][a]));
         row.push_back(mk::pred_name(r.phase));
         row.push_back(r.phase);
         row.push_back(mk::pred_name(r.phase_late));
@@ -231,6 +263,7 @@ pl_status finish(const pl_host* host, const char* run_dir) {
 
 }  // namespace
 
-PL_DEFINE_PLUGIN(MarkovIcl, "markov_icl", "0.1.0",
-                 "transformer on K Markov chains: KL to 2-Gen/1-Gen/2-Mem/1-Mem/hybrid, phase histories",
-                 kParams, kTables, kPlots, validate, finish)
+PL_DEFINE_PLUGIN(
+    MarkovIcl, "markov_icl", "0.1.0",
+    "transformer on K Markov chains: KL to 2-Gen/1-Gen/2-Mem/1-Mem/hybrid, phase histories",
+    kParams, kTables, kPlots, validate, finish)

@@ -27,14 +27,14 @@
 namespace mk {
 
 struct ModelConfig {
-  int C = 10;       // states (vocabulary)
-  int N = 128;      // context length (positions)
-  int d = 64;       // d_model
+  int C = 10;   // states (vocabulary)
+  int N = 128;  // context length (positions)
+  int d = 64;   // d_model
   int heads = 1;
   int layers = 2;
-  int ffn = 256;    // MLP width
-  bool mlp = true;  // false: attention-only
-  bool ln = true;   // pre-LN; false: no LayerNorm anywhere
+  int ffn = 256;      // MLP width
+  bool mlp = true;    // false: attention-only
+  bool ln = true;     // pre-LN; false: no LayerNorm anywhere
   bool rope = false;  // rotary positions instead of learned absolute ones
   bool tied = false;  // unembedding = wte
   double ln_eps = 1e-5;
@@ -50,7 +50,11 @@ struct Layout {
   std::vector<Layer> layer;
   explicit Layout(const ModelConfig& c) {
     const size_t d = size_t(c.d), f = size_t(c.ffn), lnd = c.ln ? d : 0, md = c.mlp ? 1 : 0;
-    auto take = [&](size_t n) { const size_t o = total; total += n; return o; };
+    auto take = [&](size_t n) {
+      const size_t o = total;
+      total += n;
+      return o;
+    };
     wte = take(size_t(c.C) * d);               // C x d
     wpe = take(c.rope ? 0 : size_t(c.N) * d);  // N x d
     layer.resize(size_t(c.layers));
@@ -135,8 +139,8 @@ struct Ops<double> {
   void gelu_bwd(const double* x, const double* dy, double* dx, size_t n) const {
     ref::gelu_bwd<double>(x, dy, dx, n);
   }
-  void layernorm(const double* x, const double* g, const double* b, double* y, double* m,
-                 double* r, size_t rows, size_t d, double eps) const {
+  void layernorm(const double* x, const double* g, const double* b, double* y, double* m, double* r,
+                 size_t rows, size_t d, double eps) const {
     ref::layernorm<double>(x, g, b, y, m, r, rows, d, eps);
   }
   void layernorm_bwd(const double* dy, const double* x, const double* g, const double* m,
@@ -189,8 +193,8 @@ struct Ops<float> {
                      size_t ldv, const float* p, const float* d_o, size_t lddo, float* dq,
                      size_t lddq, float* dk, size_t lddk, float* dv, size_t lddv, float* s,
                      size_t n, size_t dkk, float scale) const {
-    k->attention_bwd(q, ldq, kk, ldk, v, ldv, p, d_o, lddo, dq, lddq, dk, lddk, dv, lddv, s, n,
-                     dkk, dkk, scale, 1, 0);
+    k->attention_bwd(q, ldq, kk, ldk, v, ldv, p, d_o, lddo, dq, lddq, dk, lddk, dv, lddv, s, n, dkk,
+                     dkk, scale, 1, 0);
   }
 };
 
@@ -221,7 +225,11 @@ class Model {
   };
 
   Model(const ModelConfig& cfg, const pl_kernel_table* k, int batch, int chunks)
-      : cfg_(cfg), lay_(cfg), ops_(k), B_(batch), chunks_(chunks < 1 ? 1 : (chunks > batch ? batch : chunks)) {
+      : cfg_(cfg),
+        lay_(cfg),
+        ops_(k),
+        B_(batch),
+        chunks_(chunks < 1 ? 1 : (chunks > batch ? batch : chunks)) {
     if (cfg.d % cfg.heads) throw std::invalid_argument("d_model must be a multiple of heads");
     if (cfg.rope && cfg.dh() % 2) throw std::invalid_argument("rope needs an even head width");
     params.assign(lay_.total, T(0));
@@ -230,7 +238,8 @@ class Model {
     chunk_loss.assign(size_t(chunks_), 0.0);
     P = views(params.data());
     G = views(grads.data());
-    for (int c = 0; c < chunks_; ++c) CG.push_back(views(chunk_grads.data() + size_t(c) * lay_.total));
+    for (int c = 0; c < chunks_; ++c)
+      CG.push_back(views(chunk_grads.data() + size_t(c) * lay_.total));
     alloc_acts();
     const size_t Nn = size_t(cfg.N), d = size_t(cfg.d);
     size_t rc = 0;  // rows of the largest chunk
@@ -240,7 +249,11 @@ class Model {
       const size_t f = size_t(cfg.ffn);
       s.buf.assign(rc * (d + d + 3 * d + d + f + size_t(cfg.C)) + Nn * Nn, T(0));
       T* p = s.buf.data();
-      auto take = [&](size_t n) { T* q = p; p += n; return q; };
+      auto take = [&](size_t n) {
+        T* q = p;
+        p += n;
+        return q;
+      };
       s.dres = take(rc * d);
       s.dln = take(rc * d);
       s.dqkv = take(rc * 3 * d);
@@ -274,7 +287,9 @@ class Model {
   void init_from_normals(const float* z) {
     const double s_proj = 0.02 / std::sqrt(2.0 * cfg_.layers);
     for (size_t i = 0; i < lay_.total; ++i) params[i] = T(0.02 * z[i]);
-    auto scale = [&](T* p, size_t n, double s) { for (size_t i = 0; i < n; ++i) p[i] = T(s / 0.02 * p[i]); };
+    auto scale = [&](T* p, size_t n, double s) {
+      for (size_t i = 0; i < n; ++i) p[i] = T(s / 0.02 * p[i]);
+    };
     const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn);
     if (!cfg_.rope) scale(P.wpe, size_t(cfg_.N) * d, 0.01);
     auto ones = [&](T* g, T* b) {
@@ -295,7 +310,8 @@ class Model {
   // Forward over all `nb` <= batch sequences; seq holds nb rows of N + 1 tokens (inputs are the
   // first N, targets the last N). Returns the mean cross-entropy. Parallel over chunks.
   double forward(const int32_t* seq, int nb) {
-    run_chunks(nb, [&](int c, int b0, int n) { chunk_loss[size_t(c)] = forward_chunk(seq, b0, n); });
+    run_chunks(nb,
+               [&](int c, int b0, int n) { chunk_loss[size_t(c)] = forward_chunk(seq, b0, n); });
     return mean_loss(nb);
   }
   // Forward and backward: grads = d(mean loss)/d(params). Returns the mean loss.
@@ -309,21 +325,22 @@ class Model {
     });
     // grads = sum over chunks in chunk order (fixed), parallel over parameter blocks
     const size_t P_ = lay_.total;
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, P_, 4096), [&](const tbb::blocked_range<size_t>& r) {
-      for (size_t i = r.begin(); i < r.end(); ++i) {
-        T s = chunk_grads[i];
-        for (int c = 1; c < chunks_; ++c) s += chunk_grads[size_t(c) * P_ + i];
-        grads[i] = s;
-      }
-    });
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, P_, 4096),
+                      [&](const tbb::blocked_range<size_t>& r) {
+                        for (size_t i = r.begin(); i < r.end(); ++i) {
+                          T s = chunk_grads[i];
+                          for (int c = 1; c < chunks_; ++c) s += chunk_grads[size_t(c) * P_ + i];
+                          grads[i] = s;
+                        }
+                      });
     return mean_loss(nb);
   }
 
   // Component outputs of the last forward pass, rows b * N + t (the residual stream is their sum).
-  const T* E() const { return A_.res[0]; }  // R x d
-  const T* A(int l) const { return A_.l[size_t(l)].A; }  // R x d
-  const T* M(int l) const { return A_.l[size_t(l)].M; }  // R x d (null in attention-only mode)
-  const T* U() const { return A_.logits; }                // R x C
+  const T* E() const { return A_.res[0]; }                    // R x d
+  const T* A(int l) const { return A_.l[size_t(l)].A; }       // R x d
+  const T* M(int l) const { return A_.l[size_t(l)].M; }       // R x d (null in attention-only mode)
+  const T* U() const { return A_.logits; }                    // R x C
   const T* attn(int l) const { return A_.l[size_t(l)].att; }  // batch x heads x N x N
 
   std::vector<T> params, grads, chunk_grads;
@@ -348,9 +365,15 @@ class Model {
     const size_t R = size_t(B_) * cfg_.N, d = size_t(cfg_.d), f = size_t(cfg_.ffn),
                  NN = size_t(B_) * cfg_.heads * cfg_.N * cfg_.N, C = size_t(cfg_.C);
     const size_t per_layer = R * (d + 2 + 3 * d + d + d + d + d + 2 + f + f + d) + NN;
-    acts.assign(R * d * size_t(cfg_.layers + 1) + size_t(cfg_.layers) * per_layer + R * (d + 2 + 2 * C), T(0));
+    acts.assign(
+        R * d * size_t(cfg_.layers + 1) + size_t(cfg_.layers) * per_layer + R * (d + 2 + 2 * C),
+        T(0));
     T* p = acts.data();
-    auto take = [&](size_t n) { T* q = p; p += n; return q; };
+    auto take = [&](size_t n) {
+      T* q = p;
+      p += n;
+      return q;
+    };
     for (int l = 0; l <= cfg_.layers; ++l) A_.res.push_back(take(R * d));
     for (int l = 0; l < cfg_.layers; ++l) {
       typename Acts::L a;
@@ -383,8 +406,10 @@ class Model {
     // fixed partition of the nb sequences into chunks_ ranges (the same for every thread count)
     tbb::parallel_for(0, chunks_, [&](int c) {
       const int b0 = int(int64_t(nb) * c / chunks_), b1 = int(int64_t(nb) * (c + 1) / chunks_);
-      if (b1 > b0) f(c, b0, b1 - b0);
-      else chunk_loss[size_t(c)] = 0;
+      if (b1 > b0)
+        f(c, b0, b1 - b0);
+      else
+        chunk_loss[size_t(c)] = 0;
     });
   }
   double mean_loss(int nb) const {
@@ -403,8 +428,9 @@ class Model {
           for (int h = 0; h < cfg_.heads; ++h)
             for (int i = 0; i < h2; ++i) {
               T* z = row + part * d + h * dh + 2 * i;
-              const T c = rope_cs[(size_t(t) * h2 + i) * 2], s = inverse ? -rope_cs[(size_t(t) * h2 + i) * 2 + 1]
-                                                                      : rope_cs[(size_t(t) * h2 + i) * 2 + 1];
+              const T c = rope_cs[(size_t(t) * h2 + i) * 2],
+                      s = inverse ? -rope_cs[(size_t(t) * h2 + i) * 2 + 1]
+                                  : rope_cs[(size_t(t) * h2 + i) * 2 + 1];
               const T a = z[0], bb = z[1];
               z[0] = a * c - bb * s;
               z[1] = a * s + bb * c;
@@ -494,11 +520,12 @@ class Model {
       for (size_t t = 0; t < N; ++t) {
         const size_t r = b * N + t;
         const size_t tgt = size_t(seq[(size_t(b0) + b) * (N + 1) + t + 1]);
-        for (size_t j = 0; j < C; ++j) s.dlog[r * C + j] = scale * (probs[r * C + j] - (j == tgt ? T(1) : T(0)));
+        for (size_t j = 0; j < C; ++j)
+          s.dlog[r * C + j] = scale * (probs[r * C + j] - (j == tgt ? T(1) : T(0)));
       }
     T* xL = A_.res[size_t(c.layers)] + r0 * d;
     T* lnf = c.ln ? A_.lnf + r0 * d : xL;
-    ops_.gemm(1, 0, C, d, R, T(1), s.dlog, C, lnf, d, T(1), g.wu, d);   // dWu += dU^T lnf (C x d)
+    ops_.gemm(1, 0, C, d, R, T(1), s.dlog, C, lnf, d, T(1), g.wu, d);    // dWu += dU^T lnf (C x d)
     ops_.gemm(0, 0, R, d, C, T(1), s.dlog, C, P.wu, d, T(0), s.dln, d);  // dlnf = dU Wu (R x d)
     std::fill(s.dres, s.dres + R * d, T(0));
     back_ln(c.ln, s.dln, xL, P.lnfg, A_.mf + r0, A_.rf + r0, s.dres, g.lnfg, g.lnfb, R);
@@ -510,30 +537,34 @@ class Model {
       T* y = a.y + r0 * d;
       if (c.mlp) {  // dM = dres
         T* ln2 = c.ln ? a.ln2 + r0 * d : y;
-        ops_.gemm(1, 0, d, f, R, T(1), s.dres, d, a.g + r0 * f, f, T(1), gW.wproj, f);  // dWproj += dM^T g
-        ops_.gemm(0, 0, R, f, d, T(1), s.dres, d, W.wproj, f, T(0), s.dh, f);           // dg = dM Wproj
-        ops_.gelu_bwd(a.h + r0 * f, s.dh, s.dh, R * f);                                 // dh = gelu'(h) dg
-        ops_.gemm(1, 0, f, d, R, T(1), s.dh, f, ln2, d, T(1), gW.wfc, d);               // dWfc += dh^T ln2
-        ops_.gemm(0, 0, R, d, f, T(1), s.dh, f, W.wfc, d, T(0), s.dln, d);              // dln2 = dh Wfc
+        ops_.gemm(1, 0, d, f, R, T(1), s.dres, d, a.g + r0 * f, f, T(1), gW.wproj,
+                  f);                                                          // dWproj += dM^T g
+        ops_.gemm(0, 0, R, f, d, T(1), s.dres, d, W.wproj, f, T(0), s.dh, f);  // dg = dM Wproj
+        ops_.gelu_bwd(a.h + r0 * f, s.dh, s.dh, R * f);                        // dh = gelu'(h) dg
+        ops_.gemm(1, 0, f, d, R, T(1), s.dh, f, ln2, d, T(1), gW.wfc, d);      // dWfc += dh^T ln2
+        ops_.gemm(0, 0, R, d, f, T(1), s.dh, f, W.wfc, d, T(0), s.dln, d);     // dln2 = dh Wfc
         back_ln(c.ln, s.dln, y, W.ln2g, a.m2 + r0, a.r2 + r0, s.dres, gW.ln2g, gW.ln2b, R);
       }
       // dA = dres (the residual carries dy into both the block and x)
       T* atty = a.atty + r0 * d;
-      ops_.gemm(1, 0, d, d, R, T(1), s.dres, d, atty, d, T(1), gW.wo, d);      // dWo += dA^T atty
-      ops_.gemm(0, 0, R, d, d, T(1), s.dres, d, W.wo, d, T(0), s.datty, d);   // datty = dA Wo
+      ops_.gemm(1, 0, d, d, R, T(1), s.dres, d, atty, d, T(1), gW.wo, d);    // dWo += dA^T atty
+      ops_.gemm(0, 0, R, d, d, T(1), s.dres, d, W.wo, d, T(0), s.datty, d);  // datty = dA Wo
       const T* qkv = a.qkv + r0 * 3 * d;
       for (size_t b = 0; b < size_t(nb); ++b)
         for (size_t h = 0; h < size_t(c.heads); ++h) {
           const T* q = qkv + b * N * 3 * d + h * dh;
           T* dq = s.dqkv + b * N * 3 * d + h * dh;
           ops_.attention_bwd(q, 3 * d, q + d, 3 * d, q + 2 * d, 3 * d,
-                             a.att + ((size_t(b0) + b) * c.heads + h) * N * N, s.datty + b * N * d + h * dh, d,
-                             dq, 3 * d, dq + d, 3 * d, dq + 2 * d, 3 * d, s.datt, N, dh, ascale);
+                             a.att + ((size_t(b0) + b) * c.heads + h) * N * N,
+                             s.datty + b * N * d + h * dh, d, dq, 3 * d, dq + d, 3 * d, dq + 2 * d,
+                             3 * d, s.datt, N, dh, ascale);
         }
       if (c.rope) rope(s.dqkv, nb, true);  // q = R q0 => dq0 = R^T dq
       T* ln1 = c.ln ? a.ln1 + r0 * d : x;
-      ops_.gemm(1, 0, 3 * d, d, R, T(1), s.dqkv, 3 * d, ln1, d, T(1), gW.wqkv, d);  // dWqkv += dqkv^T ln1
-      ops_.gemm(0, 0, R, d, 3 * d, T(1), s.dqkv, 3 * d, W.wqkv, d, T(0), s.dln, d);  // dln1 = dqkv Wqkv
+      ops_.gemm(1, 0, 3 * d, d, R, T(1), s.dqkv, 3 * d, ln1, d, T(1), gW.wqkv,
+                d);  // dWqkv += dqkv^T ln1
+      ops_.gemm(0, 0, R, d, 3 * d, T(1), s.dqkv, 3 * d, W.wqkv, d, T(0), s.dln,
+                d);  // dln1 = dqkv Wqkv
       back_ln(c.ln, s.dln, x, W.ln1g, a.m1 + r0, a.r1 + r0, s.dres, gW.ln1g, gW.ln1b, R);
     }
     // dE = dres: scatter into the token and position tables
@@ -547,10 +578,11 @@ class Model {
       }
   }
   // dx += LN^T dy (or dx += dy without LayerNorm)
-  void back_ln(bool ln, const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd, T* dx,
-               T* dg, T* db, size_t R) const {
+  void back_ln(bool ln, const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd,
+               T* dx, T* dg, T* db, size_t R) const {
     const size_t d = size_t(cfg_.d);
-    if (ln) ops_.layernorm_bwd(dy, x, gamma, mean, rstd, dx, dg, db, R, d);
+    if (ln)
+      ops_.layernorm_bwd(dy, x, gamma, mean, rstd, dx, dg, db, R, d);
     else
       for (size_t i = 0; i < R * d; ++i) dx[i] += dy[i];
   }

@@ -16,8 +16,8 @@ namespace ref {
 
 // C (m x n) = alpha op(A) op(B) + beta C; op(A) m x k.
 template <class T>
-void gemm(int ta, int tb, size_t m, size_t n, size_t k, T alpha, const T* a, size_t lda,
-          const T* b, size_t ldb, T beta, T* c, size_t ldc) {
+void gemm(int ta, int tb, size_t m, size_t n, size_t k, T alpha, const T* a, size_t lda, const T* b,
+          size_t ldb, T beta, T* c, size_t ldc) {
   for (size_t i = 0; i < m; ++i)
     for (size_t j = 0; j < n; ++j) {
       double s = 0;
@@ -161,7 +161,8 @@ void attention_bwd(const T* q, size_t ldq, const T* k, size_t ldk, const T* v, s
       rs += dp * p[r * n + c];
     }
     for (size_t c = 0; c < n; ++c) {
-      const double ds = linear ? double(scratch[r * n + c]) : double(p[r * n + c]) * (scratch[r * n + c] - rs);
+      const double ds =
+          linear ? double(scratch[r * n + c]) : double(p[r * n + c]) * (scratch[r * n + c] - rs);
       scratch[r * n + c] = (causal && c > r) ? T(0) : T(ds);
     }
   }
@@ -211,8 +212,8 @@ inline void attention_bwd_f(const float* q, size_t ldq, const float* k, size_t l
                             size_t lddq, float* dk, size_t lddk, float* dv, size_t lddv,
                             float* scratch, size_t n, size_t d_k, size_t d_v, float scale,
                             int causal, int linear) {
-  attention_bwd<float>(q, ldq, k, ldk, v, ldv, p, d_o, lddo, dq, lddq, dk, lddk, dv, lddv,
-                       scratch, n, d_k, d_v, scale, causal, linear);
+  attention_bwd<float>(q, ldq, k, ldk, v, ldv, p, d_o, lddo, dq, lddq, dk, lddk, dv, lddv, scratch,
+                       n, d_k, d_v, scale, causal, linear);
 }
 inline void adamw_f(float* param, const float* grad, float* m, float* v, size_t n, float lr,
                     float beta1, float beta2, float eps, float wd, int64_t step) {
@@ -277,11 +278,11 @@ inline void gaussian_f(float* out, size_t n, uint64_t seed, uint64_t stream, uin
 // built) take the plain-loop fallback above. Returns how many slots were filled.
 inline int fill_missing(pl_kernel_table* t) {
   int filled = 0;
-#define MK_FILL(slot, fn)          \
-  if (!t->slot) {                  \
-    t->slot = &ref::fn;            \
+#define MK_FILL(slot, fn)           \
+  if (!t->slot) {                   \
+    t->slot = &ref::fn;             \
     t->variant.slot = "markov.ref"; \
-    ++filled;                      \
+    ++filled;                       \
   }
   MK_FILL(gemm, gemm_f)
   MK_FILL(softmax_rows, softmax_rows_f)

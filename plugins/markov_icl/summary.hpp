@@ -22,11 +22,13 @@ inline std::vector<std::string> split_csv(const std::string& line) {
   std::string cur;
   bool q = false;
   for (char ch : line) {
-    if (ch == '"') q = !q;
+    if (ch == '"')
+      q = !q;
     else if (ch == ',' && !q) {
       out.push_back(cur);
       cur.clear();
-    } else if (ch != '\r') cur += ch;
+    } else if (ch != '\r')
+      cur += ch;
   }
   out.push_back(cur);
   return out;
@@ -89,7 +91,8 @@ inline LineFit fit_line(const std::vector<double>& x, const std::vector<double>&
   mx /= double(x.size());
   my /= double(x.size());
   double sxx = 0, sxy = 0;
-  for (size_t i = 0; i < x.size(); ++i) sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my);
+  for (size_t i = 0; i < x.size(); ++i)
+    sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my);
   if (!(sxx > 0)) return f;
   f.b = sxy / sxx;
   f.a = my - f.b * mx;
@@ -126,7 +129,8 @@ inline TauFit fit_tau_vs_N(const std::vector<double>& N, const std::vector<doubl
 
 // Divergence near K2*: log t = a - gamma log(K2 - K) over the points with K < K2; returns the
 // line fit, gamma = -b.
-inline LineFit fit_divergence(const std::vector<double>& K, const std::vector<double>& t, double K2) {
+inline LineFit fit_divergence(const std::vector<double>& K, const std::vector<double>& t,
+                              double K2) {
   std::vector<double> lx, ly;
   for (size_t i = 0; i < K.size(); ++i)
     if (K[i] < K2 && t[i] > 0) lx.push_back(std::log(K2 - K[i])), ly.push_back(std::log(t[i]));
@@ -141,10 +145,12 @@ struct Bracket {
 };
 // Given (K, class) sorted by K: K2* between the largest memorising K followed by a "gen" K;
 // K1* between the largest "mem" K (memorised without a 2-Gen phase) followed by "gen_then_mem".
-inline void k_boundaries(const std::vector<std::pair<double, std::string>>& v, Bracket* k1, Bracket* k2) {
+inline void k_boundaries(const std::vector<std::pair<double, std::string>>& v, Bracket* k1,
+                         Bracket* k2) {
   for (size_t i = 0; i + 1 < v.size(); ++i) {
     if (v[i].second != "gen" && v[i + 1].second == "gen") *k2 = {v[i].first, v[i + 1].first};
-    if (v[i].second == "mem" && v[i + 1].second == "gen_then_mem") *k1 = {v[i].first, v[i + 1].first};
+    if (v[i].second == "mem" && v[i + 1].second == "gen_then_mem")
+      *k1 = {v[i].first, v[i + 1].first};
   }
 }
 
@@ -204,9 +210,8 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
   for (const auto& k : order) {
     const RunHistory& h = runs[k];
     for (int i = 0; i < c_step; ++i) txt << head[size_t(i)] << "=" << k[size_t(i)] << " ";
-    txt << ": final " << h.final_phase << ", path " << h.path << ", class " << h.cls
-        << ", t_2gen " << num(h.t_2gen) << ", t_2mem " << num(h.t_mem) << ", t_final "
-        << num(h.t_final) << "\n";
+    txt << ": final " << h.final_phase << ", path " << h.path << ", class " << h.cls << ", t_2gen "
+        << num(h.t_2gen) << ", t_2mem " << num(h.t_mem) << ", t_final " << num(h.t_final) << "\n";
   }
   // the run key without some columns, as "name=value ..." (the group a fit runs over)
   auto group = [&](const std::vector<std::string>& k, std::vector<int> drop) {
@@ -216,13 +221,15 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
         g += (g.empty() ? "" : " ") + head[size_t(i)] + "=" + k[size_t(i)];
     return g;
   };
-  auto row = [&](const std::string& q, const std::string& g, size_t seeds, int pts, double v, double se,
-                 double lo, double hi, double rms, double alt, double alt_rms) {
+  auto row = [&](const std::string& q, const std::string& g, size_t seeds, int pts, double v,
+                 double se, double lo, double hi, double rms, double alt, double alt_rms) {
     fc << q << ",\"" << g << "\"," << seeds << "," << pts << "," << num(v) << "," << num(se) << ","
-       << num(lo) << "," << num(hi) << "," << num(rms) << "," << num(alt) << "," << num(alt_rms) << "\n";
+       << num(lo) << "," << num(hi) << "," << num(rms) << "," << num(alt) << "," << num(alt_rms)
+       << "\n";
   };
   auto minmax = [](const std::vector<double>& v) {
-    return std::make_pair(*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+    return std::make_pair(*std::min_element(v.begin(), v.end()),
+                          *std::max_element(v.begin(), v.end()));
   };
   // K boundaries per (other keys incl. seed), then their spread over seeds; gamma per seed from
   // the memorising runs that went through 2-Gen first (K1* < K < K2*), t = t_final.
@@ -235,16 +242,26 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
       byrest[g].push_back({std::atof(k[size_t(c_K)].c_str()), runs[k].cls});
       noseed_of[g] = group(k, {c_K, c_seed});
     }
-    txt << "\nK boundaries per seed: between neighbouring grid values [lo, hi], estimate = geometric mean\n";
+    txt << "\nK boundaries per seed: between neighbouring grid values [lo, hi], estimate = "
+           "geometric mean\n";
     std::map<std::string, std::vector<Bracket>> k1s, k2s;  // without seed
     for (auto& [g, v] : byrest) {
       std::sort(v.begin(), v.end());
       Bracket k1, k2;
       k_boundaries(v, &k1, &k2);
-      txt << g << " : K1* " << (k1.ok() ? "[" + num(k1.lo) + ", " + num(k1.hi) + "] " + num(k1.mid()) : "not bracketed")
-          << ", K2* " << (k2.ok() ? "[" + num(k2.lo) + ", " + num(k2.hi) + "] " + num(k2.mid()) : "not bracketed") << "\n";
-      if (k1.ok()) k1s[noseed_of[g]].push_back(k1), row("K1*", g, 1, 0, k1.mid(), NAN, k1.lo, k1.hi, NAN, NAN, NAN);
-      if (k2.ok()) k2s[noseed_of[g]].push_back(k2), row("K2*", g, 1, 0, k2.mid(), NAN, k2.lo, k2.hi, NAN, NAN, NAN);
+      txt << g << " : K1* "
+          << (k1.ok() ? "[" + num(k1.lo) + ", " + num(k1.hi) + "] " + num(k1.mid())
+                      : "not bracketed")
+          << ", K2* "
+          << (k2.ok() ? "[" + num(k2.lo) + ", " + num(k2.hi) + "] " + num(k2.mid())
+                      : "not bracketed")
+          << "\n";
+      if (k1.ok())
+        k1s[noseed_of[g]].push_back(k1),
+            row("K1*", g, 1, 0, k1.mid(), NAN, k1.lo, k1.hi, NAN, NAN, NAN);
+      if (k2.ok())
+        k2s[noseed_of[g]].push_back(k2),
+            row("K2*", g, 1, 0, k2.mid(), NAN, k2.lo, k2.hi, NAN, NAN, NAN);
       k2_of[g] = k2;
     }
     auto spread = [&](const char* name, std::map<std::string, std::vector<Bracket>>& m) {
@@ -253,15 +270,17 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
         double s = 0;
         for (const auto& b : v) mids.push_back(b.mid()), s += std::log2(b.mid());
         const auto [mn, mx] = minmax(mids);
-        txt << name << " over " << v.size() << " seed(s) " << g << ": 2^" << s / double(v.size()) << " = "
-            << std::exp2(s / double(v.size())) << " (seed estimates " << mn << " .. " << mx << ")\n";
-        row(std::string(name) + " seeds", g, v.size(), 0, std::exp2(s / double(v.size())), NAN, mn, mx, NAN,
-            NAN, NAN);
+        txt << name << " over " << v.size() << " seed(s) " << g << ": 2^" << s / double(v.size())
+            << " = " << std::exp2(s / double(v.size())) << " (seed estimates " << mn << " .. " << mx
+            << ")\n";
+        row(std::string(name) + " seeds", g, v.size(), 0, std::exp2(s / double(v.size())), NAN, mn,
+            mx, NAN, NAN, NAN);
       }
     };
     spread("K1*", k1s);
     spread("K2*", k2s);
-    txt << "\ngamma near K2*: log t_switch = a - gamma log(K2* - K), t_switch = t_final of the runs that went "
+    txt << "\ngamma near K2*: log t_switch = a - gamma log(K2* - K), t_switch = t_final of the "
+           "runs that went "
            "2-Gen then memorised, K2* = the seed's estimate (alt: K2* = bracket top)\n";
     std::map<std::string, std::vector<double>> gammas;
     for (auto& [g, v] : byrest) {
@@ -274,8 +293,8 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
       const LineFit f = fit_divergence(Ks, ts, k2.mid()), fh = fit_divergence(Ks, ts, k2.hi);
       txt << g << " : " << f.n << " point(s)";
       if (f.n >= 3) {  // two points fit any exponent exactly
-        txt << ", gamma " << -f.b << " +- " << num(f.se_b) << " (rms log residual " << f.rms << "; K2* = "
-            << k2.hi << ": gamma " << -fh.b << ")";
+        txt << ", gamma " << -f.b << " +- " << num(f.se_b) << " (rms log residual " << f.rms
+            << "; K2* = " << k2.hi << ": gamma " << -fh.b << ")";
         gammas[noseed_of[g]].push_back(-f.b);
       } else {
         txt << ", too few for a fit (need 3)";
@@ -287,8 +306,8 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
       double s = 0;
       for (double x : v) s += x;
       const auto [mn, mx] = minmax(v);
-      txt << "gamma over " << v.size() << " seed(s) " << g << ": mean " << s / double(v.size()) << " (" << mn
-          << " .. " << mx << ")\n";
+      txt << "gamma over " << v.size() << " seed(s) " << g << ": mean " << s / double(v.size())
+          << " (" << mn << " .. " << mx << ")\n";
       row("gamma seeds", g, v.size(), 0, s / double(v.size()), NAN, mn, mx, NAN, NAN, NAN);
     }
   }
@@ -313,7 +332,8 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
         p.Ns.insert(k[size_t(c_N)]);
       }
     }
-    txt << "\ntau_2Gen vs N: power law tau = A N^p (least squares in log tau) vs tau = c N / ln N\n";
+    txt << "\ntau_2Gen vs N: power law tau = A N^p (least squares in log tau) vs tau = c N / ln "
+           "N\n";
     std::map<std::string, std::vector<double>> pseed;
     for (auto& [g, p] : perseed) {
       if (p.Ns.size() < 3) continue;  // two points fit any power law exactly
@@ -326,20 +346,22 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
     }
     for (auto& [g, p] : pooled) {
       if (p.Ns.size() < 3) {
-        txt << g << " : " << p.Ns.size() << " N value(s) with a 2-Gen escape, too few for a fit (need 3)\n";
+        txt << g << " : " << p.Ns.size()
+            << " N value(s) with a 2-Gen escape, too few for a fit (need 3)\n";
         continue;
       }
       const TauFit f = fit_tau_vs_N(p.N, p.t);
       txt << g << " : " << p.N.size() << " runs, " << p.Ns.size() << " N values, " << p.seeds.size()
           << " seed(s): p = " << f.power.b << " +- " << num(f.power.se_b) << " (rms log residual "
-          << f.power.rms << "); N/ln N: c = " << f.c_nlogn << " (rms log residual " << f.rms_nlogn << ")";
+          << f.power.rms << "); N/ln N: c = " << f.c_nlogn << " (rms log residual " << f.rms_nlogn
+          << ")";
       if (pseed.count(g) && pseed[g].size() > 1) {
         const auto [mn, mx] = minmax(pseed[g]);
         txt << "; per-seed p " << mn << " .. " << mx;
       }
       txt << "\n";
-      row("tau_2gen_vs_N power p", g, p.seeds.size(), int(p.N.size()), f.power.b, f.power.se_b, NAN, NAN,
-          f.power.rms, f.c_nlogn, f.rms_nlogn);
+      row("tau_2gen_vs_N power p", g, p.seeds.size(), int(p.N.size()), f.power.b, f.power.se_b, NAN,
+          NAN, f.power.rms, f.c_nlogn, f.rms_nlogn);
     }
   }
   std::ofstream(run_dir + "/summary.txt") << txt.str();

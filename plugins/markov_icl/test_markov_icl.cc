@@ -9,18 +9,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <map>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "chains.hpp"
 #include "model.hpp"
+#include "phaselab/kernels.hpp"
 #include "predictors.hpp"
 #include "summary.hpp"
-#include "phaselab/kernels.hpp"
-#include "trainer.hpp"
 #include "tests/emulation.hpp"
+#include "trainer.hpp"
 
 namespace {
 
@@ -37,10 +37,10 @@ pl_kernel_table table(const std::string& target = "") {
     REQUIRE_MESSAGE(err.rfind("no variant of kernel", 0) == 0, err);
     std::memset(&t, 0, sizeof t);
     t.struct_size = sizeof t;
-#define PL_KERNEL(kname, Camel, ret, params)                                                   \
-  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), target)) {       \
-    t.kname = reinterpret_cast<ret(*) params>(v->fn);                                          \
-    t.variant.kname = v->name.c_str();                                                         \
+#define PL_KERNEL(kname, Camel, ret, params)                                           \
+  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), target)) { \
+    t.kname = reinterpret_cast<ret(*) params>(v->fn);                                  \
+    t.variant.kname = v->name.c_str();                                                 \
   }
 #include "phaselab/kernels.def"
 #undef PL_KERNEL
@@ -57,11 +57,22 @@ mk::ModelConfig tiny(int variant) {
   c.heads = 1;
   c.ffn = 12;
   switch (variant) {
-    case 1: c.rope = true; c.tied = true; break;
-    case 2: c.mlp = false; break;
-    case 3: c.ln = false; break;
-    case 4: c.heads = 2; c.layers = 3; break;
-    default: break;
+    case 1:
+      c.rope = true;
+      c.tied = true;
+      break;
+    case 2:
+      c.mlp = false;
+      break;
+    case 3:
+      c.ln = false;
+      break;
+    case 4:
+      c.heads = 2;
+      c.layers = 3;
+      break;
+    default:
+      break;
   }
   return c;
 }
@@ -155,7 +166,8 @@ TEST_CASE("markov_icl: float model on the kernel table matches the double model"
       int bad = 0;
       for (size_t i = 0; i < mf.num_params(); ++i)
         if (!close(mf.grads[i], md.grads[i], 1e-5 * gmax, 1e-3)) {
-          if (bad < 5) MESSAGE("param " << i << ": float " << mf.grads[i] << " double " << md.grads[i]);
+          if (bad < 5)
+            MESSAGE("param " << i << ": float " << mf.grads[i] << " double " << md.grads[i]);
           ++bad;
         }
       CHECK(bad == 0);
@@ -190,8 +202,8 @@ TEST_CASE("markov_icl: residual stream is the sum of the exposed components") {
     for (int j = 0; j < cfg.C; ++j) {
       double u = 0;
       for (size_t i = 0; i < d; ++i) {
-        const double s = m.E()[r * d + i] + m.A(0)[r * d + i] + m.M(0)[r * d + i] + m.A(1)[r * d + i] +
-                         m.M(1)[r * d + i];
+        const double s = m.E()[r * d + i] + m.A(0)[r * d + i] + m.M(0)[r * d + i] +
+                         m.A(1)[r * d + i] + m.M(1)[r * d + i];
         u += s * m.P.wu[size_t(j) * d + i];
       }
       worst = std::max(worst, std::fabs(u - m.U()[r * cfg.C + j]));
@@ -363,8 +375,8 @@ TEST_CASE("markov_icl: predictors equal brute-force Bayes by enumeration (K = 2,
         for (int j = 0; j < C; ++j) {
           const double ref = pj[a][j] / z[a];
           if (!close(qn[a * C + j], ref, 1e-13, 1e-11)) {
-            FAIL_CHECK("predictor " << mk::pred_name(a) << " len " << len << " code " << code << " j " << j
-                                    << ": " << qn[a * C + j] << " vs " << ref);
+            FAIL_CHECK("predictor " << mk::pred_name(a) << " len " << len << " code " << code
+                                    << " j " << j << ": " << qn[a * C + j] << " vs " << ref);
           }
           ++checked;
         }
@@ -434,9 +446,9 @@ TEST_CASE("markov_icl: with infinite chains training approaches the 2-Gen predic
   const mk::EvalResult r0 = tr.evaluate();
   for (int64_t s = 1; s <= tc.steps; ++s) tr.train_step(s);
   const mk::EvalResult r = tr.evaluate();
-  MESSAGE("infinite: KL(2gen) " << r0.kl[0][mk::kGen2] << " -> " << r.kl[0][mk::kGen2] << ", KL(1gen) "
-                                << r.kl[0][mk::kGen1] << ", loss " << r.loss[0] << " vs 2-Gen Bayes "
-                                << tr.eval_set(0).bayes[mk::kGen2]);
+  MESSAGE("infinite: KL(2gen) " << r0.kl[0][mk::kGen2] << " -> " << r.kl[0][mk::kGen2]
+                                << ", KL(1gen) " << r.kl[0][mk::kGen1] << ", loss " << r.loss[0]
+                                << " vs 2-Gen Bayes " << tr.eval_set(0).bayes[mk::kGen2]);
   CHECK(r.phase == mk::kGen2);
   CHECK(r.kl[0][mk::kGen2] < 0.25 * r.kl[0][mk::kGen1]);
   CHECK(r.kl[0][mk::kGen2] < 0.2 * r0.kl[0][mk::kGen2]);
@@ -494,7 +506,9 @@ TEST_CASE("markov_icl: fits recover known exponents from synthetic times") {
   // with multiplicative noise (a fixed pattern of +-5%) the exponent stays within 3 standard errors
   std::vector<double> Nn, tn;
   const double noise[] = {0.05, -0.04, 0.03, -0.05, 0.02, -0.01, 0.04, -0.03};
-  for (int i = 0; i < 8; ++i) Nn.push_back(16.0 * std::pow(2.0, i / 2.0)), tn.push_back(3.0 * std::pow(Nn.back(), 0.8) * std::exp(noise[i]));
+  for (int i = 0; i < 8; ++i)
+    Nn.push_back(16.0 * std::pow(2.0, i / 2.0)),
+        tn.push_back(3.0 * std::pow(Nn.back(), 0.8) * std::exp(noise[i]));
   const mk::TauFit h = mk::fit_tau_vs_N(Nn, tn);
   CHECK(h.power.se_b > 0);
   CHECK(std::fabs(h.power.b - 0.8) < 3 * h.power.se_b);
@@ -526,20 +540,31 @@ TEST_CASE("markov_icl: summary of a synthetic run folder brackets K and fits gam
     o.precision(17);
     o << "K,N,seed,step,loss_id,phase\n";
     auto put = [&](int K, int N, int seed, std::vector<std::pair<double, const char*>> h) {
-      for (const auto& [s, p] : h) o << K << "," << N << "," << seed << "," << s << ",2.3," << p << "\n";
+      for (const auto& [s, p] : h)
+        o << K << "," << N << "," << seed << "," << s << ",2.3," << p << "\n";
     };
     for (int seed = 0; seed < 2; ++seed) {
       for (int K : {1, 2, 4, 8, 16, 32, 64, 128}) {
         const int N = 64;
-        if (K <= 2) put(K, N, seed, {{0, "1gen"}, {10, "1mem"}, {20, "2mem"}, {40, "2mem"}, {1e6, "2mem"}});
+        if (K <= 2)
+          put(K, N, seed, {{0, "1gen"}, {10, "1mem"}, {20, "2mem"}, {40, "2mem"}, {1e6, "2mem"}});
         else if (K <= 32) {
           const double ts = 1e5 * std::pow(K2 - K, -2.0);
-          put(K, N, seed, {{0, "1gen"}, {1, "1gen"}, {2, "2gen"}, {3, "2gen"}, {ts, "2mem"}, {2 * ts, "2mem"}, {1e6, "2mem"}});
-        } else put(K, N, seed, {{0, "1gen"}, {1, "1gen"}, {2, "2gen"}, {3, "2gen"}, {1e6, "2gen"}});
+          put(K, N, seed,
+              {{0, "1gen"},
+               {1, "1gen"},
+               {2, "2gen"},
+               {3, "2gen"},
+               {ts, "2mem"},
+               {2 * ts, "2mem"},
+               {1e6, "2mem"}});
+        } else
+          put(K, N, seed, {{0, "1gen"}, {1, "1gen"}, {2, "2gen"}, {3, "2gen"}, {1e6, "2gen"}});
       }
       for (int N : {32, 64, 128, 256}) {
         const double tau = 10 * std::pow(double(N), 1.5) * (seed ? 1.1 : 1.0);
-        put(1024, N, seed, {{0, "1gen"}, {tau / 2, "1gen"}, {tau, "2gen"}, {2 * tau, "2gen"}, {1e6, "2gen"}});
+        put(1024, N, seed,
+            {{0, "1gen"}, {tau / 2, "1gen"}, {tau, "2gen"}, {2 * tau, "2gen"}, {1e6, "2gen"}});
       }
     }
   }

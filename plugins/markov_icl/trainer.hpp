@@ -31,7 +31,7 @@ inline uint64_t derive(uint64_t a, uint64_t b) { return mix64(a ^ mix64(b)); }
 struct TrainConfig {
   ModelConfig model;
   int K = 8;
-  bool infinite = false;  // a fresh chain per sequence (K unused)
+  bool infinite = false;         // a fresh chain per sequence (K unused)
   double alpha = 1, alpha1 = 1;  // alpha1 <= 0: matched to the ensemble (matched_alpha1)
   int batch = 64, chunks = 8, n_eval = 1000;
   int64_t steps = 20000;
@@ -52,7 +52,8 @@ inline std::map<std::string, double> parse_mults(const std::string& s) {
   while (std::getline(ss, item, ',')) {
     if (item.find_first_not_of(" ") == std::string::npos) continue;
     const size_t eq = item.find('=');
-    if (eq == std::string::npos) throw std::invalid_argument("expected module=value, got '" + item + "'");
+    if (eq == std::string::npos)
+      throw std::invalid_argument("expected module=value, got '" + item + "'");
     auto trim = [](std::string x) {
       x.erase(0, x.find_first_not_of(' '));
       x.erase(x.find_last_not_of(' ') + 1);
@@ -84,8 +85,8 @@ inline bool known_group(const ModelConfig& c, const std::string& g) {
 struct EvalSet {
   int n = 0;
   std::vector<int32_t> seq;
-  std::vector<float> q;      // n x N x kNumPred x C
-  std::vector<float> qlogq;  // n x N x kNumPred
+  std::vector<float> q;                      // n x N x kNumPred x C
+  std::vector<float> qlogq;                  // n x N x kNumPred
   double bayes[kNumPred] = {0, 0, 0, 0, 0};  // cross-entropy of each predictor on the set
 };
 
@@ -163,8 +164,8 @@ class Trainer {
     if (tc_.warmup > 0 && step <= tc_.warmup) lr *= double(step) / double(tc_.warmup);
     for (const auto& g : groups_)
       k_.adamw(model_.params.data() + g.off, model_.grads.data() + g.off, adam_m_.data() + g.off,
-               adam_v_.data() + g.off, g.len, float(lr * g.mult), float(tc_.beta1), float(tc_.beta2),
-               float(tc_.eps), g.decay ? float(tc_.weight_decay) : 0.f, step);
+               adam_v_.data() + g.off, g.len, float(lr * g.mult), float(tc_.beta1),
+               float(tc_.beta2), float(tc_.eps), g.decay ? float(tc_.weight_decay) : 0.f, step);
     return loss;
   }
 

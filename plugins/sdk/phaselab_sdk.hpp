@@ -7,10 +7,9 @@
 //     explicit MyExperiment(plsdk::Context& cx);  // allocate everything here
 //     pl_status run(plsdk::Context& cx);          // hot loop, emit rows
 //   };
-//   static const pl_param_decl kParams[] = { plsdk::int_param("L", 16, "sequence length", 2, 4096), ... };
-//   static const char* const kCols[] = {"train_mse", "test_mse"};
-//   static const pl_table_decl kTables[] = { plsdk::table("results", kCols) };
-//   static const pl_plot_decl kPlots[] = { ... };
+//   static const pl_param_decl kParams[] = { plsdk::int_param("L", 16, "sequence length", 2, 4096),
+//   ... }; static const char* const kCols[] = {"train_mse", "test_mse"}; static const pl_table_decl
+//   kTables[] = { plsdk::table("results", kCols) }; static const pl_plot_decl kPlots[] = { ... };
 //   PL_DEFINE_PLUGIN(MyExperiment, "my_exp", "0.1", "one line", kParams, kTables, kPlots,
 //                    nullptr /* validate */, nullptr /* finish */)
 #pragma once
@@ -33,20 +32,28 @@ namespace plsdk {
 // ---------------------------------------------------------------- declarations
 constexpr pl_param_decl int_param(const char* name, int64_t def, const char* help,
                                   int64_t min = INT64_MIN, int64_t max = INT64_MAX) {
-  return pl_param_decl{name, PL_PARAM_INT, help, def, double(def), nullptr,
+  return pl_param_decl{name,
+                       PL_PARAM_INT,
+                       help,
+                       def,
+                       double(def),
+                       nullptr,
                        (min != INT64_MIN ? uint32_t(PL_RANGE_MIN) : 0u) |
                            (max != INT64_MAX ? uint32_t(PL_RANGE_MAX) : 0u),
-                       double(min), double(max), nullptr, {}};
+                       double(min),
+                       double(max),
+                       nullptr,
+                       {}};
 }
 // range_flags: PL_RANGE_* (e.g. PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE for "> min").
 constexpr pl_param_decl float_param(const char* name, double def, const char* help,
                                     uint32_t range_flags = 0, double min = 0, double max = 0) {
-  return pl_param_decl{name, PL_PARAM_FLOAT, help, 0, def, nullptr, range_flags, min, max,
-                       nullptr, {}};
+  return pl_param_decl{name, PL_PARAM_FLOAT, help, 0, def, nullptr, range_flags, min,
+                       max,  nullptr,        {}};
 }
 constexpr pl_param_decl bool_param(const char* name, bool def, const char* help) {
-  return pl_param_decl{name, PL_PARAM_BOOL, help, def ? 1 : 0, def ? 1.0 : 0.0, nullptr, 0u, 0, 0,
-                       nullptr, {}};
+  return pl_param_decl{name, PL_PARAM_BOOL, help, def ? 1 : 0, def ? 1.0 : 0.0, nullptr, 0u, 0,
+                       0,    nullptr,       {}};
 }
 constexpr pl_param_decl string_param(const char* name, const char* def, const char* help) {
   return pl_param_decl{name, PL_PARAM_STRING, help, 0, 0, def, 0u, 0, 0, nullptr, {}};
@@ -80,21 +87,20 @@ inline uint64_t derive(uint64_t a, uint64_t b) { return mix64(a ^ mix64(b)); }
 struct Cell {
   pl_cell c;
   Cell() : c{PL_CELL_EMPTY, 0, 0, nullptr} {}
-  Cell(double v) : c{PL_CELL_NUM, v, 0, nullptr} {}               // NOLINT
-  Cell(float v) : c{PL_CELL_NUM, double(v), 0, nullptr} {}        // NOLINT
-  Cell(int v) : c{PL_CELL_INT, double(v), v, nullptr} {}          // NOLINT
-  Cell(int64_t v) : c{PL_CELL_INT, double(v), v, nullptr} {}      // NOLINT
+  Cell(double v) : c{PL_CELL_NUM, v, 0, nullptr} {}                     // NOLINT
+  Cell(float v) : c{PL_CELL_NUM, double(v), 0, nullptr} {}              // NOLINT
+  Cell(int v) : c{PL_CELL_INT, double(v), v, nullptr} {}                // NOLINT
+  Cell(int64_t v) : c{PL_CELL_INT, double(v), v, nullptr} {}            // NOLINT
   Cell(uint64_t v) : c{PL_CELL_INT, double(v), int64_t(v), nullptr} {}  // NOLINT
   Cell(bool v) : c{PL_CELL_INT, v ? 1.0 : 0.0, v ? 1 : 0, nullptr} {}   // NOLINT
   // Other integer types (unsigned, long long, size_t where it differs from uint64_t, ...).
-  template <typename T,
-            typename std::enable_if<std::is_integral<T>::value && !std::is_same<T, bool>::value &&
-                                        !std::is_same<T, int>::value &&
-                                        !std::is_same<T, int64_t>::value &&
-                                        !std::is_same<T, uint64_t>::value,
-                                    int>::type = 0>
-  Cell(T v) : c{PL_CELL_INT, double(v), int64_t(v), nullptr} {}  // NOLINT
-  Cell(const char* s) : c{PL_CELL_STR, 0, 0, s} {}                // NOLINT
+  template <typename T, typename std::enable_if<
+                            std::is_integral<T>::value && !std::is_same<T, bool>::value &&
+                                !std::is_same<T, int>::value && !std::is_same<T, int64_t>::value &&
+                                !std::is_same<T, uint64_t>::value,
+                            int>::type = 0>
+  Cell(T v) : c{PL_CELL_INT, double(v), int64_t(v), nullptr} {}    // NOLINT
+  Cell(const char* s) : c{PL_CELL_STR, 0, 0, s} {}                 // NOLINT
   Cell(const std::string& s) : c{PL_CELL_STR, 0, 0, s.c_str()} {}  // NOLINT (s must outlive emit)
 };
 
@@ -171,7 +177,8 @@ class Context {
   const pl_value& find(const char* name) const {
     for (uint32_t j = 0; j < plugin_->num_params && j < point_->num_params; ++j)
       if (!std::strcmp(plugin_->params[j].name, name)) return point_->params[j];
-    throw std::invalid_argument(std::string("plugin asked for undeclared parameter '") + name + "'");
+    throw std::invalid_argument(std::string("plugin asked for undeclared parameter '") + name +
+                                "'");
   }
   const pl_value& value(const char* name, pl_param_type t) const {
     const pl_value& v = find(name);
@@ -230,35 +237,34 @@ const pl_plugin* Glue<Experiment>::self = nullptr;
 
 #define PL_SDK_COUNT(a) uint32_t(sizeof(a) / sizeof((a)[0]))
 
-// Defines the exported entry. validate_fn: int(const pl_value*, uint32_t, char*, size_t) or nullptr.
-// finish_fn: pl_status(const pl_host*, const char*) or nullptr. Use PL_DEFINE_PLUGIN_NO_PLOTS when
-// there are no plots.
+// Defines the exported entry. validate_fn: int(const pl_value*, uint32_t, char*, size_t) or
+// nullptr. finish_fn: pl_status(const pl_host*, const char*) or nullptr. Use
+// PL_DEFINE_PLUGIN_NO_PLOTS when there are no plots.
 #define PL_DEFINE_PLUGIN_EX(Experiment, name, version, description, params, tables, plots_ptr, \
                             num_plots, validate_fn, finish_fn)                                 \
   extern "C" PL_EXPORT const pl_plugin PL_PLUGIN_ENTRY;                                        \
-  extern "C" PL_EXPORT const pl_plugin PL_PLUGIN_ENTRY = {                                     \
-      PL_PLUGIN_ABI_VERSION,                                                                   \
-      uint32_t(sizeof(pl_plugin)),                                                             \
-      name,                                                                                    \
-      version,                                                                                 \
-      description,                                                                             \
-      params,                                                                                  \
-      PL_SDK_COUNT(params),                                                                    \
-      tables,                                                                                  \
-      PL_SDK_COUNT(tables),                                                                    \
-      plots_ptr,                                                                               \
-      num_plots,                                                                               \
-      validate_fn,                                                                             \
-      &plsdk::Glue<Experiment>::create,                                                        \
-      &plsdk::Glue<Experiment>::run,                                                           \
-      &plsdk::Glue<Experiment>::destroy,                                                       \
-      finish_fn,                                                                               \
-      {}};                                                                                     \
+  extern "C" PL_EXPORT const pl_plugin PL_PLUGIN_ENTRY = {PL_PLUGIN_ABI_VERSION,               \
+                                                          uint32_t(sizeof(pl_plugin)),         \
+                                                          name,                                \
+                                                          version,                             \
+                                                          description,                         \
+                                                          params,                              \
+                                                          PL_SDK_COUNT(params),                \
+                                                          tables,                              \
+                                                          PL_SDK_COUNT(tables),                \
+                                                          plots_ptr,                           \
+                                                          num_plots,                           \
+                                                          validate_fn,                         \
+                                                          &plsdk::Glue<Experiment>::create,    \
+                                                          &plsdk::Glue<Experiment>::run,       \
+                                                          &plsdk::Glue<Experiment>::destroy,   \
+                                                          finish_fn,                           \
+                                                          {}};                                 \
   template <>                                                                                  \
   const pl_plugin* plsdk::Glue<Experiment>::self = &PL_PLUGIN_ENTRY;
 
-#define PL_DEFINE_PLUGIN_NO_PLOTS(Experiment, name, version, description, params, tables, \
-                                  validate_fn, finish_fn)                                 \
+#define PL_DEFINE_PLUGIN_NO_PLOTS(Experiment, name, version, description, params, tables,  \
+                                  validate_fn, finish_fn)                                  \
   PL_DEFINE_PLUGIN_EX(Experiment, name, version, description, params, tables, nullptr, 0u, \
                       validate_fn, finish_fn)
 

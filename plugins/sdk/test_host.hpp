@@ -29,10 +29,10 @@ inline pl_kernel_table kernel_table(const std::string& target = "") {
   t.struct_size = sizeof t;
   t.num_kernels = pl::kNumKernels;
   t.target = "test";
-#define PL_KERNEL(kname, Camel, ret, params)                                             \
+#define PL_KERNEL(kname, Camel, ret, params)                                           \
   if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), target)) { \
-    t.kname = reinterpret_cast<ret(*) params>(v->fn);                                   \
-    t.variant.kname = v->name.c_str();                                                  \
+    t.kname = reinterpret_cast<ret(*) params>(v->fn);                                  \
+    t.variant.kname = v->name.c_str();                                                 \
   }
 #include "phaselab/kernels.def"
 #undef PL_KERNEL
@@ -73,9 +73,14 @@ struct FakeHost {
             std::snprintf(buf, sizeof buf, "%.17g", c[i].num);
             row.push_back(buf);
             break;
-          case PL_CELL_INT: row.push_back(std::to_string(c[i].i)); break;
-          case PL_CELL_STR: row.push_back(c[i].str); break;
-          default: row.push_back("");
+          case PL_CELL_INT:
+            row.push_back(std::to_string(c[i].i));
+            break;
+          case PL_CELL_STR:
+            row.push_back(c[i].str);
+            break;
+          default:
+            row.push_back("");
         }
       }
       self->rows.resize(pp.num_tables);

@@ -69,7 +69,8 @@ int validate(const pl_value* p, uint32_t, char* err, size_t len) {
 
 const pl_param_decl kParams[] = {
     plsdk::int_param("n", 8, "number of values", 1, 100000),
-    plsdk::float_param("scale", 1.0, "multiplier of the uniform values", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0.0),
+    plsdk::float_param("scale", 1.0, "multiplier of the uniform values",
+                       PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0.0),
     plsdk::enum_param("mode", "sum", "sum|mean|max", "how exp(x) is reduced"),
     plsdk::bool_param("shift", false, "add 1 to every x"),
     plsdk::string_param("label", "x", "free text copied into results.csv"),
