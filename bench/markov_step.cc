@@ -24,7 +24,7 @@
 
 namespace {
 
-double flops_per_step(const mk::ModelConfig& c, int B) {
+double flops_per_step(const pl::markov::ModelConfig& c, int B) {
   const double R = double(B) * c.N, d = c.d, f = c.ffn;
   double fwd = 0;
   for (int l = 0; l < c.layers; ++l) {
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   int threads = 1, reps = 20, batch = 64, chunks = 8;
   bool peak = false;
   std::string target;
-  mk::ModelConfig mc;
+  pl::markov::ModelConfig mc;
   mc.d = 64;
   mc.N = 128;
   for (int i = 1; i < argc; ++i) {
@@ -118,15 +118,15 @@ int main(int argc, char** argv) {
 #include "phaselab/kernels.def"
 #undef PL_KERNEL
   }
-  const int filled = mk::fill_missing(&t);
-  mk::TrainConfig tc;
+  const int filled = pl::markov::fill_missing(&t);
+  pl::markov::TrainConfig tc;
   tc.model = mc;
   tc.K = 64;
   tc.batch = batch;
   tc.chunks = chunks;
   tc.n_eval = 1;
   tc.steps = reps + 3;
-  mk::Trainer tr(tc, t);
+  pl::markov::Trainer tr(tc, t);
   // Wall time per step, and process CPU time (all threads): on a shared, loaded machine the CPU
   // time of a 1-thread run is the better estimate of the unloaded step time.
   auto cpu_now = [] {

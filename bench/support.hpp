@@ -11,7 +11,7 @@
 
 #include "phaselab/kernels.hpp"
 
-namespace plbench {
+namespace pl::bench {
 
 inline std::vector<const pl::Variant*> runnable(pl::KernelId k) {
   std::vector<const pl::Variant*> out;
@@ -57,13 +57,13 @@ struct Registrar {
   explicit Registrar(std::function<void()> f) { f(); }
 };
 
-}  // namespace plbench
+}  // namespace pl::bench
 
 #define PL_BENCH_CAT2(a, b) a##b
 #define PL_BENCH_CAT(a, b) PL_BENCH_CAT2(a, b)
 // PL_BENCHMARKS { ...register_variants(...)... }  runs at start-up of the benchmark binary.
-#define PL_BENCHMARKS                                                                     \
-  static void PL_BENCH_CAT(pl_bench_fn_, __LINE__)();                                     \
-  static plbench::Registrar PL_BENCH_CAT(pl_bench_reg_,                                   \
-                                         __LINE__)(PL_BENCH_CAT(pl_bench_fn_, __LINE__)); \
+#define PL_BENCHMARKS                                                                       \
+  static void PL_BENCH_CAT(pl_bench_fn_, __LINE__)();                                       \
+  static pl::bench::Registrar PL_BENCH_CAT(pl_bench_reg_,                                   \
+                                           __LINE__)(PL_BENCH_CAT(pl_bench_fn_, __LINE__)); \
   static void PL_BENCH_CAT(pl_bench_fn_, __LINE__)()

@@ -4,7 +4,7 @@
 
 #include "driver/text.hpp"
 
-namespace phaselab {
+namespace pl::driver {
 namespace {
 
 struct OptionSpec {
@@ -187,4 +187,4 @@ bool parse_args(int argc, char** argv, Args* out) {
   return true;
 }
 
-}  // namespace phaselab
+}  // namespace pl::driver

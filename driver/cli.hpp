@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace phaselab {
+namespace pl::driver {
 
 struct Args {
   std::string command;  // list, kernels, check, run ("" for top level)
@@ -21,4 +21,4 @@ void print_usage(std::FILE* f);
 // Help for one command; false if the command is unknown.
 bool print_command_help(const std::string& command);
 
-}  // namespace phaselab
+}  // namespace pl::driver

@@ -11,7 +11,7 @@
 #include "phaselab/kernels.hpp"
 #include "plugins/sdk/phaselab_sdk.hpp"
 
-namespace phaselab {
+namespace pl::driver {
 namespace {
 
 constexpr uint64_t kMaxPoints = 10'000'000;
@@ -496,7 +496,7 @@ uint64_t hash_params(const Plugin& plugin, const std::vector<ParamValue>& params
     const std::string s = plugin.param_names[i] + "=" + text + ";";
     for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
   }
-  return plsdk::mix64(h);
+  return pl::sdk::mix64(h);
 }
 
 std::string combo_label(const RunConfig& cfg, const std::vector<ParamValue>& params) {
@@ -560,4 +560,4 @@ bool validate_points(const RunConfig& cfg, const Plugin& plugin, std::vector<std
   return errors->size() == before;
 }
 
-}  // namespace phaselab
+}  // namespace pl::driver

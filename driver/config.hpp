@@ -19,7 +19,7 @@
 
 #include "phaselab_plugin.h"
 
-namespace phaselab {
+namespace pl::driver {
 
 struct Plugin;
 
@@ -86,4 +86,4 @@ bool validate_points(const RunConfig& cfg, const Plugin& plugin, std::vector<std
 
 std::vector<pl_value> to_pl_values(const std::vector<ParamValue>& params);
 
-}  // namespace phaselab
+}  // namespace pl::driver

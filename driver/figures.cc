@@ -13,7 +13,7 @@
 
 #include "driver/text.hpp"
 
-namespace phaselab {
+namespace pl::driver {
 namespace {
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -364,4 +364,4 @@ std::vector<FigureResult> render_figures(const pl_plugin& plugin, const std::str
   return out;
 }
 
-}  // namespace phaselab
+}  // namespace pl::driver

@@ -12,7 +12,7 @@
 
 #include "phaselab_plugin.h"
 
-namespace phaselab {
+namespace pl::driver {
 
 struct FigureResult {
   std::string name;
@@ -27,4 +27,4 @@ std::vector<FigureResult> render_figures(const pl_plugin& plugin, const std::str
                                          const std::map<std::string, std::string>& constants,
                                          std::string* tool, bool* have_tool);
 
-}  // namespace phaselab
+}  // namespace pl::driver

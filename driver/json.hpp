@@ -9,7 +9,7 @@
 
 #include "driver/text.hpp"
 
-namespace phaselab {
+namespace pl::driver {
 
 class JsonWriter {
  public:
@@ -80,4 +80,4 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
-}  // namespace phaselab
+}  // namespace pl::driver

@@ -13,7 +13,7 @@
 #include "driver/version.h"
 #include "phaselab/kernels.hpp"
 
-namespace phaselab {
+namespace pl::driver {
 namespace {
 
 int cmd_kernels(bool json) {
@@ -220,10 +220,10 @@ int cmd_run(const Args& a, int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace phaselab
+}  // namespace pl::driver
 
 int main(int argc, char** argv) {
-  using namespace phaselab;
+  using namespace pl::driver;
   Args a;
   if (!parse_args(argc, argv, &a)) return kExitUsage;
   if (a.command.empty()) {

@@ -7,7 +7,7 @@
 #include "driver/config.hpp"
 #include "driver/text.hpp"
 
-namespace phaselab {
+namespace pl::driver {
 
 ResultStore::~ResultStore() { close(); }
 
@@ -172,4 +172,4 @@ bool ResultStore::finalize(std::string* error) {
   return true;
 }
 
-}  // namespace phaselab
+}  // namespace pl::driver

@@ -17,7 +17,7 @@
 
 #include "phaselab_plugin.h"
 
-namespace phaselab {
+namespace pl::driver {
 
 using Row = std::vector<std::string>;
 
@@ -56,4 +56,4 @@ class ResultStore {
   std::mutex mu_;
 };
 
-}  // namespace phaselab
+}  // namespace pl::driver

@@ -16,7 +16,7 @@
 #define PHASELAB_PLUGIN_BUILD_DIR ""
 #endif
 
-namespace phaselab {
+namespace pl::driver {
 namespace {
 
 bool is_file(const std::string& p) {
@@ -259,4 +259,4 @@ std::string describe_default(const pl_param_decl& d) {
   }
 }
 
-}  // namespace phaselab
+}  // namespace pl::driver

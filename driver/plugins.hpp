@@ -9,7 +9,7 @@
 
 #include "phaselab_plugin.h"
 
-namespace phaselab {
+namespace pl::driver {
 
 struct PluginFile {
   std::string name;  // from the file name phaselab_<name>.so
@@ -35,4 +35,4 @@ std::string describe_expected(const pl_param_decl& d);
 std::string describe_default(const pl_param_decl& d);
 std::vector<std::string> enum_choices(const pl_param_decl& d);
 
-}  // namespace phaselab
+}  // namespace pl::driver

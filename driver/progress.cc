@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-namespace phaselab {
+namespace pl::driver {
 
 std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
@@ -114,4 +114,4 @@ void Progress::warn(const std::string& line) {
   print_line(line);
 }
 
-}  // namespace phaselab
+}  // namespace pl::driver

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-namespace phaselab {
+namespace pl::driver {
 
 class Progress {
  public:
@@ -45,4 +45,4 @@ class Progress {
 
 std::string format_duration(double seconds);
 
-}  // namespace phaselab
+}  // namespace pl::driver

@@ -31,7 +31,7 @@
 #include "driver/version.h"
 #include "phaselab/kernels.hpp"
 
-namespace phaselab {
+namespace pl::driver {
 namespace {
 
 // ---------------------------------------------------------------- Ctrl-C
@@ -649,4 +649,4 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   return code;
 }
 
-}  // namespace phaselab
+}  // namespace pl::driver

@@ -8,7 +8,7 @@
 #include "driver/config.hpp"
 #include "driver/plugins.hpp"
 
-namespace phaselab {
+namespace pl::driver {
 
 struct RunOptions {
   std::string out;       // --out (else the config's, else runs/<name>-<timestamp>)
@@ -33,4 +33,4 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
 std::string cpu_model();
 std::string git_commit();
 
-}  // namespace phaselab
+}  // namespace pl::driver

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace phaselab {
+namespace pl::driver {
 
 std::string format_double(double v) {
   if (std::isnan(v)) return "nan";
@@ -194,4 +194,4 @@ bool write_file_atomic(const std::string& path, const std::string& text, std::st
   return true;
 }
 
-}  // namespace phaselab
+}  // namespace pl::driver

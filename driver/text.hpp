@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace phaselab {
+namespace pl::driver {
 
 // Shortest text that reads back to the same double ("0.1", "1e-05", "nan", "inf", "-inf").
 std::string format_double(double v);
@@ -31,4 +31,4 @@ bool read_file(const std::string& path, std::string* text, std::string* error);
 // Writes via a temporary file and rename, so readers never see a half-written file.
 bool write_file_atomic(const std::string& path, const std::string& text, std::string* error);
 
-}  // namespace phaselab
+}  // namespace pl::driver

@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     std::string a = argv[0];
     g_binary = a.substr(a.find_last_of('/') + 1);
   }
-  if (pltest::emulated())
+  if (pl::test::emulated())
     std::fprintf(stderr,
                  "[phaselab] PHASELAB_EMULATED=1: the heaviest checks run at reduced sizes "
                  "(tests/emulation.hpp)\n");

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace pltest {
+namespace pl::test {
 
 inline bool emulated() {
   const char* e = std::getenv("PHASELAB_EMULATED");
@@ -24,4 +24,4 @@ inline T native_or_emulated(T native, T under_emulation) {
   return emulated() ? under_emulation : native;
 }
 
-}  // namespace pltest
+}  // namespace pl::test

@@ -13,7 +13,7 @@
 #include "phaselab/kernels.hpp"
 #include "tests/emulation.hpp"
 
-namespace pltest {
+namespace pl::test {
 
 // Every variant of `k` that this CPU can run, scalar included.
 inline std::vector<const pl::Variant*> runnable(pl::KernelId k) {
@@ -76,4 +76,4 @@ inline void check_close(const std::string& what, const float* got, const double*
   CHECK(ok);
 }
 
-}  // namespace pltest
+}  // namespace pl::test

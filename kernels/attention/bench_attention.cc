@@ -8,26 +8,28 @@ void register_attention(size_t n, size_t d, bool causal) {
       "n:" + std::to_string(n) + "/d:" + std::to_string(d) + (causal ? "/causal" : "");
   // S = Q K^T, O = P V: 2 n^2 d each.
   const double fwd_flops = 4.0 * n * n * d;
-  plbench::register_variants(
-      pl::KernelId::attention, "fwd/" + label, [=](benchmark::State& st, const pl::Variant& v) {
-        auto q = plbench::uniform(n * d, -1.f, 1.f, 1), k = plbench::uniform(n * d, -1.f, 1.f, 2),
-             val = plbench::uniform(n * d, -1.f, 1.f, 3);
-        std::vector<float> o(n * d), p(n * n);
-        auto fn = pl::as<decltype(&pl::scalar::Attention)>(v);
-        for (auto _ : st) {
-          fn(q.data(), d, k.data(), d, val.data(), d, o.data(), d, p.data(), n, d, d, 0.125f,
-             causal, 0);
-          benchmark::DoNotOptimize(o.data());
-          benchmark::ClobberMemory();
-        }
-        plbench::set_flops(st, fwd_flops);
-      });
+  pl::bench::register_variants(pl::KernelId::attention, "fwd/" + label,
+                               [=](benchmark::State& st, const pl::Variant& v) {
+                                 auto q = pl::bench::uniform(n * d, -1.f, 1.f, 1),
+                                      k = pl::bench::uniform(n * d, -1.f, 1.f, 2),
+                                      val = pl::bench::uniform(n * d, -1.f, 1.f, 3);
+                                 std::vector<float> o(n * d), p(n * n);
+                                 auto fn = pl::as<decltype(&pl::scalar::Attention)>(v);
+                                 for (auto _ : st) {
+                                   fn(q.data(), d, k.data(), d, val.data(), d, o.data(), d,
+                                      p.data(), n, d, d, 0.125f, causal, 0);
+                                   benchmark::DoNotOptimize(o.data());
+                                   benchmark::ClobberMemory();
+                                 }
+                                 pl::bench::set_flops(st, fwd_flops);
+                               });
   // dV, dP, dQ, dK: four GEMMs of 2 n^2 d.
-  plbench::register_variants(
+  pl::bench::register_variants(
       pl::KernelId::attention_bwd, "bwd/" + label, [=](benchmark::State& st, const pl::Variant& v) {
-        auto q = plbench::uniform(n * d, -1.f, 1.f, 1), k = plbench::uniform(n * d, -1.f, 1.f, 2),
-             val = plbench::uniform(n * d, -1.f, 1.f, 3),
-             d_o = plbench::uniform(n * d, -1.f, 1.f, 4);
+        auto q = pl::bench::uniform(n * d, -1.f, 1.f, 1),
+             k = pl::bench::uniform(n * d, -1.f, 1.f, 2),
+             val = pl::bench::uniform(n * d, -1.f, 1.f, 3),
+             d_o = pl::bench::uniform(n * d, -1.f, 1.f, 4);
         std::vector<float> o(n * d), p(n * n), dq(n * d), dk(n * d), dv(n * d), scratch(n * n);
         pl::scalar::Attention(q.data(), d, k.data(), d, val.data(), d, o.data(), d, p.data(), n, d,
                               d, 0.125f, causal, 0);
@@ -38,7 +40,7 @@ void register_attention(size_t n, size_t d, bool causal) {
           benchmark::DoNotOptimize(dq.data());
           benchmark::ClobberMemory();
         }
-        plbench::set_flops(st, 8.0 * n * n * d);
+        pl::bench::set_flops(st, 8.0 * n * n * d);
       });
 }
 

@@ -7,7 +7,7 @@
 
 #include "tests/support.hpp"
 
-using pltest::runnable;
+using pl::test::runnable;
 
 namespace {
 
@@ -108,7 +108,7 @@ struct Padded {
   std::vector<float> f;
   Padded(size_t r, size_t c, size_t pad, uint32_t seed, float fill = NAN)
       : rows(r), cols(c), ld(c + pad), f(r * (c + pad), fill) {
-    auto u = pltest::uniform(r * c, -1.f, 1.f, seed);
+    auto u = pl::test::uniform(r * c, -1.f, 1.f, seed);
     for (size_t i = 0; i < r; ++i)
       for (size_t j = 0; j < c; ++j) f[i * ld + j] = u[i * c + j];
   }
@@ -136,7 +136,7 @@ struct Out {
       for (size_t j = 0; j < cols; ++j) got[i * cols + j] = f[i * ld + j];
       for (size_t j = cols; j < ld; ++j) pad_ok &= f[i * ld + j] == -3.5f;
     }
-    pltest::check_close(what, got.data(), ref.data(), got.size(), tol, tol);
+    pl::test::check_close(what, got.data(), ref.data(), got.size(), tol, tol);
     CHECK(pad_ok);
   }
 };
@@ -164,7 +164,7 @@ void check_attention(Shape s, bool causal, bool linear, size_t pad, bool with_fd
     pl::as<AttFn> (*var)(q.f.data(), q.ld, k.f.data(), k.ld, v.f.data(), v.ld, o.f.data(), o.ld,
                          p.data(), s.n, s.dk, s.dv, scale, causal, linear);
     o.check("O", O, tol);
-    pltest::check_close("P", p.data(), P.data(), p.size(), tol, tol);
+    pl::test::check_close("P", p.data(), P.data(), p.size(), tol, tol);
   }
 
   std::vector<float> pf(P.begin(), P.end());  // the forward's p, as the training loop keeps it
@@ -219,7 +219,7 @@ TEST_CASE("attention: stable for large scores (no overflow)") {
   // scale * q.k around 100: exp would overflow without the max subtraction.
   const size_t n = 20, d = 4;
   std::vector<float> q(n * d, 10.f), k(n * d), v(n * d), o(n * d), p(n * n);
-  auto u = pltest::uniform(n * d, 2.4f, 2.6f, 11);
+  auto u = pl::test::uniform(n * d, 2.4f, 2.6f, 11);
   for (size_t i = 0; i < n * d; ++i) k[i] = u[i], v[i] = u[i] - 2.5f;
   for (const auto* var : runnable(pl::KernelId::attention)) {
     CAPTURE(var->name);

@@ -3,7 +3,7 @@
 
 #include "tests/support.hpp"
 
-using pltest::runnable;
+using pl::test::runnable;
 
 TEST_CASE("exp: every variant within 2 ULP of double exp over a sweep of bit patterns") {
   // Every 97th float bit pattern in the range where exp is a normal float: about 100k inputs
@@ -26,7 +26,7 @@ TEST_CASE("exp: every variant within 2 ULP of double exp over a sweep of bit pat
     float worst_x = 0;
     for (size_t i = 0; i < x.size(); ++i) {
       const float ref = static_cast<float>(std::exp(static_cast<double>(x[i])));
-      const int64_t u = pltest::ulp_distance(y[i], ref);
+      const int64_t u = pl::test::ulp_distance(y[i], ref);
       if (u > worst || !std::isfinite(y[i])) {
         worst = std::isfinite(y[i]) ? u : INT64_MAX;
         worst_x = x[i];
@@ -41,14 +41,14 @@ TEST_CASE("exp: tails of every length and the extremes") {
   for (const auto* v : runnable(pl::KernelId::exp)) {
     CAPTURE(v->name);
     auto fn = pl::as<decltype(&pl::scalar::Exp)>(*v);
-    for (size_t n : pltest::sizes_around_widths()) {
+    for (size_t n : pl::test::sizes_around_widths()) {
       CAPTURE(n);
-      auto x = pltest::uniform(n, -20.f, 20.f, 7 + static_cast<uint32_t>(n));
+      auto x = pl::test::uniform(n, -20.f, 20.f, 7 + static_cast<uint32_t>(n));
       std::vector<float> y(n + 1, -1.f);  // sentinel after the end must survive
       fn(x.data(), y.data(), n);
       std::vector<double> ref(n);
       for (size_t i = 0; i < n; ++i) ref[i] = std::exp(static_cast<double>(x[i]));
-      pltest::check_close("exp", y.data(), ref.data(), n, 0.0, 3e-7);
+      pl::test::check_close("exp", y.data(), ref.data(), n, 0.0, 3e-7);
       CHECK(y[n] == -1.f);
     }
     // Large negative arguments underflow to (nearly) zero, never NaN; in-place works.
@@ -59,7 +59,7 @@ TEST_CASE("exp: tails of every length and the extremes") {
       CHECK(big[i] < 1e-37f);
     }
     CHECK(big[4] == 1.f);
-    CHECK(pltest::close(big[5], std::exp(1.0), 0, 3e-7));
+    CHECK(pl::test::close(big[5], std::exp(1.0), 0, 3e-7));
     CHECK(std::isfinite(big[6]));
   }
 }

@@ -36,8 +36,8 @@ double gelu_grad_ref(double x, double* magnitude) {
 
 // Dense near 0, the whole interesting range, the underflow region, and special values.
 std::vector<float> test_inputs() {
-  auto x = pltest::uniform(4000, -3.f, 3.f, 11);
-  auto wide = pltest::uniform(4000, -14.f, 14.f, 12);
+  auto x = pl::test::uniform(4000, -3.f, 3.f, 11);
+  auto wide = pl::test::uniform(4000, -14.f, 14.f, 12);
   x.insert(x.end(), wide.begin(), wide.end());
   const float big = std::numeric_limits<float>::max();
   for (float s : {0.f,   -0.f, 1e-30f, -1e-30f, 1e-6f,  -0.7517916f, -0.75179f, 1.f,    -1.f,
@@ -52,7 +52,7 @@ std::vector<float> test_inputs() {
 TEST_CASE("gelu: the oracle equals the textbook tanh form where that form is accurate") {
   for (double x = -4; x <= 6; x += 0.01) {
     const double u = kC * (x + 0.044715 * x * x * x);
-    CHECK(pltest::close(gelu_ref(x), 0.5 * x * (1 + std::tanh(u)), 1e-14, 1e-12));
+    CHECK(pl::test::close(gelu_ref(x), 0.5 * x * (1 + std::tanh(u)), 1e-14, 1e-12));
   }
 }
 
@@ -60,21 +60,21 @@ TEST_CASE("gelu: every variant vs the double oracle") {
   const auto x = test_inputs();
   std::vector<double> ref(x.size());
   for (size_t i = 0; i < x.size(); ++i) ref[i] = gelu_ref(x[i]);
-  for (const auto* v : pltest::runnable(pl::KernelId::gelu)) {
+  for (const auto* v : pl::test::runnable(pl::KernelId::gelu)) {
     CAPTURE(v->name);
     auto fn = pl::as<GeluFn>(*v);
     std::vector<float> y(x.size());
     fn(x.data(), y.data(), x.size());
-    pltest::check_close("gelu", y.data(), ref.data(), x.size(), kAtol, kRtol);
+    pl::test::check_close("gelu", y.data(), ref.data(), x.size(), kAtol, kRtol);
     // Tails of every length, the sentinel after the end intact, in place equal.
-    for (size_t n : pltest::sizes_around_widths()) {
+    for (size_t n : pl::test::sizes_around_widths()) {
       CAPTURE(n);
-      auto xs = pltest::uniform(n, -6.f, 6.f, uint32_t(n));
+      auto xs = pl::test::uniform(n, -6.f, 6.f, uint32_t(n));
       std::vector<float> ys(n + 1, -1.f);
       fn(xs.data(), ys.data(), n);
       std::vector<double> r(n);
       for (size_t i = 0; i < n; ++i) r[i] = gelu_ref(xs[i]);
-      pltest::check_close("gelu tail", ys.data(), r.data(), n, kAtol, kRtol);
+      pl::test::check_close("gelu tail", ys.data(), r.data(), n, kAtol, kRtol);
       CHECK(ys[n] == -1.f);
       fn(xs.data(), xs.data(), n);
       CHECK(std::equal(xs.begin(), xs.end(), ys.begin()));
@@ -84,14 +84,14 @@ TEST_CASE("gelu: every variant vs the double oracle") {
 
 TEST_CASE("gelu_bwd: every variant vs the double derivative") {
   const auto x = test_inputs();
-  const auto dy = pltest::uniform(x.size(), -2.f, 2.f, 13);
+  const auto dy = pl::test::uniform(x.size(), -2.f, 2.f, 13);
   std::vector<double> ref(x.size()), tol(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     double mag;
     ref[i] = dy[i] * gelu_grad_ref(x[i], &mag);
     tol[i] = kAtol + kRtol * std::fabs(dy[i]) * mag;
   }
-  for (const auto* v : pltest::runnable(pl::KernelId::gelu_bwd)) {
+  for (const auto* v : pl::test::runnable(pl::KernelId::gelu_bwd)) {
     CAPTURE(v->name);
     auto fn = pl::as<GeluBwdFn>(*v);
     std::vector<float> dx(x.size());
@@ -107,10 +107,10 @@ TEST_CASE("gelu_bwd: every variant vs the double derivative") {
     }
     CHECK(bad == 0);
     // Tails, sentinel, dx aliasing dy.
-    for (size_t n : pltest::sizes_around_widths()) {
+    for (size_t n : pl::test::sizes_around_widths()) {
       CAPTURE(n);
-      auto xs = pltest::uniform(n, -6.f, 6.f, uint32_t(n));
-      auto dys = pltest::uniform(n, -1.f, 1.f, uint32_t(n + 1));
+      auto xs = pl::test::uniform(n, -6.f, 6.f, uint32_t(n));
+      auto dys = pl::test::uniform(n, -1.f, 1.f, uint32_t(n + 1));
       std::vector<float> dxs(n + 1, -1.f);
       fn(xs.data(), dys.data(), dxs.data(), n);
       for (size_t i = 0; i < n; ++i) {
@@ -132,10 +132,10 @@ TEST_CASE("gelu_bwd: matches central finite differences of the double forward") 
   // Objective L(x) = sum dy .* gelu(x): dL/dx[i] = (L(x + h e_i) - L(x - h e_i)) / 2h, which for
   // an elementwise map only needs gelu at x[i] +- h. Truncation error h^2 |gelu'''| / 6 < 1e-8;
   // the kernel's own error is budgeted as in the test above (1e-6 of the terms' magnitude).
-  const auto x = pltest::uniform(2000, -6.f, 6.f, 21);
-  const auto dy = pltest::uniform(x.size(), -1.f, 1.f, 22);
+  const auto x = pl::test::uniform(2000, -6.f, 6.f, 21);
+  const auto dy = pl::test::uniform(x.size(), -1.f, 1.f, 22);
   const double h = 1e-4;
-  for (const auto* v : pltest::runnable(pl::KernelId::gelu_bwd)) {
+  for (const auto* v : pl::test::runnable(pl::KernelId::gelu_bwd)) {
     CAPTURE(v->name);
     std::vector<float> dx(x.size());
     pl::as<GeluBwdFn> (*v)(x.data(), dy.data(), dx.data(), x.size());

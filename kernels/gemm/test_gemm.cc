@@ -5,7 +5,7 @@
 
 #include "tests/support.hpp"
 
-using pltest::runnable;
+using pl::test::runnable;
 
 namespace {
 
@@ -20,7 +20,7 @@ struct Mat {
   bool t;
   Mat(size_t rows, size_t cols, bool trans, size_t pad, uint32_t seed)
       : ld((trans ? rows : cols) + pad), t(trans) {
-    v = pltest::uniform((trans ? cols : rows) * ld, -1.f, 1.f, seed);
+    v = pl::test::uniform((trans ? cols : rows) * ld, -1.f, 1.f, seed);
   }
   double at(size_t r, size_t c) const { return t ? v[c * ld + r] : v[r * ld + c]; }
 };
@@ -49,7 +49,7 @@ void check_one(GemmFn fn, const Mat& a, const Mat& b, const std::vector<double>&
   for (Case cs : {Case{1.f, 0.f}, Case{-1.5f, 0.75f}}) {
     CAPTURE(cs.alpha);
     CAPTURE(cs.beta);
-    auto c0 = pltest::uniform(m * ldc, -1.f, 1.f, 99);
+    auto c0 = pl::test::uniform(m * ldc, -1.f, 1.f, 99);
     std::vector<float> c(m * ldc);
     std::vector<double> ref(m * n);
     std::vector<float> got(m * n);
@@ -69,7 +69,7 @@ void check_one(GemmFn fn, const Mat& a, const Mat& b, const std::vector<double>&
       for (size_t j = 0; j < n; ++j) got[i * n + j] = c[i * ldc + j];
       for (size_t j = n; j < ldc; ++j) pad_ok &= c[i * ldc + j] == sentinel;
     }
-    pltest::check_close("C", got.data(), ref.data(), m * n, tol, tol);
+    pl::test::check_close("C", got.data(), ref.data(), m * n, tol, tol);
     CHECK(pad_ok);
   }
 }
@@ -153,11 +153,11 @@ TEST_CASE("gemm_batched: every batch entry at its strides, all transposes") {
           const size_t lda = (ta ? s.m : s.k) + 2, ldb = (tb ? s.k : s.n) + 1, ldc = s.n + 3;
           const size_t sa = (ta ? s.k : s.m) * lda + 7, sb = (tb ? s.n : s.k) * ldb + 1,
                        sc = s.m * ldc + 5;
-          const auto a = pltest::uniform(batch * sa, -1.f, 1.f, 3);
-          const auto b = pltest::uniform(batch * sb, -1.f, 1.f, 4);
+          const auto a = pl::test::uniform(batch * sa, -1.f, 1.f, 3);
+          const auto b = pl::test::uniform(batch * sb, -1.f, 1.f, 4);
           CAPTURE(beta);
           // beta == 0: C is not read (NaN there must not leak into the result)
-          auto c0 = pltest::uniform(batch * sc, -1.f, 1.f, 5);
+          auto c0 = pl::test::uniform(batch * sc, -1.f, 1.f, 5);
           if (beta == 0.f)
             for (size_t q = 0; q < batch; ++q)
               for (size_t i = 0; i < s.m; ++i)
@@ -191,7 +191,7 @@ TEST_CASE("gemm_batched: every batch entry at its strides, all transposes") {
                   else
                     rest_ok &= c[q * sc + i * ldc + j] == c0[q * sc + i * ldc + j];
                 }
-            pltest::check_close("C", got.data(), ref.data(), got.size(), tol, tol);
+            pl::test::check_close("C", got.data(), ref.data(), got.size(), tol, tol);
             CHECK(rest_ok);
           }
         }

@@ -69,19 +69,19 @@ const Case kCases[] = {{0.f, 3.f}, {95.f, 5.f}, {1e4f, 1.f}};
 }  // namespace
 
 TEST_CASE("layernorm: every variant vs the double oracle") {
-  for (const auto* v : pltest::runnable(pl::KernelId::layernorm)) {
+  for (const auto* v : pl::test::runnable(pl::KernelId::layernorm)) {
     CAPTURE(v->name);
     auto fn = pl::as<LnFn>(*v);
-    for (size_t d : pltest::sizes_around_widths(512)) {
+    for (size_t d : pl::test::sizes_around_widths(512)) {
       for (const Case& k : kCases) {
         CAPTURE(d);
         CAPTURE(k.offset);
         const size_t rows = 3;
-        auto x = pltest::uniform(rows * d, k.offset - k.halfwidth, k.offset + k.halfwidth,
-                                 uint32_t(d * 5 + 1));
+        auto x = pl::test::uniform(rows * d, k.offset - k.halfwidth, k.offset + k.halfwidth,
+                                   uint32_t(d * 5 + 1));
         std::fill(x.begin() + 2 * d, x.end(), k.offset + 0.25f);  // last row constant: var = 0
-        const auto gamma = pltest::uniform(d, 0.5f, 1.5f, uint32_t(d));
-        const auto beta = pltest::uniform(d, -1.f, 1.f, uint32_t(d + 3));
+        const auto gamma = pl::test::uniform(d, 0.5f, 1.5f, uint32_t(d));
+        const auto beta = pl::test::uniform(d, -1.f, 1.f, uint32_t(d + 3));
         std::vector<float> y(rows * d + 1, -1.f), mean(rows + 1, -1.f), rstd(rows + 1, -1.f);
         fn(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, d, kEps);
         const auto ref =
@@ -89,8 +89,8 @@ TEST_CASE("layernorm: every variant vs the double oracle") {
         check_within("layernorm y", y.data(), ref.y, ref.y_tol);
         for (size_t r = 0; r < rows; ++r) {
           CAPTURE(r);
-          CHECK(pltest::close(mean[r], ref.mean[r], 0, kRtol));
-          CHECK(pltest::close(rstd[r], ref.rstd[r], 0, kRtol));
+          CHECK(pl::test::close(mean[r], ref.mean[r], 0, kRtol));
+          CHECK(pl::test::close(rstd[r], ref.rstd[r], 0, kRtol));
         }
         CHECK(y[rows * d] == -1.f);  // nothing written past the ends
         CHECK(mean[rows] == -1.f);
@@ -151,11 +151,11 @@ Backward backward_ref(const std::vector<float>& dy, const std::vector<float>& x,
 }  // namespace
 
 TEST_CASE("layernorm_bwd: every variant vs the double formula, accumulating") {
-  for (const auto* v : pltest::runnable(pl::KernelId::layernorm_bwd)) {
+  for (const auto* v : pl::test::runnable(pl::KernelId::layernorm_bwd)) {
     CAPTURE(v->name);
     auto fn = pl::as<LnBwdFn>(*v);
     // 1030: wider than layernorm_hwy.cc's fused dgamma/dbeta buffer (1024), the other code path.
-    auto widths = pltest::sizes_around_widths(512);
+    auto widths = pl::test::sizes_around_widths(512);
     widths.push_back(1030);
     for (size_t d : widths) {
       for (const Case& k : kCases) {
@@ -163,19 +163,19 @@ TEST_CASE("layernorm_bwd: every variant vs the double formula, accumulating") {
           CAPTURE(d);
           CAPTURE(k.offset);
           CAPTURE(rows);
-          const auto x = pltest::uniform(rows * d, k.offset - k.halfwidth, k.offset + k.halfwidth,
-                                         uint32_t(d * 3 + rows));
-          const auto gamma = pltest::uniform(d, 0.5f, 1.5f, uint32_t(d + 1));
-          const auto beta = pltest::uniform(d, -1.f, 1.f, uint32_t(d + 2));
-          const auto dy = pltest::uniform(rows * d, -1.f, 1.f, uint32_t(d + 4));
+          const auto x = pl::test::uniform(rows * d, k.offset - k.halfwidth, k.offset + k.halfwidth,
+                                           uint32_t(d * 3 + rows));
+          const auto gamma = pl::test::uniform(d, 0.5f, 1.5f, uint32_t(d + 1));
+          const auto beta = pl::test::uniform(d, -1.f, 1.f, uint32_t(d + 2));
+          const auto dy = pl::test::uniform(rows * d, -1.f, 1.f, uint32_t(d + 4));
           const auto fwd =
               forward_ref(to_double(x), to_double(gamma), to_double(beta), rows, d, kEps);
           const std::vector<float> mean(fwd.mean.begin(), fwd.mean.end());
           const std::vector<float> rstd(fwd.rstd.begin(), fwd.rstd.end());
           // Nonzero starting values: the kernel must add to them.
-          auto dx = pltest::uniform(rows * d + 1, -0.5f, 0.5f, uint32_t(d + 5));
-          auto dgamma = pltest::uniform(d + 1, -0.5f, 0.5f, uint32_t(d + 6));
-          auto dbeta = pltest::uniform(d + 1, -0.5f, 0.5f, uint32_t(d + 7));
+          auto dx = pl::test::uniform(rows * d + 1, -0.5f, 0.5f, uint32_t(d + 5));
+          auto dgamma = pl::test::uniform(d + 1, -0.5f, 0.5f, uint32_t(d + 6));
+          auto dbeta = pl::test::uniform(d + 1, -0.5f, 0.5f, uint32_t(d + 7));
           const float dx_end = dx.back(), dgamma_end = dgamma.back(), dbeta_end = dbeta.back();
           const auto ref = backward_ref(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, d);
           fn(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(), dgamma.data(),
@@ -196,16 +196,16 @@ TEST_CASE("layernorm_bwd: matches central finite differences of the double forwa
   // Objective L(x, gamma, beta) = sum dy .* layernorm(x) in double (exact mean and variance).
   // The kernel sees mean and rstd rounded to float, and the difference quotient has truncation
   // error ~h^2 |L'''|, so: 1e-8 + 2e-6 of the magnitude of the gradient's terms.
-  for (const auto* v : pltest::runnable(pl::KernelId::layernorm_bwd)) {
+  for (const auto* v : pl::test::runnable(pl::KernelId::layernorm_bwd)) {
     CAPTURE(v->name);
     auto fn = pl::as<LnBwdFn>(*v);
     for (size_t d : {size_t(4), size_t(9), size_t(16), size_t(33)}) {
       CAPTURE(d);
       const size_t rows = 3;
-      const auto x = pltest::uniform(rows * d, -1.5f, 2.5f, uint32_t(d));
-      const auto gamma = pltest::uniform(d, 0.5f, 1.5f, uint32_t(d + 1));
-      const auto beta = pltest::uniform(d, -1.f, 1.f, uint32_t(d + 2));
-      const auto dy = pltest::uniform(rows * d, -1.f, 1.f, uint32_t(d + 3));
+      const auto x = pl::test::uniform(rows * d, -1.5f, 2.5f, uint32_t(d));
+      const auto gamma = pl::test::uniform(d, 0.5f, 1.5f, uint32_t(d + 1));
+      const auto beta = pl::test::uniform(d, -1.f, 1.f, uint32_t(d + 2));
+      const auto dy = pl::test::uniform(rows * d, -1.f, 1.f, uint32_t(d + 3));
       auto xd = to_double(x), gd = to_double(gamma), bd = to_double(beta);
       const auto fwd = forward_ref(xd, gd, bd, rows, d, kEps);
       const std::vector<float> mean(fwd.mean.begin(), fwd.mean.end());

@@ -4,7 +4,7 @@
 
 #include "tests/support.hpp"
 
-using pltest::runnable;
+using pl::test::runnable;
 using AdamFn = decltype(&pl::scalar::Adam);
 using SgldFn = decltype(&pl::scalar::Sgld);
 using GaussianFn = decltype(&pl::scalar::Gaussian);
@@ -43,17 +43,17 @@ void check_adam(pl::KernelId id, bool decoupled) {
     auto fn = pl::as<AdamFn>(*var);
     for (float wd : {0.0f, 0.1f}) {
       for (int64_t first_step : {int64_t{1}, int64_t{1000}}) {
-        for (size_t n : pltest::sizes_around_widths()) {
+        for (size_t n : pl::test::sizes_around_widths()) {
           CAPTURE(wd);
           CAPTURE(first_step);
           CAPTURE(n);
-          auto p = pltest::uniform(n, -1.f, 1.f, 11 + uint32_t(n));
+          auto p = pl::test::uniform(n, -1.f, 1.f, 11 + uint32_t(n));
           std::vector<float> m(n + 1, 0.f), v(n + 1, 0.f);
           AdamState ref{std::vector<double>(p.begin(), p.end()), std::vector<double>(n, 0.0),
                         std::vector<double>(n, 0.0)};
           if (first_step > 1) {  // start from warm moments
-            auto m0 = pltest::uniform(n, -0.1f, 0.1f, 5);
-            auto v0 = pltest::uniform(n, 0.f, 0.01f, 6);
+            auto m0 = pl::test::uniform(n, -0.1f, 0.1f, 5);
+            auto v0 = pl::test::uniform(n, 0.f, 0.01f, 6);
             for (size_t i = 0; i < n; ++i) {
               m[i] = m0[i];
               v[i] = v0[i];
@@ -64,18 +64,18 @@ void check_adam(pl::KernelId id, bool decoupled) {
           p.push_back(123.f);  // sentinels after the end must survive
           m[n] = v[n] = 123.f;
           for (int64_t t = first_step; t < first_step + 8; ++t) {
-            const auto g = pltest::uniform(n, -1.f, 1.f, 100 + uint32_t(t));
+            const auto g = pl::test::uniform(n, -1.f, 1.f, 100 + uint32_t(t));
             fn(p.data(), g.data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, t);
             adam_oracle(ref, g, lr, b1, b2, eps, wd, t, decoupled);
             if (t == first_step) {
-              pltest::check_close("param, 1 step", p.data(), ref.p.data(), n, 1e-6 * lr, 2.4e-7);
-              pltest::check_close("m, 1 step", m.data(), ref.m.data(), n, 1e-8, 2.4e-7);
-              pltest::check_close("v, 1 step", v.data(), ref.v.data(), n, 1e-10, 2.4e-7);
+              pl::test::check_close("param, 1 step", p.data(), ref.p.data(), n, 1e-6 * lr, 2.4e-7);
+              pl::test::check_close("m, 1 step", m.data(), ref.m.data(), n, 1e-8, 2.4e-7);
+              pl::test::check_close("v, 1 step", v.data(), ref.v.data(), n, 1e-10, 2.4e-7);
             }
           }
-          pltest::check_close("param", p.data(), ref.p.data(), n, 5e-7, 1e-6);
-          pltest::check_close("m", m.data(), ref.m.data(), n, 1e-7, 1e-6);
-          pltest::check_close("v", v.data(), ref.v.data(), n, 1e-9, 1e-6);
+          pl::test::check_close("param", p.data(), ref.p.data(), n, 5e-7, 1e-6);
+          pl::test::check_close("m", m.data(), ref.m.data(), n, 1e-7, 1e-6);
+          pl::test::check_close("v", v.data(), ref.v.data(), n, 1e-9, 1e-6);
           CHECK(p[n] == 123.f);
           CHECK(m[n] == 123.f);
           CHECK(v[n] == 123.f);
@@ -98,9 +98,9 @@ TEST_CASE("adamw: every variant follows the double formulas over 8 steps (decoup
 
 TEST_CASE("adam vs adamw: identical without weight decay, different with it") {
   const size_t n = 100;
-  auto g = pltest::uniform(n, -1.f, 1.f, 3);
+  auto g = pl::test::uniform(n, -1.f, 1.f, 3);
   for (float wd : {0.0f, 0.5f}) {
-    auto p1 = pltest::uniform(n, -1.f, 1.f, 4), p2 = p1;
+    auto p1 = pl::test::uniform(n, -1.f, 1.f, 4), p2 = p1;
     std::vector<float> m1(n, 0.f), v1(n, 0.f), m2(n, 0.f), v2(n, 0.f);
     pl::scalar::Adam(p1.data(), g.data(), m1.data(), v1.data(), n, 1e-2f, 0.9f, 0.999f, 1e-8f, wd,
                      1);
@@ -121,11 +121,11 @@ TEST_CASE("sgld: gradient step plus sqrt(2 eta T) times the gaussian stream, eve
     CAPTURE(var->name);
     auto fn = pl::as<SgldFn>(*var);
     for (uint64_t counter : {uint64_t{0}, uint64_t{3}, uint64_t{4 * 0xFFFFFFFEull + 1}}) {
-      for (size_t n : pltest::sizes_around_widths()) {
+      for (size_t n : pl::test::sizes_around_widths()) {
         CAPTURE(counter);
         CAPTURE(n);
-        auto theta = pltest::uniform(n, -2.f, 2.f, 21 + uint32_t(n));
-        const auto grad = pltest::uniform(n, -3.f, 3.f, 22 + uint32_t(n));
+        auto theta = pl::test::uniform(n, -2.f, 2.f, 21 + uint32_t(n));
+        const auto grad = pl::test::uniform(n, -3.f, 3.f, 22 + uint32_t(n));
         // Oracle: Box-Muller in double on the scalar uniform words (KAT-checked in test_random).
         const uint64_t first = counter - counter % 4;
         const size_t words = static_cast<size_t>(((counter + n + 3) / 4) * 4 - first);
@@ -142,8 +142,8 @@ TEST_CASE("sgld: gradient step plus sqrt(2 eta T) times the gaussian stream, eve
         theta.push_back(-7.f);
         fn(theta.data(), grad.data(), n, eta, temp, seed, stream, counter);
         // Noise error <= scale * 6 * 2^-24 * 5.8 (see the gaussian budget) plus rounding theta.
-        pltest::check_close("theta", theta.data(), ref.data(), n, scale * 6 * 0x1p-24 * 5.8,
-                            2.4e-7);
+        pl::test::check_close("theta", theta.data(), ref.data(), n, scale * 6 * 0x1p-24 * 5.8,
+                              2.4e-7);
         CHECK(theta[n] == -7.f);
       }
     }
@@ -165,17 +165,17 @@ TEST_CASE("sgld: the noise is exactly the gaussian kernel's numbers on the same 
     pl::as<SgldFn> (*var)(theta.data(), grad.data(), n, eta, temp, 9, 1, 6);
     std::vector<double> ref(n);
     for (size_t i = 0; i < n; ++i) ref[i] = scale * xi[i];
-    pltest::check_close("noise", theta.data(), ref.data(), n, 0, 2.4e-7);
+    pl::test::check_close("noise", theta.data(), ref.data(), n, 0, 2.4e-7);
   }
 }
 
 TEST_CASE("sgld: any split of a parameter range into calls gives the same bits") {
   const size_t n = 1000;
-  const auto grad = pltest::uniform(n, -1.f, 1.f, 8);
+  const auto grad = pl::test::uniform(n, -1.f, 1.f, 8);
   for (const auto* var : runnable(pl::KernelId::sgld)) {
     CAPTURE(var->name);
     auto fn = pl::as<SgldFn>(*var);
-    auto whole = pltest::uniform(n, -1.f, 1.f, 9), parts = whole;
+    auto whole = pl::test::uniform(n, -1.f, 1.f, 9), parts = whole;
     fn(whole.data(), grad.data(), n, 1e-3f, 1.f, 3, 4, 10);
     for (size_t at = 0, k = 1; at < n; ++k) {
       const size_t len = std::min(n - at, (k * 29) % 53 + 1);

@@ -8,42 +8,42 @@ void register_posattn(size_t p, size_t l, size_t v) {
       "p:" + std::to_string(p) + "/L:" + std::to_string(l) + "/V:" + std::to_string(v);
   const double fwd_flops = 2.0 * p * l * v * (l + v);      // A X, then h W^T
   const double bwd_flops = 2.0 * p * l * v * (2 * v + l);  // dW, dh, dA
-  plbench::register_variants(pl::KernelId::posattn, "fwd/" + label,
-                             [=](benchmark::State& st, const pl::Variant& var) {
-                               auto a = plbench::uniform(l * l, -1.f, 1.f, 1),
-                                    x = plbench::uniform(p * l * v, 0.f, 1.f, 2),
-                                    w = plbench::uniform(v * v, -1.f, 1.f, 3);
-                               std::vector<float> h(p * l * v), f(p * l * v);
-                               auto fn = pl::as<decltype(&pl::scalar::Posattn)>(var);
-                               for (auto _ : st) {
-                                 fn(a.data(), x.data(), w.data(), h.data(), f.data(), p, l, v);
-                                 benchmark::DoNotOptimize(f.data());
-                                 benchmark::ClobberMemory();
-                               }
-                               plbench::set_flops(st, fwd_flops);
-                             });
-  plbench::register_variants(pl::KernelId::posattn_bwd, "bwd/" + label,
-                             [=](benchmark::State& st, const pl::Variant& var) {
-                               auto a = plbench::uniform(l * l, -1.f, 1.f, 1),
-                                    x = plbench::uniform(p * l * v, 0.f, 1.f, 2),
-                                    w = plbench::uniform(v * v, -1.f, 1.f, 3),
-                                    h = plbench::uniform(p * l * v, -1.f, 1.f, 4),
-                                    df = plbench::uniform(p * l * v, -1.f, 1.f, 5);
-                               std::vector<float> da(l * l), dw(v * v), dh(p * l * v);
-                               auto fn = pl::as<decltype(&pl::scalar::PosattnBwd)>(var);
-                               for (auto _ : st) {
-                                 fn(a.data(), x.data(), w.data(), h.data(), df.data(), da.data(),
-                                    dw.data(), dh.data(), p, l, v);
-                                 benchmark::DoNotOptimize(da.data());
-                                 benchmark::ClobberMemory();
-                               }
-                               plbench::set_flops(st, bwd_flops);
-                             });
+  pl::bench::register_variants(pl::KernelId::posattn, "fwd/" + label,
+                               [=](benchmark::State& st, const pl::Variant& var) {
+                                 auto a = pl::bench::uniform(l * l, -1.f, 1.f, 1),
+                                      x = pl::bench::uniform(p * l * v, 0.f, 1.f, 2),
+                                      w = pl::bench::uniform(v * v, -1.f, 1.f, 3);
+                                 std::vector<float> h(p * l * v), f(p * l * v);
+                                 auto fn = pl::as<decltype(&pl::scalar::Posattn)>(var);
+                                 for (auto _ : st) {
+                                   fn(a.data(), x.data(), w.data(), h.data(), f.data(), p, l, v);
+                                   benchmark::DoNotOptimize(f.data());
+                                   benchmark::ClobberMemory();
+                                 }
+                                 pl::bench::set_flops(st, fwd_flops);
+                               });
+  pl::bench::register_variants(pl::KernelId::posattn_bwd, "bwd/" + label,
+                               [=](benchmark::State& st, const pl::Variant& var) {
+                                 auto a = pl::bench::uniform(l * l, -1.f, 1.f, 1),
+                                      x = pl::bench::uniform(p * l * v, 0.f, 1.f, 2),
+                                      w = pl::bench::uniform(v * v, -1.f, 1.f, 3),
+                                      h = pl::bench::uniform(p * l * v, -1.f, 1.f, 4),
+                                      df = pl::bench::uniform(p * l * v, -1.f, 1.f, 5);
+                                 std::vector<float> da(l * l), dw(v * v), dh(p * l * v);
+                                 auto fn = pl::as<decltype(&pl::scalar::PosattnBwd)>(var);
+                                 for (auto _ : st) {
+                                   fn(a.data(), x.data(), w.data(), h.data(), df.data(), da.data(),
+                                      dw.data(), dh.data(), p, l, v);
+                                   benchmark::DoNotOptimize(da.data());
+                                   benchmark::ClobberMemory();
+                                 }
+                                 pl::bench::set_flops(st, bwd_flops);
+                               });
 }
 
 // Uniform random tokens (p x L, values < V) and the copy task's targets y_i = x_{i-1 mod L}.
 void copy_tokens(size_t p, size_t l, size_t v, std::vector<int32_t>& xt, std::vector<int32_t>& yt) {
-  const auto u = plbench::uniform(p * l, 0.f, 1.f, 2);
+  const auto u = pl::bench::uniform(p * l, 0.f, 1.f, 2);
   xt.resize(p * l);
   yt.resize(p * l);
   for (size_t i = 0; i < p * l; ++i) xt[i] = std::min(int32_t(u[i] * float(v)), int32_t(v) - 1);
@@ -56,10 +56,11 @@ void register_onehot(size_t p, size_t l, size_t v) {
   const std::string label =
       "p:" + std::to_string(p) + "/L:" + std::to_string(l) + "/V:" + std::to_string(v);
   for (const bool grad : {false, true})
-    plbench::register_variants(
+    pl::bench::register_variants(
         pl::KernelId::posattn_onehot_sse, std::string(grad ? "sse_grad/" : "sse/") + label,
         [=](benchmark::State& st, const pl::Variant& var) {
-          auto a = plbench::uniform(l * l, -1.f, 1.f, 1), w = plbench::uniform(v * v, -1.f, 1.f, 3);
+          auto a = pl::bench::uniform(l * l, -1.f, 1.f, 1),
+               w = pl::bench::uniform(v * v, -1.f, 1.f, 3);
           std::vector<int32_t> xt, yt;
           copy_tokens(p, l, v, xt, yt);
           std::vector<float> da(l * l), dw(v * v);
@@ -70,7 +71,7 @@ void register_onehot(size_t p, size_t l, size_t v) {
             benchmark::DoNotOptimize(s);
             benchmark::ClobberMemory();
           }
-          plbench::set_items(st, double(p));
+          pl::bench::set_items(st, double(p));
         });
 }
 
@@ -79,10 +80,11 @@ void register_gram(size_t p, size_t l, size_t v) {
   const std::string label =
       "p:" + std::to_string(p) + "/L:" + std::to_string(l) + "/V:" + std::to_string(v);
   for (const bool grad : {false, true})
-    plbench::register_variants(
+    pl::bench::register_variants(
         pl::KernelId::posattn_gram_sse, std::string(grad ? "gram_grad/" : "gram/") + label,
         [=](benchmark::State& st, const pl::Variant& var) {
-          auto a = plbench::uniform(l * l, -1.f, 1.f, 1), w = plbench::uniform(v * v, -1.f, 1.f, 3);
+          auto a = pl::bench::uniform(l * l, -1.f, 1.f, 1),
+               w = pl::bench::uniform(v * v, -1.f, 1.f, 3);
           std::vector<int32_t> xt, yt;
           copy_tokens(p, l, v, xt, yt);
           std::vector<double> c(l * l * v * v, 0.0), d(c.size(), 0.0);
@@ -95,7 +97,7 @@ void register_gram(size_t p, size_t l, size_t v) {
             benchmark::DoNotOptimize(s);
             benchmark::ClobberMemory();
           }
-          plbench::set_items(st, double(p));
+          pl::bench::set_items(st, double(p));
         });
 }
 

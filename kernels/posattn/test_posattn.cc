@@ -7,7 +7,7 @@
 
 #include "tests/support.hpp"
 
-using pltest::runnable;
+using pl::test::runnable;
 
 namespace {
 
@@ -111,7 +111,7 @@ struct Out {
   explicit Out(size_t n) : f(n + 1, std::numeric_limits<float>::quiet_NaN()) { f[n] = -2.5f; }
   float* data() { return f.data(); }
   void check(const char* what, const std::vector<double>& ref, double tol) const {
-    pltest::check_close(what, f.data(), ref.data(), ref.size(), tol, tol);
+    pl::test::check_close(what, f.data(), ref.data(), ref.size(), tol, tol);
     CHECK(f[ref.size()] == -2.5f);
   }
 };
@@ -121,10 +121,10 @@ void check_posattn(size_t p, size_t l, size_t v, bool with_fd) {
   CAPTURE(l);
   CAPTURE(v);
   const uint32_t seed = uint32_t(p * 7919 + l * 31 + v);
-  const auto a = pltest::uniform(l * l, -1.f, 1.f, seed),
-             x = pltest::uniform(p * l * v, -1.f, 1.f, seed + 1),
-             w = pltest::uniform(v * v, -1.f, 1.f, seed + 2),
-             df = pltest::uniform(p * l * v, -1.f, 1.f, seed + 3);
+  const auto a = pl::test::uniform(l * l, -1.f, 1.f, seed),
+             x = pl::test::uniform(p * l * v, -1.f, 1.f, seed + 1),
+             w = pl::test::uniform(v * v, -1.f, 1.f, seed + 2),
+             df = pl::test::uniform(p * l * v, -1.f, 1.f, seed + 3);
   Problem q{p, l, v, to_double(a), to_double(x), to_double(w), to_double(df)};
   std::vector<double> h, f, da, dw, dh;
   forward(q, h, f);
@@ -195,10 +195,10 @@ void check_onehot(size_t p, size_t l, size_t v, bool with_fd) {
   CAPTURE(l);
   CAPTURE(v);
   const uint32_t seed = uint32_t(p * 131 + l * 17 + v);
-  const auto a = pltest::uniform(l * l, -1.f, 1.f, seed),
-             w = pltest::uniform(v * v, -1.f, 1.f, seed + 1);
-  const auto ux = pltest::uniform(p * l, 0.f, 1.f, seed + 2),
-             uy = pltest::uniform(p * l, 0.f, 1.f, seed + 3);
+  const auto a = pl::test::uniform(l * l, -1.f, 1.f, seed),
+             w = pl::test::uniform(v * v, -1.f, 1.f, seed + 1);
+  const auto ux = pl::test::uniform(p * l, 0.f, 1.f, seed + 2),
+             uy = pl::test::uniform(p * l, 0.f, 1.f, seed + 3);
   std::vector<int32_t> xt(p * l), yt(p * l);
   for (size_t i = 0; i < p * l; ++i) {
     xt[i] = std::min(int32_t(ux[i] * float(v)), int32_t(v) - 1);
@@ -297,11 +297,11 @@ void check_gram(size_t p, size_t l, size_t v, int mask, bool shift) {
   CAPTURE(mask);
   CAPTURE(shift);
   const uint32_t seed = uint32_t(p * 977 + l * 13 + v * 3 + size_t(mask));
-  const auto a = pltest::uniform(l * l, -1.f, 1.f, seed),
-             w = pltest::uniform(v * v, -1.f, 1.f, seed + 1);
-  const auto ux = pltest::uniform(p * l, 0.f, 1.f, seed + 2),
-             uy = pltest::uniform(p * l, 0.f, 1.f, seed + 3),
-             um = pltest::uniform(l, 0.f, 1.f, seed + 4);
+  const auto a = pl::test::uniform(l * l, -1.f, 1.f, seed),
+             w = pl::test::uniform(v * v, -1.f, 1.f, seed + 1);
+  const auto ux = pl::test::uniform(p * l, 0.f, 1.f, seed + 2),
+             uy = pl::test::uniform(p * l, 0.f, 1.f, seed + 3),
+             um = pl::test::uniform(l, 0.f, 1.f, seed + 4);
   std::vector<int32_t> xt(p * l), yt(p * l);
   for (size_t i = 0; i < p * l; ++i) xt[i] = std::min(int32_t(ux[i] * float(v)), int32_t(v) - 1);
   for (size_t mu = 0; mu < p; ++mu)
@@ -363,8 +363,8 @@ void check_gram(size_t p, size_t l, size_t v, int mask, bool shift) {
       CHECK(std::fabs(fn(a.data(), w.data(), c.data(), dd.data(), dao.data(), dwo.data(), l, v) -
                       sse) <= tol_sse);
       const double atol = 1e-10 * double(p * l * (v + 1)), rtol = 2e-7;
-      pltest::check_close("dA", dao.f.data(), da.data(), da.size(), atol, rtol);
-      pltest::check_close("dW", dwo.f.data(), dw.data(), dw.size(), atol, rtol);
+      pl::test::check_close("dA", dao.f.data(), da.data(), da.size(), atol, rtol);
+      pl::test::check_close("dW", dwo.f.data(), dw.data(), dw.size(), atol, rtol);
       CHECK(dao.f[l * l] == -2.5f);
       CHECK(dwo.f[v * v] == -2.5f);
     }
@@ -392,7 +392,7 @@ TEST_CASE("posattn_gram_sse: a perfect copy fit has sse = 0 to double rounding")
   std::vector<float> a(l * l, 0.f), w(v * v, 0.f);
   for (size_t i = 0; i < l; ++i) a[i * l + (i + l - 1) % l] = 1.f;
   for (size_t u = 0; u < v; ++u) w[u * v + u] = 1.f;
-  const auto ux = pltest::uniform(p * l, 0.f, 1.f, 99);
+  const auto ux = pl::test::uniform(p * l, 0.f, 1.f, 99);
   std::vector<int32_t> xt(p * l), yt(p * l);
   for (size_t i = 0; i < p * l; ++i) xt[i] = std::min(int32_t(ux[i] * float(v)), int32_t(v) - 1);
   for (size_t mu = 0; mu < p; ++mu)

@@ -2,10 +2,25 @@
 
 PL_BENCHMARKS {
   for (size_t n : {size_t(4096), size_t(1) << 20}) {
-    plbench::register_variants(pl::KernelId::gaussian, "n:" + std::to_string(n),
-                               [n](benchmark::State& st, const pl::Variant& v) {
-                                 std::vector<float> out(n);
-                                 auto fn = pl::as<decltype(&pl::scalar::Gaussian)>(v);
+    pl::bench::register_variants(pl::KernelId::gaussian, "n:" + std::to_string(n),
+                                 [n](benchmark::State& st, const pl::Variant& v) {
+                                   std::vector<float> out(n);
+                                   auto fn = pl::as<decltype(&pl::scalar::Gaussian)>(v);
+                                   uint64_t counter = 0;
+                                   for (auto _ : st) {
+                                     fn(out.data(), n, 7, 1, counter);
+                                     counter += n;
+                                     benchmark::DoNotOptimize(out.data());
+                                     benchmark::ClobberMemory();
+                                   }
+                                   pl::bench::set_items(st, double(n));
+                                 });
+  }
+  pl::bench::register_variants(pl::KernelId::uniform_bits, "n:4096",
+                               [](benchmark::State& st, const pl::Variant& v) {
+                                 const size_t n = 4096;
+                                 std::vector<uint32_t> out(n);
+                                 auto fn = pl::as<decltype(&pl::scalar::UniformBits)>(v);
                                  uint64_t counter = 0;
                                  for (auto _ : st) {
                                    fn(out.data(), n, 7, 1, counter);
@@ -13,21 +28,6 @@ PL_BENCHMARKS {
                                    benchmark::DoNotOptimize(out.data());
                                    benchmark::ClobberMemory();
                                  }
-                                 plbench::set_items(st, double(n));
+                                 pl::bench::set_items(st, double(n));
                                });
-  }
-  plbench::register_variants(pl::KernelId::uniform_bits, "n:4096",
-                             [](benchmark::State& st, const pl::Variant& v) {
-                               const size_t n = 4096;
-                               std::vector<uint32_t> out(n);
-                               auto fn = pl::as<decltype(&pl::scalar::UniformBits)>(v);
-                               uint64_t counter = 0;
-                               for (auto _ : st) {
-                                 fn(out.data(), n, 7, 1, counter);
-                                 counter += n;
-                                 benchmark::DoNotOptimize(out.data());
-                                 benchmark::ClobberMemory();
-                               }
-                               plbench::set_items(st, double(n));
-                             });
 }

@@ -6,7 +6,7 @@
 #include "kernels/random/philox.hpp"
 #include "tests/support.hpp"
 
-using pltest::runnable;
+using pl::test::runnable;
 using GaussianFn = decltype(&pl::scalar::Gaussian);
 using UniformFn = decltype(&pl::scalar::UniformBits);
 
@@ -85,7 +85,7 @@ TEST_CASE("uniform_bits: every variant bit-identical to the scalar stream for an
   const auto variants = runnable(pl::KernelId::uniform_bits);
   REQUIRE(variants.size() >= 2);
   for (uint64_t counter : kCounters) {
-    for (size_t n : pltest::sizes_around_widths()) {
+    for (size_t n : pl::test::sizes_around_widths()) {
       CAPTURE(counter);
       CAPTURE(n);
       // Reference: sample t is word t % 4 of block t / 4, straight from the block function.
@@ -173,7 +173,7 @@ TEST_CASE("gaussian: moments, Kolmogorov-Smirnov and correlations at 1e6 samples
   // floating point on aarch64 and took minutes per variant under qemu. Every bound is in
   // standard errors at the sample size n (and the KS bound is in sqrt(n) D), so each check
   // stays a 5-sigma (KS: p ~ 6e-7) test at the smaller n.
-  const size_t n = pltest::native_or_emulated<size_t>(1000000, 100000);
+  const size_t n = pl::test::native_or_emulated<size_t>(1000000, 100000);
   CAPTURE(n);
   const double sn = std::sqrt(double(n));
   for (const auto* v : runnable(pl::KernelId::gaussian)) {

@@ -64,7 +64,7 @@ TEST_CASE(
   const pl::Variant* best = pl::selected_variant(static_cast<int>(pl::KernelId::gaussian), "");
   // Every runnable gaussian variant, with the sum and dot of the same backend and ISA (the
   // scalar ones where that backend has none).
-  for (const auto* g : pltest::runnable(pl::KernelId::gaussian)) {
+  for (const auto* g : pl::test::runnable(pl::KernelId::gaussian)) {
     const std::string suffix = g->name.substr(std::string("gaussian").size());
     const pl::Variant* s = pl::find_variant("sum" + suffix);
     const pl::Variant* d = pl::find_variant("dot" + suffix);

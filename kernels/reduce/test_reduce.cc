@@ -6,7 +6,7 @@
 
 #include "tests/support.hpp"
 
-using pltest::runnable;
+using pl::test::runnable;
 using SumFn = decltype(&pl::scalar::Sum);
 using DotFn = decltype(&pl::scalar::Dot);
 using MaxFn = decltype(&pl::scalar::Max);
@@ -39,7 +39,7 @@ long double compensated(size_t n, F term) {
 
 // Sizes: around every vector width and the 16-accumulator block, plus long ones.
 std::vector<size_t> reduce_sizes() {
-  auto s = pltest::sizes_around_widths();
+  auto s = pl::test::sizes_around_widths();
   for (size_t n : {size_t{0}, size_t{47}, size_t{49}, size_t{4096}, size_t{100003}}) s.push_back(n);
   return s;
 }

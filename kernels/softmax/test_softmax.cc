@@ -93,10 +93,10 @@ TEST_CASE("softmax_rows: every variant vs the double oracle, all widths, masks, 
                         {90.f, 100.f, 0.3f},
                         {-30.f, 30.f, 2.7f},
                         {-3.f, 3.f, -0.7f}};
-  for (const auto* v : pltest::runnable(pl::KernelId::softmax_rows)) {
+  for (const auto* v : pl::test::runnable(pl::KernelId::softmax_rows)) {
     CAPTURE(v->name);
     auto fn = pl::as<SoftmaxFn>(*v);
-    for (size_t cols : pltest::sizes_around_widths(512)) {
+    for (size_t cols : pl::test::sizes_around_widths(512)) {
       for (int causal : {0, 1}) {
         // Causal: enough rows that every prefix length up to 40 occurs, plus rows past cols.
         const size_t rows = causal ? std::min<size_t>(cols + 3, 40) : 3;
@@ -105,11 +105,11 @@ TEST_CASE("softmax_rows: every variant vs the double oracle, all widths, masks, 
           CAPTURE(causal);
           CAPTURE(k.lo);
           CAPTURE(k.scale);
-          auto x = pltest::uniform(rows * cols, k.lo, k.hi, uint32_t(cols * 31 + causal));
+          auto x = pl::test::uniform(rows * cols, k.lo, k.hi, uint32_t(cols * 31 + causal));
           std::vector<float> y(rows * cols + 1, -1.f);  // sentinel after the end must survive
           fn(x.data(), y.data(), rows, cols, k.scale, causal);
           const auto ref = softmax_ref(x, rows, cols, k.scale, causal);
-          pltest::check_close("softmax_rows", y.data(), ref.data(), rows * cols, kAtol, kRtol);
+          pl::test::check_close("softmax_rows", y.data(), ref.data(), rows * cols, kAtol, kRtol);
           CHECK(y[rows * cols] == -1.f);
           // In place (x == y) gives the same numbers.
           fn(x.data(), x.data(), rows, cols, k.scale, causal);
@@ -122,7 +122,7 @@ TEST_CASE("softmax_rows: every variant vs the double oracle, all widths, masks, 
 
 TEST_CASE("softmax_rows: any finite input, including extremes") {
   const float big = std::numeric_limits<float>::max();
-  for (const auto* v : pltest::runnable(pl::KernelId::softmax_rows)) {
+  for (const auto* v : pl::test::runnable(pl::KernelId::softmax_rows)) {
     CAPTURE(v->name);
     auto fn = pl::as<SoftmaxFn>(*v);
     for (size_t cols : {size_t(5), size_t(16), size_t(37)}) {
@@ -134,11 +134,11 @@ TEST_CASE("softmax_rows: any finite input, including extremes") {
       std::vector<float> y(cols);
       fn(x.data(), y.data(), 1, cols, 1.f, 0);
       const auto ref = softmax_ref(x, 1, cols, 1.f, 0);
-      pltest::check_close("softmax_rows extremes", y.data(), ref.data(), cols, kAtol, kRtol);
+      pl::test::check_close("softmax_rows extremes", y.data(), ref.data(), cols, kAtol, kRtol);
       // All equal and very negative: uniform.
       std::vector<float> z(cols, -1e30f);
       fn(z.data(), z.data(), 1, cols, 1.f, 0);
-      for (float p : z) CHECK(pltest::close(p, 1.0 / double(cols), kAtol, kRtol));
+      for (float p : z) CHECK(pl::test::close(p, 1.0 / double(cols), kAtol, kRtol));
     }
   }
 }
@@ -146,10 +146,10 @@ TEST_CASE("softmax_rows: any finite input, including extremes") {
 TEST_CASE("softmax_rows_bwd: every variant vs the double formula") {
   const Case cases[] = {
       {-4.f, 4.f, 1.f}, {90.f, 100.f, 0.125f}, {-30.f, 30.f, 2.7f}, {-3.f, 3.f, -0.7f}};
-  for (const auto* v : pltest::runnable(pl::KernelId::softmax_rows_bwd)) {
+  for (const auto* v : pl::test::runnable(pl::KernelId::softmax_rows_bwd)) {
     CAPTURE(v->name);
     auto fn = pl::as<SoftmaxBwdFn>(*v);
-    for (size_t cols : pltest::sizes_around_widths(512)) {
+    for (size_t cols : pl::test::sizes_around_widths(512)) {
       for (int causal : {0, 1}) {
         const size_t rows = causal ? std::min<size_t>(cols + 3, 40) : 3;
         for (const Case& k : cases) {
@@ -157,9 +157,9 @@ TEST_CASE("softmax_rows_bwd: every variant vs the double formula") {
           CAPTURE(causal);
           CAPTURE(k.lo);
           CAPTURE(k.scale);
-          const auto x = pltest::uniform(rows * cols, k.lo, k.hi, uint32_t(cols * 7 + causal));
+          const auto x = pl::test::uniform(rows * cols, k.lo, k.hi, uint32_t(cols * 7 + causal));
           const auto y = to_float(softmax_ref(x, rows, cols, k.scale, causal));
-          auto dy = pltest::uniform(rows * cols, -1.f, 1.f, uint32_t(cols * 13 + causal));
+          auto dy = pl::test::uniform(rows * cols, -1.f, 1.f, uint32_t(cols * 13 + causal));
           // Last row: the entry with the smallest y gets dy = s (rounded to float), so that
           // dy - s cancels to its last bits there.
           {
@@ -192,7 +192,7 @@ TEST_CASE("softmax_rows_bwd: matches central finite differences of the double fo
   // Error model: the kernel sees y rounded to float (relative 6e-8 per entry), so compare with
   // 1e-6 relative to the magnitude of the terms, |scale| y (|dy| + sum |dy y|), plus the finite
   // difference truncation error (h = 1e-4: ~h^2 |f'''| < 1e-8).
-  for (const auto* v : pltest::runnable(pl::KernelId::softmax_rows_bwd)) {
+  for (const auto* v : pl::test::runnable(pl::KernelId::softmax_rows_bwd)) {
     CAPTURE(v->name);
     auto fn = pl::as<SoftmaxBwdFn>(*v);
     for (size_t cols : {size_t(4), size_t(9), size_t(16), size_t(33)}) {
@@ -201,8 +201,8 @@ TEST_CASE("softmax_rows_bwd: matches central finite differences of the double fo
         CAPTURE(causal);
         const size_t rows = 5;
         const float scale = 0.6f;
-        const auto x = pltest::uniform(rows * cols, -2.f, 2.f, uint32_t(cols + 100 * causal));
-        const auto dy = pltest::uniform(rows * cols, -1.f, 1.f, uint32_t(cols + 7));
+        const auto x = pl::test::uniform(rows * cols, -2.f, 2.f, uint32_t(cols + 100 * causal));
+        const auto dy = pl::test::uniform(rows * cols, -1.f, 1.f, uint32_t(cols + 7));
         const auto y = to_float(softmax_ref(x, rows, cols, scale, causal));
         std::vector<float> dx(rows * cols);
         fn(y.data(), dy.data(), dx.data(), rows, cols, scale, causal);

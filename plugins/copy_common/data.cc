@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace copyc {
+namespace pl::copy {
 
 std::vector<int32_t> make_tokens(const pl_kernel_table& k, uint64_t seed, uint64_t stream, int P,
                                  int L, int V) {
@@ -28,4 +28,4 @@ void one_hot_targets(const int32_t* tokens, int P, int L, int V, Wrap wrap, floa
   }
 }
 
-}  // namespace copyc
+}  // namespace pl::copy

@@ -8,7 +8,7 @@
 
 #include "phaselab/kernel_table.h"
 
-namespace copyc {
+namespace pl::copy {
 
 // Which positions carry a target. cyclic: y_l = x_{l-1 mod L} for every l (position 0 wraps to
 // x_{L-1}); drop_first: position 0 is left out of the loss.
@@ -31,4 +31,4 @@ void one_hot(const int32_t* tokens, size_t n, int V, float* out);
 // y (P x L x V) = one-hot targets; rows of positions outside the loss are zero.
 void one_hot_targets(const int32_t* tokens, int P, int L, int V, Wrap wrap, float* y);
 
-}  // namespace copyc
+}  // namespace pl::copy

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
-namespace copyth {
+namespace pl::copy::theory {
 
 BetaConv parse_beta(const std::string& s) {
   if (s == "per_position") return BetaConv::per_position;
@@ -343,4 +343,4 @@ double ExactMarginal::train_mse(const double* A) const {
   return (wcw - 2.0 * wb + yy) / yy;
 }
 
-}  // namespace copyth
+}  // namespace pl::copy::theory

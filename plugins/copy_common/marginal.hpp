@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace copyth {
+namespace pl::copy::theory {
 
 enum class BetaConv { per_position, per_sequence };  // beta = 1/(kappa R) or 1/kappa
 enum class Wrap { cyclic, drop_first };              // target of position 1: x_L, or not in loss
@@ -101,4 +101,4 @@ class ExactMarginal {
   mutable std::vector<double> C_, B_, Lc_, Minv_, Gam_, GC_, GB_, tmp_;  // V x V
 };
 
-}  // namespace copyth
+}  // namespace pl::copy::theory

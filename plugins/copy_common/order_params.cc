@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace copyc {
+namespace pl::copy {
 namespace {
 
 template <typename R>
@@ -136,4 +136,4 @@ EnsembleCoverage ensemble_coverage(const double* members, size_t n, int L) {
   return out;
 }
 
-}  // namespace copyc
+}  // namespace pl::copy

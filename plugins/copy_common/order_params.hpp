@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace copyc {
+namespace pl::copy {
 
 struct OrderParams {
   double D = 0;          // sum_l A[l, l-1 mod L]: overlap with the shift S
@@ -37,4 +37,4 @@ struct EnsembleCoverage {
 // (else all zero).
 EnsembleCoverage ensemble_coverage(const double* members, size_t n, int L);
 
-}  // namespace copyc
+}  // namespace pl::copy

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-namespace copyth {
+namespace pl::copy::theory {
 
 PopStats stats_of(const Model& m, const double* A) {
   const int L = m.L;
@@ -435,4 +435,4 @@ Transition find_transition(const Model& m, bool softmax, double P_lo, double P_h
   return t;
 }
 
-}  // namespace copyth
+}  // namespace pl::copy::theory

@@ -17,7 +17,7 @@
 
 #include "copy_common/marginal.hpp"
 
-namespace copyth {
+namespace pl::copy::theory {
 
 struct Model {
   int L = 8, V = 4;
@@ -139,4 +139,4 @@ double bisect(F&& f, double lo, double hi, double rel_tol) {
   return lo > 0 ? std::sqrt(lo * hi) : 0.5 * (lo + hi);
 }
 
-}  // namespace copyth
+}  // namespace pl::copy::theory

@@ -51,11 +51,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", err.c_str());
     return 3;
   }
-  copytask::NetConfig c;
+  pl::copy::task::NetConfig c;
   c.L = L;
   c.V = V;
   c.softmax = attention == "softmax";
-  using Path = copytask::NetConfig::LossPath;
+  using Path = pl::copy::task::NetConfig::LossPath;
   if (path == "direct")
     c.loss_path = Path::direct;
   else if (path == "stats")
@@ -64,14 +64,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--path must be auto, direct or stats\n");
     return 2;
   }
-  auto tokens = copyc::make_tokens(k, 1, 1, P, L, V);
+  auto tokens = pl::copy::make_tokens(k, 1, 1, P, L, V);
   const std::clock_t s0 = std::clock();
-  copytask::CopyNet net(k, c, std::move(tokens), P);  // gathers the token counts (stats path)
+  pl::copy::task::CopyNet net(k, c, std::move(tokens), P);  // gathers the token counts (stats path)
   const double setup_ms = 1000.0 * double(std::clock() - s0) / CLOCKS_PER_SEC;
-  copytask::AdamConfig a;
+  pl::copy::task::AdamConfig a;
   a.max_steps = steps;
   a.tol = -1;  // never converged: exactly `steps` steps
-  copytask::AdamTrainer tr(net, a);
+  pl::copy::task::AdamTrainer tr(net, a);
   std::vector<float> theta(net.n_params());
   std::vector<double> ms, cpu;
   double obj = 0;

@@ -20,65 +20,65 @@
 
 namespace {
 
-using copytask::CopyNet;
-using copytask::NetConfig;
+using pl::copy::task::CopyNet;
+using pl::copy::task::NetConfig;
 
 constexpr uint32_t kPos = PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE;
 constexpr uint32_t kNonNeg = PL_RANGE_MIN;
 
 const pl_param_decl kParams[] = {
-    plsdk::enum_param("attention", "softmax", "softmax|linear",
-                      "A = row-softmax(G) or A = G (linear)"),
-    plsdk::int_param("L", 16, "sequence length", 2, 1024),
-    plsdk::int_param("V", 4, "vocabulary size", 2, 4096),
-    plsdk::int_param("P", 1000, "training sequences", 1, 100000000),
-    plsdk::int_param("P_test", 10000, "held-out test sequences (0: none)", 0, 100000000),
-    plsdk::float_param("kappa", 1.0, "likelihood noise variance (temperature)", kPos, 0),
-    plsdk::float_param("sw2", 1.0, "prior variance of the read-out W", kPos, 0),
-    plsdk::float_param("sg2", 1.0, "prior variance of the attention scores G", kPos, 0),
-    plsdk::enum_param("beta_convention", "per_position", "per_position|per_sequence",
-                      "beta = 1/(kappa L_loss) or beta = 1/kappa"),
-    plsdk::enum_param("wrap", "cyclic", "cyclic|drop_first",
-                      "target of position 1: x_L (cyclic) or left out of the loss"),
-    plsdk::bool_param("causal_mask", false, "mask attention to positions l' <= l"),
-    plsdk::enum_param(
+    pl::sdk::enum_param("attention", "softmax", "softmax|linear",
+                        "A = row-softmax(G) or A = G (linear)"),
+    pl::sdk::int_param("L", 16, "sequence length", 2, 1024),
+    pl::sdk::int_param("V", 4, "vocabulary size", 2, 4096),
+    pl::sdk::int_param("P", 1000, "training sequences", 1, 100000000),
+    pl::sdk::int_param("P_test", 10000, "held-out test sequences (0: none)", 0, 100000000),
+    pl::sdk::float_param("kappa", 1.0, "likelihood noise variance (temperature)", kPos, 0),
+    pl::sdk::float_param("sw2", 1.0, "prior variance of the read-out W", kPos, 0),
+    pl::sdk::float_param("sg2", 1.0, "prior variance of the attention scores G", kPos, 0),
+    pl::sdk::enum_param("beta_convention", "per_position", "per_position|per_sequence",
+                        "beta = 1/(kappa L_loss) or beta = 1/kappa"),
+    pl::sdk::enum_param("wrap", "cyclic", "cyclic|drop_first",
+                        "target of position 1: x_L (cyclic) or left out of the loss"),
+    pl::sdk::bool_param("causal_mask", false, "mask attention to positions l' <= l"),
+    pl::sdk::enum_param(
         "method", "adam", "adam|sgld|langevin",
         "Adam on the MAP objective, SGLD on (W,G), Langevin/MALA on G (exact marginal)"),
-    plsdk::enum_param("init", "both", "both|uniform|copy",
-                      "initialisation(s): G ~ noise, or G = copy_logit S + noise"),
-    plsdk::float_param("init_noise", 0.01, "std of the N(0, s^2) noise added to the initial G",
-                       kNonNeg, 0),
-    plsdk::float_param("w_init", 0.1, "std of the initial read-out W", kNonNeg, 0),
-    plsdk::float_param("copy_logit", 0.0,
-                       "copy init G = copy_logit S; 0 = auto (3 ln L softmax, 1 linear)", kNonNeg,
-                       0),
-    plsdk::float_param("lr", 1e-2, "Adam learning rate", kPos, 0),
-    plsdk::float_param("beta1", 0.9, "Adam beta1", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
-    plsdk::float_param("beta2", 0.999, "Adam beta2", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
-    plsdk::float_param("adam_eps", 1e-8, "Adam epsilon", kPos, 0),
-    plsdk::int_param("max_steps", 20000, "Adam step limit", 1, INT64_MAX),
-    plsdk::float_param(
+    pl::sdk::enum_param("init", "both", "both|uniform|copy",
+                        "initialisation(s): G ~ noise, or G = copy_logit S + noise"),
+    pl::sdk::float_param("init_noise", 0.01, "std of the N(0, s^2) noise added to the initial G",
+                         kNonNeg, 0),
+    pl::sdk::float_param("w_init", 0.1, "std of the initial read-out W", kNonNeg, 0),
+    pl::sdk::float_param("copy_logit", 0.0,
+                         "copy init G = copy_logit S; 0 = auto (3 ln L softmax, 1 linear)", kNonNeg,
+                         0),
+    pl::sdk::float_param("lr", 1e-2, "Adam learning rate", kPos, 0),
+    pl::sdk::float_param("beta1", 0.9, "Adam beta1", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
+    pl::sdk::float_param("beta2", 0.999, "Adam beta2", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
+    pl::sdk::float_param("adam_eps", 1e-8, "Adam epsilon", kPos, 0),
+    pl::sdk::int_param("max_steps", 20000, "Adam step limit", 1, INT64_MAX),
+    pl::sdk::float_param(
         "tol", 1e-7, "stop when the relative change of obj over `window` steps <= tol", kNonNeg, 0),
-    plsdk::int_param("window", 100, "steps between convergence checks", 1, INT64_MAX),
-    plsdk::bool_param("balance", true,
-                      "linear attention, Adam: move (W, G) to the prior's minimum on the "
-                      "rescaling orbit (lam W, G / lam) every window"),
-    plsdk::bool_param("flip", true,
-                      "linear attention, Adam: every window, move to the mirror point "
-                      "(W (I - 2 11^T/V), G (I - 2 J/L)) when that lowers the objective"),
-    plsdk::int_param("batch", 0, "sequences per step (0: full batch)", 0, 100000000),
-    plsdk::enum_param("loss_path", "auto", "auto|direct|counts",
-                      "full-data loss: per sequence, or from token counts gathered once "
-                      "(cost independent of P; auto: counts when cheaper and <= 2 x 128 MB)"),
-    plsdk::float_param("step", 0.0, "sampler step (SGLD eta / MALA initial eps); 0 = auto", kNonNeg,
-                       0),
-    plsdk::float_param("temperature", 1.0, "sampler temperature T", kPos, 0),
-    plsdk::int_param("burn_in", 2000, "sampler burn-in steps", 0, INT64_MAX),
-    plsdk::int_param("thin", 10, "sampler steps between kept samples", 1, INT64_MAX),
-    plsdk::int_param("samples", 200, "kept samples per chain", 1, 100000000),
-    plsdk::int_param("chains", 1, "sampler chains per initialisation", 1, 1000),
-    plsdk::bool_param("mala", true, "Metropolis correction for the Langevin sampler"),
-    plsdk::bool_param("emit_samples", true, "write every kept sample to samples.csv"),
+    pl::sdk::int_param("window", 100, "steps between convergence checks", 1, INT64_MAX),
+    pl::sdk::bool_param("balance", true,
+                        "linear attention, Adam: move (W, G) to the prior's minimum on the "
+                        "rescaling orbit (lam W, G / lam) every window"),
+    pl::sdk::bool_param("flip", true,
+                        "linear attention, Adam: every window, move to the mirror point "
+                        "(W (I - 2 11^T/V), G (I - 2 J/L)) when that lowers the objective"),
+    pl::sdk::int_param("batch", 0, "sequences per step (0: full batch)", 0, 100000000),
+    pl::sdk::enum_param("loss_path", "auto", "auto|direct|counts",
+                        "full-data loss: per sequence, or from token counts gathered once "
+                        "(cost independent of P; auto: counts when cheaper and <= 2 x 128 MB)"),
+    pl::sdk::float_param("step", 0.0, "sampler step (SGLD eta / MALA initial eps); 0 = auto",
+                         kNonNeg, 0),
+    pl::sdk::float_param("temperature", 1.0, "sampler temperature T", kPos, 0),
+    pl::sdk::int_param("burn_in", 2000, "sampler burn-in steps", 0, INT64_MAX),
+    pl::sdk::int_param("thin", 10, "sampler steps between kept samples", 1, INT64_MAX),
+    pl::sdk::int_param("samples", 200, "kept samples per chain", 1, 100000000),
+    pl::sdk::int_param("chains", 1, "sampler chains per initialisation", 1, 1000),
+    pl::sdk::bool_param("mala", true, "Metropolis correction for the Langevin sampler"),
+    pl::sdk::bool_param("emit_samples", true, "write every kept sample to samples.csv"),
 };
 
 const char* const kResultCols[] = {
@@ -92,38 +92,39 @@ const char* const kSpectrumCols[] = {"method", "init", "k", "c_k"};
 const char* const kSampleCols[] = {"method", "init", "chain",  "sample", "cG",
                                    "abs_cG", "c1",   "cG_hat", "c1_hat"};
 const pl_table_decl kTables[] = {
-    plsdk::table("results", kResultCols),
-    plsdk::table("spectrum", kSpectrumCols),
-    plsdk::table("samples", kSampleCols),
+    pl::sdk::table("results", kResultCols),
+    pl::sdk::table("spectrum", kSpectrumCols),
+    pl::sdk::table("samples", kSampleCols),
 };
 constexpr uint32_t kResults = 0, kSpectrum = 1, kSamples = 2;
 
 const pl_plot_decl kPlots[] = {
     // Softmax: c_G itself; linear: |c_G| (the sign is a symmetry, (W, A) -> (-W, -A)).
-    plsdk::plot("cG_branches", "Adam, softmax: c_G of both branches vs P", "results", "P", "cG",
-                "L,V,init", "method=adam,attention=softmax", PL_PLOT_LOGX),
-    plsdk::plot("cG_map", "Adam, softmax: c_G of the MAP branch (lower objective) vs P", "results",
-                "P", "cG", "L,V", "method=adam,attention=softmax,is_map=1", PL_PLOT_LOGX),
-    plsdk::plot("abs_cG_branches", "Adam, linear: |c_G| of both branches vs P", "results", "P",
-                "abs_cG", "L,V,init", "method=adam,attention=linear", PL_PLOT_LOGX),
-    plsdk::plot("abs_cG_map", "Adam, linear: |c_G| of the MAP branch vs P", "results", "P",
-                "abs_cG", "L,V", "method=adam,attention=linear,is_map=1", PL_PLOT_LOGX),
-    plsdk::plot("c1_branches", "Adam: c_1 of both branches vs P", "results", "P", "c1",
-                "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
-    plsdk::plot("objective", "Adam: final MAP objective of both branches vs P", "results", "P",
-                "objective", "attention,L,V,init", "method=adam", PL_PLOT_LOGX | PL_PLOT_LOGY),
-    plsdk::plot("loss", "Adam: train and test MSE per position vs P", "results", "P",
-                "train_mse,test_mse", "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
-    plsdk::plot("sampler_cG_mean", "Samplers: posterior mean of c_G vs P", "results", "P",
-                "cG_mean", "attention,L,V,method,init", "", PL_PLOT_LOGX),
-    plsdk::plot("sampler_cG_var", "Samplers: posterior variance of c_G vs P", "results", "P",
-                "cG_var", "attention,L,V,method,init", "", PL_PLOT_LOGX),
-    plsdk::plot("sampler_abs_cG_var", "Samplers: posterior variance of |c_G| vs P", "results", "P",
-                "abs_cG_var", "attention,L,V,method,init", "", PL_PLOT_LOGX),
-    plsdk::plot("cG_hist_langevin", "Langevin (exact marginal): c_G samples", "samples", "cG", "",
-                "attention,L,P,init", "method=langevin", PL_PLOT_HISTOGRAM),
-    plsdk::plot("cG_hist_sgld", "SGLD: c_G samples", "samples", "cG", "", "attention,L,P,init",
-                "method=sgld", PL_PLOT_HISTOGRAM),
+    pl::sdk::plot("cG_branches", "Adam, softmax: c_G of both branches vs P", "results", "P", "cG",
+                  "L,V,init", "method=adam,attention=softmax", PL_PLOT_LOGX),
+    pl::sdk::plot("cG_map", "Adam, softmax: c_G of the MAP branch (lower objective) vs P",
+                  "results", "P", "cG", "L,V", "method=adam,attention=softmax,is_map=1",
+                  PL_PLOT_LOGX),
+    pl::sdk::plot("abs_cG_branches", "Adam, linear: |c_G| of both branches vs P", "results", "P",
+                  "abs_cG", "L,V,init", "method=adam,attention=linear", PL_PLOT_LOGX),
+    pl::sdk::plot("abs_cG_map", "Adam, linear: |c_G| of the MAP branch vs P", "results", "P",
+                  "abs_cG", "L,V", "method=adam,attention=linear,is_map=1", PL_PLOT_LOGX),
+    pl::sdk::plot("c1_branches", "Adam: c_1 of both branches vs P", "results", "P", "c1",
+                  "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
+    pl::sdk::plot("objective", "Adam: final MAP objective of both branches vs P", "results", "P",
+                  "objective", "attention,L,V,init", "method=adam", PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("loss", "Adam: train and test MSE per position vs P", "results", "P",
+                  "train_mse,test_mse", "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
+    pl::sdk::plot("sampler_cG_mean", "Samplers: posterior mean of c_G vs P", "results", "P",
+                  "cG_mean", "attention,L,V,method,init", "", PL_PLOT_LOGX),
+    pl::sdk::plot("sampler_cG_var", "Samplers: posterior variance of c_G vs P", "results", "P",
+                  "cG_var", "attention,L,V,method,init", "", PL_PLOT_LOGX),
+    pl::sdk::plot("sampler_abs_cG_var", "Samplers: posterior variance of |c_G| vs P", "results",
+                  "P", "abs_cG_var", "attention,L,V,method,init", "", PL_PLOT_LOGX),
+    pl::sdk::plot("cG_hist_langevin", "Langevin (exact marginal): c_G samples", "samples", "cG", "",
+                  "attention,L,P,init", "method=langevin", PL_PLOT_HISTOGRAM),
+    pl::sdk::plot("cG_hist_sgld", "SGLD: c_G samples", "samples", "cG", "", "attention,L,P,init",
+                  "method=sgld", PL_PLOT_HISTOGRAM),
 };
 
 const pl_value& param(const pl_value* v, const char* name) {
@@ -193,7 +194,7 @@ struct BranchResult {
   bool converged = false, ok = true;
   int64_t steps = 0;
   double objective = NAN, train_mse = NAN, test_mse = NAN;
-  copyc::OrderParams op;
+  pl::copy::OrderParams op;
   std::vector<double> spectrum;
   // samplers
   int64_t n_samples = 0;
@@ -203,18 +204,19 @@ struct BranchResult {
 
 class CopyTask {
  public:
-  explicit CopyTask(plsdk::Context& cx)
+  explicit CopyTask(pl::sdk::Context& cx)
       : k_(cx.k),
         cfg_(net_config(cx)),
         P_(int(cx.i("P"))),
         P_test_(int(cx.i("P_test"))),
         method_(cx.s("method")),
         batch_(int(cx.i("batch"))),
-        net_(cx.k, cfg_,
-             copyc::make_tokens(cx.k, cx.seed(), cx.seed_stream(kDataStream), P_, cfg_.L, cfg_.V),
-             P_),
-        test_tokens_(copyc::make_tokens(cx.k, cx.seed(), cx.seed_stream(kTestStream), P_test_,
-                                        cfg_.L, cfg_.V)),
+        net_(
+            cx.k, cfg_,
+            pl::copy::make_tokens(cx.k, cx.seed(), cx.seed_stream(kDataStream), P_, cfg_.L, cfg_.V),
+            P_),
+        test_tokens_(pl::copy::make_tokens(cx.k, cx.seed(), cx.seed_stream(kTestStream), P_test_,
+                                           cfg_.L, cfg_.V)),
         theta_(net_.n_params()),
         noise_(net_.n_params()),
         a_(size_t(cfg_.L) * cfg_.L) {
@@ -226,7 +228,7 @@ class CopyTask {
     init_noise_ = cx.f("init_noise");
     w_init_ = cx.f("w_init");
     if (method_ == "adam") {
-      copytask::AdamConfig a;
+      pl::copy::task::AdamConfig a;
       a.lr = cx.f("lr");
       a.beta1 = cx.f("beta1");
       a.beta2 = cx.f("beta2");
@@ -237,20 +239,20 @@ class CopyTask {
       a.balance = cx.b("balance");
       a.flip = cx.b("flip");
       a.batch = batch_;
-      adam_ = std::make_unique<copytask::AdamTrainer>(net_, a);
+      adam_ = std::make_unique<pl::copy::task::AdamTrainer>(net_, a);
     } else {
       chains_ = int(cx.i("chains"));
       const int64_t samples = cx.i("samples");
       stats_.reserve(size_t(samples) * size_t(chains_), cfg_.L);
       if (method_ == "sgld") {
-        copytask::SgldConfig s;
+        pl::copy::task::SgldConfig s;
         s.eta = cx.f("step");
         s.temperature = cx.f("temperature");
         s.batch = batch_;
         s.burn_in = cx.i("burn_in");
         s.thin = cx.i("thin");
         s.samples = samples;
-        sgld_ = std::make_unique<copytask::SgldSampler>(net_, s);
+        sgld_ = std::make_unique<pl::copy::task::SgldSampler>(net_, s);
       } else {
         mcfg_.eps = cx.f("step");
         mcfg_.temperature = cx.f("temperature");
@@ -258,15 +260,15 @@ class CopyTask {
         mcfg_.burn_in = cx.i("burn_in");
         mcfg_.thin = cx.i("thin");
         mcfg_.samples = samples;
-        marginal_ = std::make_unique<copytask::MarginalPotential>(net_);
-        mala_ = std::make_unique<copytask::Mala>(size_t(cfg_.L) * cfg_.L);
+        marginal_ = std::make_unique<pl::copy::task::MarginalPotential>(net_);
+        mala_ = std::make_unique<pl::copy::task::Mala>(size_t(cfg_.L) * cfg_.L);
         gd_.resize(size_t(cfg_.L) * cfg_.L);
       }
     }
     emit_samples_ = cx.b("emit_samples");
   }
 
-  pl_status run(plsdk::Context& cx) {
+  pl_status run(pl::sdk::Context& cx) {
     std::vector<BranchResult> res;
     for (size_t i = 0; i < inits_.size(); ++i) {
       BranchResult r;
@@ -293,13 +295,13 @@ class CopyTask {
  private:
   static constexpr uint64_t kDataStream = 1, kTestStream = 2, kInitStream = 3;
 
-  static NetConfig net_config(plsdk::Context& cx) {
+  static NetConfig net_config(pl::sdk::Context& cx) {
     NetConfig c;
     c.L = int(cx.i("L"));
     c.V = int(cx.i("V"));
     c.softmax = cx.is("attention", "softmax");
     c.causal = cx.b("causal_mask");
-    c.wrap = cx.is("wrap", "cyclic") ? copyc::Wrap::cyclic : copyc::Wrap::drop_first;
+    c.wrap = cx.is("wrap", "cyclic") ? pl::copy::Wrap::cyclic : pl::copy::Wrap::drop_first;
     c.kappa = cx.f("kappa");
     c.sw2 = cx.f("sw2");
     c.sg2 = cx.f("sg2");
@@ -312,7 +314,7 @@ class CopyTask {
 
   // theta = [W ~ N(0, w_init^2) | G = (copy ? copy_logit S : 0) + N(0, init_noise^2)]. The noise
   // of chain `chain` is shared by both initialisations, so they differ only by the copy logit.
-  void init_theta(plsdk::Context& cx, const std::string& init, int chain) {
+  void init_theta(pl::sdk::Context& cx, const std::string& init, int chain) {
     const size_t n = net_.n_params();
     k_.gaussian(noise_.data(), n, cx.seed(), cx.point_stream(kInitStream + 16 * uint64_t(chain)),
                 0);
@@ -325,13 +327,13 @@ class CopyTask {
 
   void finish_point(BranchResult& r) {
     net_.attention(theta_.data() + net_.g_off(), a_.data());
-    r.op = copyc::order_params(a_.data(), cfg_.L);
-    r.spectrum = copyc::circulant_spectrum(a_.data(), cfg_.L);
+    r.op = pl::copy::order_params(a_.data(), cfg_.L);
+    r.spectrum = pl::copy::circulant_spectrum(a_.data(), cfg_.L);
     r.train_mse = net_.train_mse(theta_.data());
     r.test_mse = net_.mse_on(theta_.data(), test_tokens_.data(), size_t(P_test_));
   }
 
-  void run_adam(plsdk::Context& cx, BranchResult& r) {
+  void run_adam(pl::sdk::Context& cx, BranchResult& r) {
     init_theta(cx, r.init, 0);
     const auto res = adam_->train(theta_.data(), k_, [&] { return cx.cancelled(); });
     r.ok = res.finite;
@@ -342,8 +344,8 @@ class CopyTask {
     finish_point(r);
   }
 
-  void record_sample(plsdk::Context& cx, BranchResult& r, int chain, const float* A, int64_t j) {
-    const copyc::OrderParams o = copyc::order_params(A, cfg_.L);
+  void record_sample(pl::sdk::Context& cx, BranchResult& r, int chain, const float* A, int64_t j) {
+    const pl::copy::OrderParams o = pl::copy::order_params(A, cfg_.L);
     stats_.cG.push_back(o.cG);
     stats_.abs_cG.push_back(std::fabs(o.cG));
     stats_.c1.push_back(o.c1);
@@ -356,7 +358,7 @@ class CopyTask {
               {method_, r.init, chain, j, o.cG, std::fabs(o.cG), o.c1, o.cG_hat, o.c1_hat});
   }
 
-  void run_sampler(plsdk::Context& cx, BranchResult& r, double /*done*/) {
+  void run_sampler(pl::sdk::Context& cx, BranchResult& r, double /*done*/) {
     stats_.clear();
     const uint64_t init_id = r.init == "copy" ? 1 : 0;
     double acc = 0;
@@ -400,21 +402,21 @@ class CopyTask {
     const double n = double(stats_.cG.size());
     std::vector<double> mean_A(LL);
     for (size_t i = 0; i < LL; ++i) mean_A[i] = stats_.A_sum[i] / n;
-    r.op = copyc::order_params(mean_A.data(), cfg_.L);
-    r.spectrum = copyc::circulant_spectrum(mean_A.data(), cfg_.L);
+    r.op = pl::copy::order_params(mean_A.data(), cfg_.L);
+    r.spectrum = pl::copy::circulant_spectrum(mean_A.data(), cfg_.L);
     r.n_samples = int64_t(stats_.cG.size());
     mean_var(stats_.cG, &r.cG_mean, &r.cG_var);
     mean_var(stats_.abs_cG, &r.abs_mean, &r.abs_var);
     mean_var(stats_.c1, &r.c1_mean, &r.c1_var);
     mean_var(stats_.cG_hat, &r.cGh_mean, &r.cGh_var);
-    const copyc::EnsembleCoverage ec =
-        copyc::ensemble_coverage(stats_.A.data(), stats_.cG.size(), cfg_.L);
+    const pl::copy::EnsembleCoverage ec =
+        pl::copy::ensemble_coverage(stats_.A.data(), stats_.cG.size(), cfg_.L);
     r.ens_cov = ec.coverage;
     r.ens_pca2 = ec.pca2_share;
     r.converged = true;  // steps: sampler steps over all chains of this init (restarts included)
   }
 
-  void emit(plsdk::Context& cx, const std::vector<BranchResult>& res) {
+  void emit(pl::sdk::Context& cx, const std::vector<BranchResult>& res) {
     // The copy order parameter that labels branches: c_G (softmax) or |c_G| (linear symmetry).
     auto order = [&](const BranchResult& r) {
       const bool sampler = method_ != "adam";
@@ -438,7 +440,7 @@ class CopyTask {
     for (size_t i = 0; i < res.size(); ++i) {
       const BranchResult& r = res[i];
       const bool sampler = method_ != "adam";
-      const plsdk::Cell empty;
+      const pl::sdk::Cell empty;
       cx.emit(kResults, {method_,
                          r.init,
                          r.converged,
@@ -456,21 +458,21 @@ class CopyTask {
                          r.op.T,
                          r.op.Q,
                          order(r) > 0.5 ? "high" : "low",
-                         method_ == "adam" ? plsdk::Cell(int(i) == map) : empty,
-                         res.size() == 2 ? plsdk::Cell(coexist) : empty,
-                         sampler ? plsdk::Cell(r.n_samples) : empty,
-                         sampler ? plsdk::Cell(r.cG_mean) : empty,
-                         sampler ? plsdk::Cell(r.cG_var) : empty,
-                         sampler ? plsdk::Cell(r.abs_mean) : empty,
-                         sampler ? plsdk::Cell(r.abs_var) : empty,
-                         sampler ? plsdk::Cell(r.c1_mean) : empty,
-                         sampler ? plsdk::Cell(r.c1_var) : empty,
-                         sampler ? plsdk::Cell(r.cGh_mean) : empty,
-                         sampler ? plsdk::Cell(r.cGh_var) : empty,
-                         sampler ? plsdk::Cell(r.ens_cov) : empty,
-                         sampler ? plsdk::Cell(r.ens_pca2) : empty,
-                         method_ == "langevin" ? plsdk::Cell(r.accept) : empty,
-                         sampler ? plsdk::Cell(r.step) : empty});
+                         method_ == "adam" ? pl::sdk::Cell(int(i) == map) : empty,
+                         res.size() == 2 ? pl::sdk::Cell(coexist) : empty,
+                         sampler ? pl::sdk::Cell(r.n_samples) : empty,
+                         sampler ? pl::sdk::Cell(r.cG_mean) : empty,
+                         sampler ? pl::sdk::Cell(r.cG_var) : empty,
+                         sampler ? pl::sdk::Cell(r.abs_mean) : empty,
+                         sampler ? pl::sdk::Cell(r.abs_var) : empty,
+                         sampler ? pl::sdk::Cell(r.c1_mean) : empty,
+                         sampler ? pl::sdk::Cell(r.c1_var) : empty,
+                         sampler ? pl::sdk::Cell(r.cGh_mean) : empty,
+                         sampler ? pl::sdk::Cell(r.cGh_var) : empty,
+                         sampler ? pl::sdk::Cell(r.ens_cov) : empty,
+                         sampler ? pl::sdk::Cell(r.ens_pca2) : empty,
+                         method_ == "langevin" ? pl::sdk::Cell(r.accept) : empty,
+                         sampler ? pl::sdk::Cell(r.step) : empty});
       for (int k = 0; k < cfg_.L; ++k)
         cx.emit(kSpectrum, {method_, r.init, k, r.spectrum[size_t(k)]});
     }
@@ -486,11 +488,11 @@ class CopyTask {
   std::vector<float> theta_, noise_, a_;
   std::vector<std::string> inits_;
   double copy_logit_ = 0, init_noise_ = 0, w_init_ = 0;
-  std::unique_ptr<copytask::AdamTrainer> adam_;
-  std::unique_ptr<copytask::SgldSampler> sgld_;
-  std::unique_ptr<copytask::MarginalPotential> marginal_;
-  std::unique_ptr<copytask::Mala> mala_;
-  copytask::MalaConfig mcfg_;
+  std::unique_ptr<pl::copy::task::AdamTrainer> adam_;
+  std::unique_ptr<pl::copy::task::SgldSampler> sgld_;
+  std::unique_ptr<pl::copy::task::MarginalPotential> marginal_;
+  std::unique_ptr<pl::copy::task::Mala> mala_;
+  pl::copy::task::MalaConfig mcfg_;
   std::vector<double> gd_;
   int chains_ = 1;
   SampleStats stats_;

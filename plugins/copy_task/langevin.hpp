@@ -1,5 +1,6 @@
 // Langevin/MALA on G with the read-out integrated out: an adapter from the copy net's config and
-// data to copyth::ExactMarginal (plugins/copy_common/marginal.hpp, shared with copy_theory).
+// data to pl::copy::theory::ExactMarginal (plugins/copy_common/marginal.hpp, shared with
+// copy_theory).
 #pragma once
 
 #include <memory>
@@ -8,22 +9,27 @@
 #include "copy_common/marginal.hpp"
 #include "copy_task/model.hpp"
 
-namespace copytask {
+namespace pl::copy::task {
 
-inline copyth::MarginalConfig marginal_config(const NetConfig& c) {
-  copyth::MarginalConfig m;
+inline pl::copy::theory::MarginalConfig marginal_config(const NetConfig& c) {
+  pl::copy::theory::MarginalConfig m;
   m.L = c.L;
   m.V = c.V;
   m.kappa = c.kappa;
   m.sw2 = c.sw2;
   m.sg2 = c.sg2;
-  m.beta = c.per_position ? copyth::BetaConv::per_position : copyth::BetaConv::per_sequence;
-  m.wrap = c.wrap == copyc::Wrap::cyclic ? copyth::Wrap::cyclic : copyth::Wrap::drop_first;
-  m.attention = c.softmax ? copyth::Attention::softmax : copyth::Attention::linear;
+  m.beta = c.per_position ? pl::copy::theory::BetaConv::per_position
+                          : pl::copy::theory::BetaConv::per_sequence;
+  m.wrap = c.wrap == pl::copy::Wrap::cyclic ? pl::copy::theory::Wrap::cyclic
+                                            : pl::copy::theory::Wrap::drop_first;
+  m.attention =
+      c.softmax ? pl::copy::theory::Attention::softmax : pl::copy::theory::Attention::linear;
   m.causal = c.causal;
-  m.path = c.loss_path == NetConfig::LossPath::direct  ? copyth::MarginalConfig::Path::direct
-           : c.loss_path == NetConfig::LossPath::stats ? copyth::MarginalConfig::Path::counts
-                                                       : copyth::MarginalConfig::Path::automatic;
+  m.path = c.loss_path == NetConfig::LossPath::direct
+               ? pl::copy::theory::MarginalConfig::Path::direct
+           : c.loss_path == NetConfig::LossPath::stats
+               ? pl::copy::theory::MarginalConfig::Path::counts
+               : pl::copy::theory::MarginalConfig::Path::automatic;
   return m;
 }
 
@@ -51,9 +57,9 @@ class MarginalPotential {
   }
 
  private:
-  copyth::ExactMarginal m_;
+  pl::copy::theory::ExactMarginal m_;
   int L_, V_;
   std::vector<double> Ad_, Wd_;
 };
 
-}  // namespace copytask
+}  // namespace pl::copy::task

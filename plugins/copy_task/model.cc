@@ -4,7 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace copytask {
+namespace pl::copy::task {
 
 CopyNet::CopyNet(const pl_kernel_table& k, const NetConfig& c, std::vector<int32_t> tokens, int P,
                  int test_chunk)
@@ -44,8 +44,8 @@ void CopyNet::fill_targets(const int32_t* tokens, size_t n, int32_t* y) const {
   const int L = c_.L;
   for (size_t mu = 0; mu < n; ++mu)
     for (int l = 0; l < L; ++l)
-      y[mu * L + l] =
-          copyc::in_loss(l, c_.wrap) ? copyc::target_token(tokens + mu * L, l, L) : int32_t(-1);
+      y[mu * L + l] = pl::copy::in_loss(l, c_.wrap) ? pl::copy::target_token(tokens + mu * L, l, L)
+                                                    : int32_t(-1);
 }
 
 double CopyNet::data_sse(const float* theta, size_t mu0, size_t n, float* grad, double scale) {
@@ -100,7 +100,7 @@ double CopyNet::objective(const float* theta, float* grad) {
 
 double CopyNet::train_mse(const float* theta) {
   const double sse = data_sse(theta, 0, size_t(P_), nullptr, 0);
-  return sse / (double(P_) * copyc::loss_positions(c_.L, c_.wrap));
+  return sse / (double(P_) * pl::copy::loss_positions(c_.L, c_.wrap));
 }
 
 double CopyNet::mse_on(const float* theta, const int32_t* tokens, size_t n) {
@@ -114,7 +114,7 @@ double CopyNet::mse_on(const float* theta, const int32_t* tokens, size_t n) {
     sse += k_.posattn_onehot_sse(a_.data(), theta + w_off(), tokens + mu0 * L, yt_.data(), nullptr,
                                  nullptr, m, L, V);
   }
-  return sse / (double(n) * copyc::loss_positions(c_.L, c_.wrap));
+  return sse / (double(n) * pl::copy::loss_positions(c_.L, c_.wrap));
 }
 
 AdamTrainer::AdamTrainer(CopyNet& net, const AdamConfig& cfg)
@@ -131,7 +131,7 @@ double auto_sgld_step(const NetConfig& c, int P) {
   // The largest curvature of U in W is about beta P L_loss / V (C ~ (P L / V) I for uniform or
   // copy attention); 0.1 / that is well inside the stability limit 2 / lambda_max. Only a
   // starting value: SgldSampler bounds it by curvature_bound() along the burn-in.
-  return 0.1 * c.V / (c.beta() * P * copyc::loss_positions(c.L, c.wrap));
+  return 0.1 * c.V / (c.beta() * P * pl::copy::loss_positions(c.L, c.wrap));
 }
 
 double CopyNet::curvature_bound(const float* theta) {
@@ -146,7 +146,7 @@ double CopyNet::curvature_bound(const float* theta) {
   attention(theta + g_off(), a_.data());
   double hw = 0;
   for (size_t l = 0; l < L; ++l) {
-    if (!copyc::in_loss(int(l), c_.wrap)) continue;
+    if (!pl::copy::in_loss(int(l), c_.wrap)) continue;
     double q = 0, s = 0;
     for (size_t k = 0; k < L; ++k) {
       q += double(a_[l * L + k]) * a_[l * L + k];
@@ -159,4 +159,4 @@ double CopyNet::curvature_bound(const float* theta) {
   return beta * P_ * hw + 1 / c_.sw2 + beta * P_ * double(L) * ww / double(V) + 1 / c_.sg2;
 }
 
-}  // namespace copytask
+}  // namespace pl::copy::task

@@ -15,13 +15,13 @@
 #include "copy_common/data.hpp"
 #include "phaselab/kernel_table.h"
 
-namespace copytask {
+namespace pl::copy::task {
 
 struct NetConfig {
   int L = 16, V = 4;
   bool softmax = true;  // A = softmax_rows(G), else A = G
   bool causal = false;  // A[l, l'] = 0 for l' > l
-  copyc::Wrap wrap = copyc::Wrap::cyclic;
+  pl::copy::Wrap wrap = pl::copy::Wrap::cyclic;
   double kappa = 1, sw2 = 1, sg2 = 1;
   bool per_position = true;  // beta = 1/(kappa L_loss), else beta = 1/kappa
   // How the full-data sse is evaluated: `direct` sums over the P sequences every call
@@ -30,7 +30,7 @@ struct NetConfig {
   // when they are cheaper and fit in 2 x 128 MB (see CopyNet). Mini-batches always go direct.
   enum class LossPath { automatic, direct, stats } loss_path = LossPath::automatic;
   double beta() const {
-    return per_position ? 1.0 / (kappa * copyc::loss_positions(L, wrap)) : 1.0 / kappa;
+    return per_position ? 1.0 / (kappa * pl::copy::loss_positions(L, wrap)) : 1.0 / kappa;
   }
 };
 
@@ -153,6 +153,6 @@ struct SgldConfig {
 // Auto SGLD step for a config (see SgldConfig::eta).
 double auto_sgld_step(const NetConfig& c, int P);
 
-}  // namespace copytask
+}  // namespace pl::copy::task
 
 #include "copy_task/model_inl.hpp"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace copytask {
+namespace pl::copy::task {
 
 template <typename Stop>
 AdamResult AdamTrainer::train(float* theta, const pl_kernel_table& k, Stop&& stop) {
@@ -130,4 +130,4 @@ inline void AdamTrainer::balance(float* theta, const pl_kernel_table& k) {
   }
 }
 
-}  // namespace copytask
+}  // namespace pl::copy::task

@@ -15,7 +15,7 @@
 #include "copy_task/model.hpp"
 #include "phaselab/kernel_table.h"
 
-namespace copytask {
+namespace pl::copy::task {
 
 class SgldSampler {
  public:
@@ -193,4 +193,4 @@ class Mala {
   int64_t accepted_ = 0, proposed_ = 0;
 };
 
-}  // namespace copytask
+}  // namespace pl::copy::task

@@ -36,7 +36,7 @@ std::vector<double> shift_matrix(int L, double cG, double c1) {
 }  // namespace
 
 TEST_CASE("kernel table: every kernel the copy task calls has a registry variant") {
-  const pl_kernel_table k = pltest_host::kernel_table();
+  const pl_kernel_table k = pl::test_host::kernel_table();
   CHECK(bool(k.posattn_onehot_sse));
   CHECK(bool(k.softmax_rows));
   CHECK(bool(k.softmax_rows_bwd));
@@ -50,35 +50,35 @@ TEST_CASE("kernel table: every kernel the copy task calls has a registry variant
 
 TEST_CASE("order parameters: closed forms on the plane and the spectrum") {
   for (int L : {2, 5, 16}) {
-    const copyc::OrderParams u = copyc::order_params(shift_matrix(L, 0, 1).data(), L);
+    const pl::copy::OrderParams u = pl::copy::order_params(shift_matrix(L, 0, 1).data(), L);
     CHECK(close(u.c1, 1, 1e-12, 0));
     CHECK(close(u.cG, 0, 1e-12, 0));
     CHECK(close(u.coverage, 1, 1e-12, 0));
-    const copyc::OrderParams s = copyc::order_params(shift_matrix(L, 1, 0).data(), L);
+    const pl::copy::OrderParams s = pl::copy::order_params(shift_matrix(L, 1, 0).data(), L);
     CHECK(close(s.c1, 0, 1e-12, 0));
     CHECK(close(s.cG, 1, 1e-12, 0));
     CHECK(close(s.D, L, 1e-12, 0));
     CHECK(close(s.Q, L, 1e-12, 0));
     const auto mix = shift_matrix(L, 0.3, 0.7);
-    const copyc::OrderParams m = copyc::order_params(mix.data(), L);
+    const pl::copy::OrderParams m = pl::copy::order_params(mix.data(), L);
     CHECK(close(m.c1, 0.7, 1e-12, 0));
     CHECK(close(m.cG, 0.3, 1e-12, 0));
     CHECK(close(m.c1_hat, (m.T) / L, 1e-12, 0));
     CHECK(close(m.coverage, 1, 1e-12, 0));
     // Orthonormal coordinates reproduce ||A||^2 on the plane.
     CHECK(close(m.c1_hat * m.c1_hat + m.cG_hat * m.cG_hat, m.Q, 1e-12, 1e-12));
-    const auto cs = copyc::circulant_spectrum(shift_matrix(L, 1, 0).data(), L);
+    const auto cs = pl::copy::circulant_spectrum(shift_matrix(L, 1, 0).data(), L);
     CHECK(close(cs[1 % L], 1, 1e-12, 0));
-    const auto cu = copyc::circulant_spectrum(shift_matrix(L, 0, 1).data(), L);
+    const auto cu = pl::copy::circulant_spectrum(shift_matrix(L, 0, 1).data(), L);
     for (int k = 0; k < L; ++k) CHECK(close(cu[k], 1.0 / L, 1e-12, 0));
   }
   // Identity: c_0 = 1, off the plane except its J/L part: coverage = (1/L^2*L^2/L... ) -> 1/L.
   const int L = 8;
   std::vector<double> I(L * L, 0.0);
   for (int l = 0; l < L; ++l) I[l * L + l] = 1;
-  CHECK(close(copyc::circulant_spectrum(I.data(), L)[0], 1, 1e-12, 0));
+  CHECK(close(pl::copy::circulant_spectrum(I.data(), L)[0], 1, 1e-12, 0));
   // <I, J/L> = 1, <I, S - J/L> = -1, so coverage = (1 + 1/(L-1)) / L.
-  CHECK(close(copyc::order_params(I.data(), L).coverage, (1 + 1.0 / (L - 1)) / L, 1e-12, 0));
+  CHECK(close(pl::copy::order_params(I.data(), L).coverage, (1 + 1.0 / (L - 1)) / L, 1e-12, 0));
 }
 
 TEST_CASE("ensemble coverage: in-plane ensembles are covered, isotropic noise is not") {
@@ -91,10 +91,10 @@ TEST_CASE("ensemble coverage: in-plane ensembles are covered, isotropic noise is
     plane.insert(plane.end(), A.begin(), A.end());
     for (int i = 0; i < L * L; ++i) iso.push_back(N(g));
   }
-  const auto ep = copyc::ensemble_coverage(plane.data(), n, L);
+  const auto ep = pl::copy::ensemble_coverage(plane.data(), n, L);
   CHECK(close(ep.coverage, 1, 1e-9, 0));
   CHECK(close(ep.pca2_share, 1, 1e-6, 0));
-  const auto ei = copyc::ensemble_coverage(iso.data(), n, L);
+  const auto ei = pl::copy::ensemble_coverage(iso.data(), n, L);
   // 2 of L^2 = 36 isotropic directions: about 2/36, generously bounded.
   CHECK(ei.coverage < 0.15);
   CHECK(ei.pca2_share < 0.35);
@@ -109,15 +109,15 @@ TEST_CASE("ensemble coverage: in-plane ensembles are covered, isotropic noise is
     A[1 * L + 4] = -A[1 * L + 3];
     r2.insert(r2.end(), A.begin(), A.end());
   }
-  const auto e2 = copyc::ensemble_coverage(r2.data(), n, L);
+  const auto e2 = pl::copy::ensemble_coverage(r2.data(), n, L);
   CHECK(close(e2.pca2_share, 1, 1e-6, 0));
   CHECK(close(e2.coverage, 0, 1e-9, 0));
 }
 
 TEST_CASE("tokens: range, uniform frequencies, stream determinism; targets") {
-  const pl_kernel_table k = pltest_host::kernel_table();
+  const pl_kernel_table k = pl::test_host::kernel_table();
   const int P = 500, L = 16, V = 5;
-  const auto t = copyc::make_tokens(k, 7, 11, P, L, V);
+  const auto t = pl::copy::make_tokens(k, 7, 11, P, L, V);
   REQUIRE(t.size() == size_t(P * L));
   std::vector<int> count(V, 0);
   for (int32_t x : t) {
@@ -130,14 +130,14 @@ TEST_CASE("tokens: range, uniform frequencies, stream determinism; targets") {
   const double e = double(P * L) / V;
   for (int c : count) chi2 += (c - e) * (c - e) / e;
   CHECK(chi2 < 30);
-  CHECK(copyc::make_tokens(k, 7, 11, P, L, V) == t);
-  CHECK(copyc::make_tokens(k, 7, 12, P, L, V) != t);
+  CHECK(pl::copy::make_tokens(k, 7, 11, P, L, V) == t);
+  CHECK(pl::copy::make_tokens(k, 7, 12, P, L, V) != t);
   // Prefix property: fewer sequences are the first rows of more.
-  const auto t2 = copyc::make_tokens(k, 7, 11, 10, L, V);
+  const auto t2 = pl::copy::make_tokens(k, 7, 11, 10, L, V);
   CHECK(std::equal(t2.begin(), t2.end(), t.begin()));
 
   std::vector<float> y(size_t(2) * L * V);
-  copyc::one_hot_targets(t.data(), 2, L, V, copyc::Wrap::drop_first, y.data());
+  pl::copy::one_hot_targets(t.data(), 2, L, V, pl::copy::Wrap::drop_first, y.data());
   for (int mu = 0; mu < 2; ++mu)
     for (int l = 0; l < L; ++l) {
       float s = 0;
@@ -150,7 +150,7 @@ TEST_CASE("tokens: range, uniform frequencies, stream determinism; targets") {
 namespace {
 
 // Independent double-precision MAP objective (spec formula), straight from the tokens.
-double objective_double(const copytask::NetConfig& c, const std::vector<int32_t>& tok, int P,
+double objective_double(const pl::copy::task::NetConfig& c, const std::vector<int32_t>& tok, int P,
                         const std::vector<double>& th) {
   const int L = c.L, V = c.V;
   const double* W = th.data();
@@ -167,11 +167,11 @@ double objective_double(const copytask::NetConfig& c, const std::vector<int32_t>
       for (int j = 0; j < n; ++j) A[l * L + j] = G[l * L + j];
     }
   }
-  const int R = c.wrap == copyc::Wrap::cyclic ? L : L - 1;
+  const int R = c.wrap == pl::copy::Wrap::cyclic ? L : L - 1;
   const double beta = c.per_position ? 1.0 / (c.kappa * R) : 1.0 / c.kappa;
   double sse = 0;
   for (int mu = 0; mu < P; ++mu)
-    for (int l = (c.wrap == copyc::Wrap::cyclic ? 0 : 1); l < L; ++l) {
+    for (int l = (c.wrap == pl::copy::Wrap::cyclic ? 0 : 1); l < L; ++l) {
       std::vector<double> h(V, 0.0);
       for (int j = 0; j < L; ++j) h[tok[mu * L + j]] += A[l * L + j];
       const int y = tok[mu * L + (l + L - 1) % L];
@@ -191,11 +191,11 @@ double objective_double(const copytask::NetConfig& c, const std::vector<int32_t>
 }  // namespace
 
 TEST_CASE("MAP objective and gradient vs a double implementation and finite differences") {
-  const pl_kernel_table k = pltest_host::kernel_table();
+  const pl_kernel_table k = pl::test_host::kernel_table();
   const int L = 5, V = 3, P = 7;
-  using Path = copytask::NetConfig::LossPath;
+  using Path = pl::copy::task::NetConfig::LossPath;
   for (int variant = 0; variant < 12; ++variant) {
-    copytask::NetConfig c;
+    pl::copy::task::NetConfig c;
     c.L = L;
     c.V = V;
     // the direct sum over sequences and the token-count (gram) form, each on every variant
@@ -204,14 +204,14 @@ TEST_CASE("MAP objective and gradient vs a double implementation and finite diff
     CAPTURE(vv);
     c.softmax = vv % 2 == 0;
     c.causal = vv >= 4;
-    c.wrap = (vv / 2) % 2 ? copyc::Wrap::drop_first : copyc::Wrap::cyclic;
+    c.wrap = (vv / 2) % 2 ? pl::copy::Wrap::drop_first : pl::copy::Wrap::cyclic;
     c.per_position = vv != 3;
     c.kappa = 0.7;
     c.sw2 = 1.3;
     c.sg2 = 0.8;
     CAPTURE(variant);
-    const auto tok = copyc::make_tokens(k, 5, 9 + vv, P, L, V);
-    copytask::CopyNet net(k, c, tok, P);
+    const auto tok = pl::copy::make_tokens(k, 5, 9 + vv, P, L, V);
+    pl::copy::task::CopyNet net(k, c, tok, P);
     CHECK(net.uses_stats() == (c.loss_path == Path::stats));
     std::mt19937 g(variant);
     std::normal_distribution<float> N(0, 0.7f);
@@ -243,26 +243,26 @@ TEST_CASE("MAP objective and gradient vs a double implementation and finite diff
 }
 
 TEST_CASE("uniform attention with the optimal read-out reaches the plateau (1-1/V)(1-1/L)") {
-  const pl_kernel_table k = pltest_host::kernel_table();
+  const pl_kernel_table k = pl::test_host::kernel_table();
   for (auto LV : {std::pair<int, int>{8, 4}, std::pair<int, int>{4, 3}}) {
     const int L = LV.first, V = LV.second, P = 2000;
     CAPTURE(L);
-    copytask::NetConfig c;
+    pl::copy::task::NetConfig c;
     c.L = L;
     c.V = V;
-    copytask::CopyNet net(k, c, copyc::make_tokens(k, 1, 1, P, L, V), P);
+    pl::copy::task::CopyNet net(k, c, pl::copy::make_tokens(k, 1, 1, P, L, V), P);
     std::vector<float> th(net.n_params(), 0.0f);  // G = 0: A = J/L exactly; W from 0
-    copytask::AdamConfig a;
+    pl::copy::task::AdamConfig a;
     a.lr = 0.05;
     a.max_steps = 3000;
     a.tol = 1e-9;
     a.train_attention = false;
-    copytask::AdamTrainer tr(net, a);
+    pl::copy::task::AdamTrainer tr(net, a);
     const auto r = tr.train(th.data(), k, [] { return false; });
     CHECK(r.finite);
     const double plateau = (1 - 1.0 / V) * (1 - 1.0 / L);
     const double train = net.train_mse(th.data());
-    const auto test_tok = copyc::make_tokens(k, 1, 2, P, L, V);
+    const auto test_tok = pl::copy::make_tokens(k, 1, 2, P, L, V);
     const double test = net.mse_on(th.data(), test_tok.data(), P);
     MESSAGE("L=" << L << " V=" << V << " plateau " << plateau << " train " << train << " test "
                  << test << " steps " << r.steps);
@@ -270,7 +270,7 @@ TEST_CASE("uniform attention with the optimal read-out reaches the plateau (1-1/
     CHECK(close(train, plateau, 0.012, 0));
     CHECK(close(test, plateau, 0.012, 0));
     // Second oracle: the exact least-squares (posterior-mean) read-out at the same A = J/L.
-    copyth::ExactMarginal em(copytask::marginal_config(c), net.tokens().data(), P);
+    pl::copy::theory::ExactMarginal em(pl::copy::task::marginal_config(c), net.tokens().data(), P);
     std::vector<double> Au(size_t(L) * L, 1.0 / L);
     const double ls = em.train_mse(Au.data());
     CHECK(close(train, ls, 2e-3, 0));
@@ -280,7 +280,7 @@ TEST_CASE("uniform attention with the optimal read-out reaches the plateau (1-1/
 }
 
 TEST_CASE("MALA and unadjusted Langevin recover the mean and variance of a Gaussian target") {
-  const pl_kernel_table k = pltest_host::kernel_table();
+  const pl_kernel_table k = pl::test_host::kernel_table();
   const std::vector<double> mean = {1.0, -2.0, 0.5}, sd = {0.5, 1.0, 2.0};
   auto U = [&](const double* x, double* g) {
     double u = 0;
@@ -293,13 +293,13 @@ TEST_CASE("MALA and unadjusted Langevin recover the mean and variance of a Gauss
   };
   for (bool metropolis : {true, false}) {
     CAPTURE(metropolis);
-    copytask::MalaConfig m;
+    pl::copy::task::MalaConfig m;
     m.metropolis = metropolis;
     m.eps = metropolis ? 0.05 : 0.02;  // ULA: small step, bias of the variance ~ eps / (4 sd^2)
     m.burn_in = 2000;
     m.thin = 5;
     m.samples = 40000;
-    copytask::Mala mala(3);
+    pl::copy::task::Mala mala(3);
     std::vector<double> x = {0, 0, 0};
     std::vector<std::vector<double>> s(3);
     const bool ok = mala.run(
@@ -329,15 +329,15 @@ TEST_CASE("MALA and unadjusted Langevin recover the mean and variance of a Gauss
 TEST_CASE("SGLD on W at fixed attention recovers the Gaussian posterior of the read-out") {
   // With A fixed, W | data is Gaussian: per output row o, precision M = I/sw2 + beta C and mean
   // beta M^{-1} b_o with C = H^T H, b_o = H^T y_o (H: rows h = A x over the loss positions).
-  const pl_kernel_table k = pltest_host::kernel_table();
+  const pl_kernel_table k = pl::test_host::kernel_table();
   const int L = 4, V = 2, P = 60;
-  copytask::NetConfig c;
+  pl::copy::task::NetConfig c;
   c.L = L;
   c.V = V;
   c.softmax = false;
   c.kappa = 2.0;
-  const auto tok = copyc::make_tokens(k, 3, 3, P, L, V);
-  copytask::CopyNet net(k, c, tok, P);
+  const auto tok = pl::copy::make_tokens(k, 3, 3, P, L, V);
+  pl::copy::task::CopyNet net(k, c, tok, P);
   std::vector<float> th(net.n_params(), 0.0f);
   // Linear attention G = 0.6 S + 0.4 J/L.
   for (int l = 0; l < L; ++l)
@@ -359,13 +359,13 @@ TEST_CASE("SGLD on W at fixed attention recovers the Gaussian posterior of the r
                           {beta * C[1][0], 1 / c.sw2 + beta * C[1][1]}};
   const double det = M[0][0] * M[1][1] - M[0][1] * M[1][0];
   const double Mi[2][2] = {{M[1][1] / det, -M[0][1] / det}, {-M[1][0] / det, M[0][0] / det}};
-  copytask::SgldConfig s;
+  pl::copy::task::SgldConfig s;
   s.eta = 0.02 / (beta * std::max(C[0][0], C[1][1]) + 1);
   s.burn_in = 2000;
   s.thin = 5;
   s.samples = 20000;
   s.train_attention = false;
-  copytask::SgldSampler sampler(net, s);
+  pl::copy::task::SgldSampler sampler(net, s);
   std::vector<double> sum(4, 0.0), sq(4, 0.0);
   int64_t n = 0;
   REQUIRE(sampler.run(
@@ -434,7 +434,7 @@ TEST_CASE("plugin: declarations are consistent") {
 }
 
 TEST_CASE("plugin: Adam both branches, MAP marker, determinism, seed dependence") {
-  pltest_host::FakeHost h(phaselab_plugin_entry);
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
   const std::map<std::string, std::string> cfg = {
       {"L", "6"}, {"V", "3"}, {"P", "40"}, {"P_test", "50"}, {"max_steps", "400"}};
   REQUIRE(h.run(cfg, 1) == PL_OK);
@@ -458,7 +458,7 @@ TEST_CASE("plugin: loss_path direct and counts give the same branches") {
   // Adam in float on the per-sequence sse vs on the double count form: the same minima to a few
   // digits (not bit for bit: the sse and gradients round differently). MALA on the exact marginal:
   // both paths agree to ~1e-13, so the accept/reject decisions and the chains coincide.
-  pltest_host::FakeHost h(phaselab_plugin_entry);
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
   const int io = column("objective"), ic = column("cG"), im = column("cG_mean");
   auto run = [&](std::map<std::string, std::string> cfg, const char* path) {
     cfg["loss_path"] = path;
@@ -483,7 +483,7 @@ TEST_CASE("plugin: loss_path direct and counts give the same branches") {
 }
 
 TEST_CASE("plugin: SGLD rows carry sample statistics; deterministic") {
-  pltest_host::FakeHost h(phaselab_plugin_entry);
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
   const std::map<std::string, std::string> cfg = {
       {"L", "5"},         {"V", "3"},    {"P", "40"},       {"P_test", "20"}, {"method", "sgld"},
       {"burn_in", "100"}, {"thin", "2"}, {"samples", "30"}, {"chains", "2"},  {"batch", "10"}};
@@ -499,13 +499,13 @@ TEST_CASE("plugin: SGLD rows carry sample statistics; deterministic") {
 }
 
 TEST_CASE("plugin: validation names the key") {
-  pltest_host::FakeHost h(phaselab_plugin_entry);
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
   CHECK(h.run({{"P", "10"}, {"batch", "20"}}, 1) == PL_FAILED);
   CHECK(h.failure.find("copy_task.batch") != std::string::npos);
 }
 
 TEST_CASE("plugin: exact-marginal Langevin (MALA) rows; deterministic") {
-  pltest_host::FakeHost h(phaselab_plugin_entry);
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
   const std::map<std::string, std::string> cfg = {
       {"L", "5"},         {"V", "3"},    {"P", "60"},      {"P_test", "20"}, {"method", "langevin"},
       {"burn_in", "200"}, {"thin", "2"}, {"samples", "50"}};
@@ -527,22 +527,22 @@ TEST_CASE("plugin: exact-marginal Langevin (MALA) rows; deterministic") {
 TEST_CASE(
     "linear Adam: the balance step keeps the data term and puts theta at the orbit's prior "
     "minimum") {
-  const pl_kernel_table k = pltest_host::kernel_table();
-  copytask::NetConfig c;
+  const pl_kernel_table k = pl::test_host::kernel_table();
+  pl::copy::task::NetConfig c;
   c.L = 6;
   c.V = 3;
   c.softmax = false;
   c.sw2 = 1.7;
   c.sg2 = 0.6;
   const int P = 30;
-  copytask::CopyNet net(k, c, copyc::make_tokens(k, 2, 3, P, c.L, c.V), P);
+  pl::copy::task::CopyNet net(k, c, pl::copy::make_tokens(k, 2, 3, P, c.L, c.V), P);
   std::mt19937 g(7);
   std::normal_distribution<float> N(0, 1);
   std::vector<float> th(net.n_params());
   for (auto& x : th) x = N(g);
   for (int i = 0; i < c.V * c.V; ++i) th[i] *= 0.2f;  // unbalanced: |W| small, |G| large
   const double sse0 = net.data_sse(th.data(), 0, P, nullptr, 0), prior0 = net.prior_term(th.data());
-  copytask::AdamTrainer tr(net, copytask::AdamConfig{});
+  pl::copy::task::AdamTrainer tr(net, pl::copy::task::AdamConfig{});
   auto th1 = th;
   tr.balance(th1.data(), k);
   CHECK(close(net.data_sse(th1.data(), 0, P, nullptr, 0), sse0, 0, 1e-5));
@@ -568,7 +568,7 @@ TEST_CASE(
 TEST_CASE("plugin: linear Adam, both initialisations end at the same stationary point") {
   // Without the balance step the two starts stop at different scales along the (lam W, G / lam)
   // orbit; without the mirror move one of them can end in the s.D < 0 branch (c_1 ~ -1.2).
-  pltest_host::FakeHost h(phaselab_plugin_entry);
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
   const std::map<std::string, std::string> cfg = {
       {"attention", "linear"}, {"L", "8"}, {"V", "4"}, {"P", "256"}, {"P_test", "50"},
       {"max_steps", "20000"}};
@@ -590,9 +590,9 @@ TEST_CASE("plugin: linear Adam, both initialisations end at the same stationary 
 }
 
 TEST_CASE("curvature bound: above the top Hessian eigenvalue of U, not far above") {
-  const pl_kernel_table k = pltest_host::kernel_table();
+  const pl_kernel_table k = pl::test_host::kernel_table();
   for (int variant = 0; variant < 2; ++variant) {
-    copytask::NetConfig c;
+    pl::copy::task::NetConfig c;
     c.L = 6;
     c.V = 3;
     c.softmax = variant == 1;
@@ -600,7 +600,7 @@ TEST_CASE("curvature bound: above the top Hessian eigenvalue of U, not far above
     c.sg2 = 0.7;
     const int P = 100;
     CAPTURE(variant);
-    copytask::CopyNet net(k, c, copyc::make_tokens(k, 4, 5 + variant, P, c.L, c.V), P);
+    pl::copy::task::CopyNet net(k, c, pl::copy::make_tokens(k, 4, 5 + variant, P, c.L, c.V), P);
     std::mt19937 g(11 + variant);
     std::normal_distribution<double> N(0, 1);
     const size_t n = net.n_params();
@@ -651,7 +651,7 @@ TEST_CASE("curvature bound: above the top Hessian eigenvalue of U, not far above
 TEST_CASE("plugin: SGLD with the automatic step stays finite for linear attention at small P") {
   // P = 4, L = 16: the prior-dominated G has |A|_F^2 ~ L^2 sg2, far above the copy-head scale
   // that the old fixed rule 0.1 kappa V / P assumed; that step (0.1 here) diverges for seed 1.
-  pltest_host::FakeHost h(phaselab_plugin_entry);
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
   std::map<std::string, std::string> cfg = {
       {"attention", "linear"}, {"L", "16"},        {"V", "4"},          {"P", "4"},
       {"P_test", "20"},        {"method", "sgld"}, {"burn_in", "2000"}, {"thin", "10"},

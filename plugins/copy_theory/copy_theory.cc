@@ -33,40 +33,41 @@
 
 namespace {
 
-using namespace copyth;
+using namespace pl::copy::theory;
 
 constexpr uint32_t kPos = PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE;
 
 const pl_param_decl kParams[] = {
-    plsdk::enum_param("attention", "softmax", "softmax|linear", "attention nonlinearity"),
-    plsdk::int_param("L", 16, "sequence length", 2, 4096),
-    plsdk::int_param("V", 4, "vocabulary size", 2, 1 << 20),
-    plsdk::float_param("kappa", 1.0, "likelihood noise variance (temperature)", kPos, 0),
-    plsdk::float_param("sw2", 1.0, "prior variance of the read-out W", kPos, 0),
-    plsdk::float_param("sg2", 1.0, "prior variance of the attention scores G", kPos, 0),
-    plsdk::enum_param("beta_convention", "per_position", "per_position|per_sequence",
-                      "beta = 1/(kappa L_loss) or 1/kappa"),
-    plsdk::enum_param("wrap", "cyclic", "cyclic|drop_first",
-                      "target of position 1: x_L (cyclic) or left out of the loss"),
-    plsdk::enum_param(
+    pl::sdk::enum_param("attention", "softmax", "softmax|linear", "attention nonlinearity"),
+    pl::sdk::int_param("L", 16, "sequence length", 2, 4096),
+    pl::sdk::int_param("V", 4, "vocabulary size", 2, 1 << 20),
+    pl::sdk::float_param("kappa", 1.0, "likelihood noise variance (temperature)", kPos, 0),
+    pl::sdk::float_param("sw2", 1.0, "prior variance of the read-out W", kPos, 0),
+    pl::sdk::float_param("sg2", 1.0, "prior variance of the attention scores G", kPos, 0),
+    pl::sdk::enum_param("beta_convention", "per_position", "per_position|per_sequence",
+                        "beta = 1/(kappa L_loss) or 1/kappa"),
+    pl::sdk::enum_param("wrap", "cyclic", "cyclic|drop_first",
+                        "target of position 1: x_L (cyclic) or left out of the loss"),
+    pl::sdk::enum_param(
         "objective", "marginal", "marginal|map",
         "marginal posterior over A (W integrated out) or MAP profile (W minimised out)"),
-    plsdk::enum_param(
+    pl::sdk::enum_param(
         "rest_logits", "prior", "prior|zero",
         "softmax reduced action: off-copy logits N(0, sg2) self-averaged (spec) or 0"),
-    plsdk::float_param("P_min", 10.0, "smallest P of the branch grid", kPos, 0),
-    plsdk::float_param("P_max", 1e5, "largest P of the branch grid", kPos, 0),
-    plsdk::int_param("num_P", 41, "points of the log-spaced P grid (0: no branch rows)", 0, 100000),
-    plsdk::bool_param("transitions", true, "locate P*, spinodal, P_low and the order"),
-    plsdk::float_param("search_P_min", 1.0, "transition search range, lower end", kPos, 0),
-    plsdk::float_param("search_P_max", 1e9, "transition search range, upper end", kPos, 0),
-    plsdk::float_param("rel_tol", 1e-3, "relative accuracy of the bisections", kPos, 0),
-    plsdk::bool_param(
+    pl::sdk::float_param("P_min", 10.0, "smallest P of the branch grid", kPos, 0),
+    pl::sdk::float_param("P_max", 1e5, "largest P of the branch grid", kPos, 0),
+    pl::sdk::int_param("num_P", 41, "points of the log-spaced P grid (0: no branch rows)", 0,
+                       100000),
+    pl::sdk::bool_param("transitions", true, "locate P*, spinodal, P_low and the order"),
+    pl::sdk::float_param("search_P_min", 1.0, "transition search range, lower end", kPos, 0),
+    pl::sdk::float_param("search_P_max", 1e9, "transition search range, upper end", kPos, 0),
+    pl::sdk::float_param("rel_tol", 1e-3, "relative accuracy of the bisections", kPos, 0),
+    pl::sdk::bool_param(
         "exact_check", true,
         "evaluate the exact S_data on sampled data at each branch (grid P <= exact_P_max)"),
-    plsdk::float_param("exact_P_max", 20000.0, "largest P of the exact finite-P check", kPos, 0),
-    plsdk::int_param("exact_V_max", 256, "skip the exact check above this V (cost O(V^3))", 2,
-                     1 << 20),
+    pl::sdk::float_param("exact_P_max", 20000.0, "largest P of the exact finite-P check", kPos, 0),
+    pl::sdk::int_param("exact_V_max", 256, "skip the exact check above this V (cost O(V^3))", 2,
+                       1 << 20),
 };
 
 const char* const kResultCols[] = {"P",
@@ -93,42 +94,42 @@ const char* const kTransCols[] = {"P_star",         "P_spinodal",         "P_low
                                   "cG_jump",        "P_star_over_L_ln2L", "P_star_over_L_lnL",
                                   "P_star_over_V2", "P_star_over_closed", "seconds"};
 const pl_table_decl kTables[] = {
-    plsdk::table("results", kResultCols),
-    plsdk::table("transition_points", kTransCols),
+    pl::sdk::table("results", kResultCols),
+    pl::sdk::table("transition_points", kTransCols),
 };
 constexpr uint32_t kResults = 0, kTrans = 1;
 
 const pl_plot_decl kPlots[] = {
-    plsdk::plot("theory_cG_softmax", "Softmax, reduced action: c_G of every minimum vs P",
-                "results", "P", "cG", "L,V,branch", "attention=softmax", PL_PLOT_LOGX),
-    plsdk::plot("theory_cG_linear", "Linear, reduced action: c_G of every minimum vs P", "results",
-                "P", "cG", "L,V,branch", "attention=linear", PL_PLOT_LOGX),
-    plsdk::plot("theory_cG_global", "Reduced action: c_G of the global minimum vs P", "results",
-                "P", "cG", "attention,L,V", "is_global=1", PL_PLOT_LOGX),
-    plsdk::plot("theory_action", "Reduced action of every minimum vs P", "results", "P", "action",
-                "attention,L,V,branch", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
-    plsdk::plot("theory_mse", "Predicted training MSE of the global minimum (population) vs P",
-                "results", "P", "train_mse", "attention,L,V", "is_global=1", PL_PLOT_LOGX),
-    plsdk::plot("exact_vs_pop",
-                "Exact finite-P check: (S_data - S_pop)/(beta P L_loss/2) on sampled data vs P",
-                "results", "P", "rel_diff", "attention,L,V,branch", "",
-                PL_PLOT_LOGX | PL_PLOT_POINTS),
-    plsdk::plot("pstar_vs_L", "Transition P* vs L", "transition_points", "L", "P_star",
-                "attention,V", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
-    plsdk::plot("pstar_vs_V", "Transition P* vs V", "transition_points", "V", "P_star",
-                "attention,L", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
-    plsdk::plot("pstar_over_L_ln2L", "Softmax: P*/(L ln^2 L) vs L", "transition_points", "L",
-                "P_star_over_L_ln2L", "V", "attention=softmax", PL_PLOT_LOGX | PL_PLOT_LOGY),
-    plsdk::plot("pstar_over_V2", "Linear: P*/V^2 vs V", "transition_points", "V", "P_star_over_V2",
-                "L", "attention=linear", PL_PLOT_LOGX),
+    pl::sdk::plot("theory_cG_softmax", "Softmax, reduced action: c_G of every minimum vs P",
+                  "results", "P", "cG", "L,V,branch", "attention=softmax", PL_PLOT_LOGX),
+    pl::sdk::plot("theory_cG_linear", "Linear, reduced action: c_G of every minimum vs P",
+                  "results", "P", "cG", "L,V,branch", "attention=linear", PL_PLOT_LOGX),
+    pl::sdk::plot("theory_cG_global", "Reduced action: c_G of the global minimum vs P", "results",
+                  "P", "cG", "attention,L,V", "is_global=1", PL_PLOT_LOGX),
+    pl::sdk::plot("theory_action", "Reduced action of every minimum vs P", "results", "P", "action",
+                  "attention,L,V,branch", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("theory_mse", "Predicted training MSE of the global minimum (population) vs P",
+                  "results", "P", "train_mse", "attention,L,V", "is_global=1", PL_PLOT_LOGX),
+    pl::sdk::plot("exact_vs_pop",
+                  "Exact finite-P check: (S_data - S_pop)/(beta P L_loss/2) on sampled data vs P",
+                  "results", "P", "rel_diff", "attention,L,V,branch", "",
+                  PL_PLOT_LOGX | PL_PLOT_POINTS),
+    pl::sdk::plot("pstar_vs_L", "Transition P* vs L", "transition_points", "L", "P_star",
+                  "attention,V", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("pstar_vs_V", "Transition P* vs V", "transition_points", "V", "P_star",
+                  "attention,L", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("pstar_over_L_ln2L", "Softmax: P*/(L ln^2 L) vs L", "transition_points", "L",
+                  "P_star_over_L_ln2L", "V", "attention=softmax", PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("pstar_over_V2", "Linear: P*/V^2 vs V", "transition_points", "V",
+                  "P_star_over_V2", "L", "attention=linear", PL_PLOT_LOGX),
 };
 
 std::vector<int32_t> sample_tokens(const pl_kernel_table& k, uint64_t seed, uint64_t stream, int P,
                                    int L, int V) {
 #ifdef COPY_THEORY_HAS_DATA
-  return copyc::make_tokens(k, seed, stream, P, L, V);
+  return pl::copy::make_tokens(k, seed, stream, P, L, V);
 #else
-  // Same mapping as copyc::make_tokens (copy_task's training data for this seed).
+  // Same mapping as pl::copy::make_tokens (copy_task's training data for this seed).
   const size_t n = size_t(P) * size_t(L);
   std::vector<uint32_t> bits(n);
   if (n) k.uniform_bits(bits.data(), n, seed, stream, 0);
@@ -139,7 +140,7 @@ std::vector<int32_t> sample_tokens(const pl_kernel_table& k, uint64_t seed, uint
 }
 
 // A number cell, or an empty cell where the value does not apply (NaN).
-plsdk::Cell num(double x) { return std::isnan(x) ? plsdk::Cell() : plsdk::Cell(x); }
+pl::sdk::Cell num(double x) { return std::isnan(x) ? pl::sdk::Cell() : pl::sdk::Cell(x); }
 
 std::string fmt(double x) {
   if (std::isnan(x)) return "";
@@ -159,7 +160,7 @@ const char* const kTransHeader =
 
 class CopyTheory {
  public:
-  explicit CopyTheory(plsdk::Context& cx) {
+  explicit CopyTheory(pl::sdk::Context& cx) {
     m_.L = int(cx.i("L"));
     m_.V = int(cx.i("V"));
     m_.kappa = cx.f("kappa");
@@ -186,7 +187,7 @@ class CopyTheory {
     configure(cx);
   }
 
-  pl_status run(plsdk::Context& cx) {
+  pl_status run(pl::sdk::Context& cx) {
     const double t0 = now();
     const int L = m_.L;
     Transition t;
@@ -257,7 +258,7 @@ class CopyTheory {
         const double a = softmax_ ? x.st.D / m_.R() : NAN;
         cx.emit(kResults, {P, x.name, x.global, int(br.size()), num(softmax_ ? x.x1 : NAN), num(a),
                            x.a_1, x.a_G, std::fabs(x.a_G), x.st.Q, x.st.D, x.action, x.mse,
-                           em ? plsdk::Cell(Pi) : plsdk::Cell(), num(sd), num(spA), num(rel),
+                           em ? pl::sdk::Cell(Pi) : pl::sdk::Cell(), num(sd), num(spA), num(rel),
                            num(relr), num(mse_ex)});
       }
       cx.progress(0.5 * double(ip + 1) / double(grid_.size()));
@@ -283,7 +284,7 @@ class CopyTheory {
     return PL_OK;
   }
 
-  void configure(const plsdk::Context& cx) {
+  void configure(const pl::sdk::Context& cx) {
     transitions_ = cx.b("transitions");
     search_lo_ = cx.f("search_P_min");
     search_hi_ = cx.f("search_P_max");

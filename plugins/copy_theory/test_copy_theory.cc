@@ -21,7 +21,7 @@
 #include "phaselab_plugin.h"
 #include "sdk/test_host.hpp"
 
-using namespace copyth;
+using namespace pl::copy::theory;
 
 namespace {
 
@@ -672,7 +672,7 @@ std::vector<std::vector<std::string>> read_csv(const std::string& path) {
 }  // namespace
 
 TEST_CASE("plugin: branches, exact check and transitions.csv through a fake host") {
-  pltest_host::FakeHost h(phaselab_plugin_entry);
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
   h.keep_rows = true;  // rows of both points, as the driver's finish() sees them
   REQUIRE(bool(h.k.uniform_bits));
   REQUIRE(bool(h.k.gaussian));

@@ -10,7 +10,7 @@
 
 #include "phaselab/kernel_table.h"
 
-namespace mk {
+namespace pl::markov {
 
 // A stream of 32-bit words (seed, stream, counter...) from the table's uniform_bits (Philox),
 // buffered; uniforms, normals and gamma variates in double on top of it.
@@ -192,4 +192,4 @@ inline double matched_alpha1(const pl_kernel_table& kt, int C, double alpha, uin
   return dirichlet_conc_by_moments(ch.pi.data(), M, C);
 }
 
-}  // namespace mk
+}  // namespace pl::markov

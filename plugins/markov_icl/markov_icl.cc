@@ -15,46 +15,48 @@
 namespace {
 
 const pl_param_decl kParams[] = {
-    plsdk::int_param("K", 8, "number of training chains", 1, 1 << 20),
-    plsdk::bool_param("infinite", false, "a fresh chain for every sequence (K is ignored)"),
-    plsdk::int_param("C", 10, "number of states", 2, 64),
-    plsdk::float_param("alpha", 1.0, "Dirichlet concentration of the transition rows",
-                       PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
-    plsdk::float_param("alpha1", 1.0,
-                       "pseudo-count of the 1-Gen predictor; 0 = matched to the variance of the "
-                       "ensemble's stationary distributions (about C)",
-                       PL_RANGE_MIN, 0),
-    plsdk::int_param("N", 128, "context length (positions)", 2, 4096),
-    plsdk::int_param("d_model", 64, "residual width", 2, 4096),
-    plsdk::int_param("heads", 1, "attention heads per layer", 1, 64),
-    plsdk::int_param("layers", 2, "transformer layers", 1, 16),
-    plsdk::int_param("mlp_mult", 4, "MLP width = mlp_mult * d_model", 1, 64),
-    plsdk::bool_param("attn_only", false, "attention-only transformer (no MLP blocks)"),
-    plsdk::bool_param("layernorm", true, "pre-LN (true) or no LayerNorm at all (false)"),
-    plsdk::enum_param("positions", "learned", "learned|rope",
-                      "absolute learned positions or rotary"),
-    plsdk::bool_param("tied", false, "unembedding tied to the token embedding"),
-    plsdk::float_param("lr", 1e-3, "AdamW learning rate", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
-    plsdk::float_param("beta1", 0.9, "AdamW beta1", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
-    plsdk::float_param("beta2", 0.95, "AdamW beta2", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
-    plsdk::float_param("weight_decay", 0.0, "AdamW decoupled weight decay (matrices only)",
-                       PL_RANGE_MIN, 0),
-    plsdk::int_param("warmup", 0, "linear learning-rate warm-up steps", 0),
-    plsdk::int_param("batch", 64, "sequences per step", 1, 1 << 16),
-    plsdk::int_param("steps", 20000, "training steps", 1),
-    plsdk::float_param("lr_mult_l1_qk", 1.0, "learning-rate multiplier of layer-1 query/key",
-                       PL_RANGE_MIN, 0),
-    plsdk::string_param("lr_mults", "",
-                        "more multipliers: module=value,... (wte wpe lN_qk lN_v lN_o lN_fc lN_proj "
-                        "lN_ln1 lN_ln2 lnf unembed; groups embed lN_att lN_mlp)"),
-    plsdk::string_param("freeze", "", "modules or groups not trained, comma-separated"),
-    plsdk::int_param("n_eval", 1000, "sequences per evaluation set (ID and OOD)", 1),
-    plsdk::int_param("checkpoints", 24, "log-spaced evaluation steps (plus step 0)", 1, 10000),
-    plsdk::float_param("late_frac", 0.25, "late window: this last fraction of positions",
-                       PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE | PL_RANGE_MAX, 0, 1),
-    plsdk::int_param("chain_seed", 0,
-                     "seed of the chains and evaluation sets (shared across seeds)", 0),
-    plsdk::int_param("chunks", 8, "fixed batch partition for the parallel step", 1, 4096),
+    pl::sdk::int_param("K", 8, "number of training chains", 1, 1 << 20),
+    pl::sdk::bool_param("infinite", false, "a fresh chain for every sequence (K is ignored)"),
+    pl::sdk::int_param("C", 10, "number of states", 2, 64),
+    pl::sdk::float_param("alpha", 1.0, "Dirichlet concentration of the transition rows",
+                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+    pl::sdk::float_param("alpha1", 1.0,
+                         "pseudo-count of the 1-Gen predictor; 0 = matched to the variance of the "
+                         "ensemble's stationary distributions (about C)",
+                         PL_RANGE_MIN, 0),
+    pl::sdk::int_param("N", 128, "context length (positions)", 2, 4096),
+    pl::sdk::int_param("d_model", 64, "residual width", 2, 4096),
+    pl::sdk::int_param("heads", 1, "attention heads per layer", 1, 64),
+    pl::sdk::int_param("layers", 2, "transformer layers", 1, 16),
+    pl::sdk::int_param("mlp_mult", 4, "MLP width = mlp_mult * d_model", 1, 64),
+    pl::sdk::bool_param("attn_only", false, "attention-only transformer (no MLP blocks)"),
+    pl::sdk::bool_param("layernorm", true, "pre-LN (true) or no LayerNorm at all (false)"),
+    pl::sdk::enum_param("positions", "learned", "learned|rope",
+                        "absolute learned positions or rotary"),
+    pl::sdk::bool_param("tied", false, "unembedding tied to the token embedding"),
+    pl::sdk::float_param("lr", 1e-3, "AdamW learning rate", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE,
+                         0),
+    pl::sdk::float_param("beta1", 0.9, "AdamW beta1", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
+    pl::sdk::float_param("beta2", 0.95, "AdamW beta2", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
+    pl::sdk::float_param("weight_decay", 0.0, "AdamW decoupled weight decay (matrices only)",
+                         PL_RANGE_MIN, 0),
+    pl::sdk::int_param("warmup", 0, "linear learning-rate warm-up steps", 0),
+    pl::sdk::int_param("batch", 64, "sequences per step", 1, 1 << 16),
+    pl::sdk::int_param("steps", 20000, "training steps", 1),
+    pl::sdk::float_param("lr_mult_l1_qk", 1.0, "learning-rate multiplier of layer-1 query/key",
+                         PL_RANGE_MIN, 0),
+    pl::sdk::string_param(
+        "lr_mults", "",
+        "more multipliers: module=value,... (wte wpe lN_qk lN_v lN_o lN_fc lN_proj "
+        "lN_ln1 lN_ln2 lnf unembed; groups embed lN_att lN_mlp)"),
+    pl::sdk::string_param("freeze", "", "modules or groups not trained, comma-separated"),
+    pl::sdk::int_param("n_eval", 1000, "sequences per evaluation set (ID and OOD)", 1),
+    pl::sdk::int_param("checkpoints", 24, "log-spaced evaluation steps (plus step 0)", 1, 10000),
+    pl::sdk::float_param("late_frac", 0.25, "late window: this last fraction of positions",
+                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE | PL_RANGE_MAX, 0, 1),
+    pl::sdk::int_param("chain_seed", 0,
+                       "seed of the chains and evaluation sets (shared across seeds)", 0),
+    pl::sdk::int_param("chunks", 8, "fixed batch partition for the parallel step", 1, 4096),
 };
 
 const char* const kCols[] = {"step",
@@ -84,32 +86,32 @@ const char* const kCols[] = {"step",
                              "phase_late",
                              "phase_ood",
                              "final"};
-const pl_table_decl kTables[] = {plsdk::table("results", kCols)};
+const pl_table_decl kTables[] = {pl::sdk::table("results", kCols)};
 
 const pl_plot_decl kPlots[] = {
-    plsdk::plot("phase_vs_K", "final phase vs K (0 2-Gen, 1 1-Gen, 2 2-Mem, 3 1-Mem, 4 hybrid)",
-                "results", "K", "phase_code", "seed", "final=1", PL_PLOT_LOGX | PL_PLOT_POINTS),
-    plsdk::plot("kl_history_id", "KL(predictor || network) on ID vs step", "results", "step",
-                "kl_2gen_id,kl_1gen_id,kl_2mem_id,kl_1mem_id,kl_hybrid_id", "K,seed", "",
-                PL_PLOT_LOGX | PL_PLOT_LOGY),
-    plsdk::plot("kl_history_2gen", "KL(2-Gen || network) on ID vs step, per K", "results", "step",
-                "kl_2gen_id", "K,seed", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
-    plsdk::plot("kl_history_2mem", "KL(2-Mem || network) on ID vs step, per K", "results", "step",
-                "kl_2mem_id", "K,seed", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
-    plsdk::plot("loss_history", "ID / OOD loss with Bayes floors (2-Mem on ID, 2-Gen on OOD)",
-                "results", "step", "loss_id,loss_ood,bayes_2mem_id,bayes_2gen_ood", "K,seed", "",
-                PL_PLOT_LOGX),
-    plsdk::plot("final_loss_vs_K", "final ID / OOD loss vs K with Bayes floors", "results", "K",
-                "loss_id,loss_ood,bayes_2mem_id,bayes_2gen_ood", "seed", "final=1", PL_PLOT_LOGX),
-    plsdk::plot("phase_diagram_K_d", "final phase over (K, d_model)", "results", "K", "phase_code",
-                "d_model", "final=1", PL_PLOT_LOGX | PL_PLOT_POINTS),
-    plsdk::plot("phase_diagram_K_N", "final phase over (K, N)", "results", "K", "phase_code", "N",
-                "final=1", PL_PLOT_LOGX | PL_PLOT_POINTS),
+    pl::sdk::plot("phase_vs_K", "final phase vs K (0 2-Gen, 1 1-Gen, 2 2-Mem, 3 1-Mem, 4 hybrid)",
+                  "results", "K", "phase_code", "seed", "final=1", PL_PLOT_LOGX | PL_PLOT_POINTS),
+    pl::sdk::plot("kl_history_id", "KL(predictor || network) on ID vs step", "results", "step",
+                  "kl_2gen_id,kl_1gen_id,kl_2mem_id,kl_1mem_id,kl_hybrid_id", "K,seed", "",
+                  PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("kl_history_2gen", "KL(2-Gen || network) on ID vs step, per K", "results", "step",
+                  "kl_2gen_id", "K,seed", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("kl_history_2mem", "KL(2-Mem || network) on ID vs step, per K", "results", "step",
+                  "kl_2mem_id", "K,seed", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("loss_history", "ID / OOD loss with Bayes floors (2-Mem on ID, 2-Gen on OOD)",
+                  "results", "step", "loss_id,loss_ood,bayes_2mem_id,bayes_2gen_ood", "K,seed", "",
+                  PL_PLOT_LOGX),
+    pl::sdk::plot("final_loss_vs_K", "final ID / OOD loss vs K with Bayes floors", "results", "K",
+                  "loss_id,loss_ood,bayes_2mem_id,bayes_2gen_ood", "seed", "final=1", PL_PLOT_LOGX),
+    pl::sdk::plot("phase_diagram_K_d", "final phase over (K, d_model)", "results", "K",
+                  "phase_code", "d_model", "final=1", PL_PLOT_LOGX | PL_PLOT_POINTS),
+    pl::sdk::plot("phase_diagram_K_N", "final phase over (K, N)", "results", "K", "phase_code", "N",
+                  "final=1", PL_PLOT_LOGX | PL_PLOT_POINTS),
 };
 
-mk::TrainConfig train_config(const plsdk::Context& cx) {
-  mk::TrainConfig tc;
-  mk::ModelConfig& m = tc.model;
+pl::markov::TrainConfig train_config(const pl::sdk::Context& cx) {
+  pl::markov::TrainConfig tc;
+  pl::markov::ModelConfig& m = tc.model;
   m.C = int(cx.i("C"));
   m.N = int(cx.i("N"));
   m.d = int(cx.i("d_model"));
@@ -133,9 +135,9 @@ mk::TrainConfig train_config(const plsdk::Context& cx) {
   tc.beta2 = cx.f("beta2");
   tc.weight_decay = cx.f("weight_decay");
   tc.warmup = cx.i("warmup");
-  tc.lr_mult = mk::parse_mults(cx.s("lr_mults"));
+  tc.lr_mult = pl::markov::parse_mults(cx.s("lr_mults"));
   if (cx.f("lr_mult_l1_qk") != 1.0) tc.lr_mult["l1_qk"] = cx.f("lr_mult_l1_qk");
-  tc.freeze = mk::parse_list(cx.s("freeze"));
+  tc.freeze = pl::markov::parse_list(cx.s("freeze"));
   tc.late_frac = cx.f("late_frac");
   tc.chain_seed = uint64_t(cx.i("chain_seed"));
   tc.seed = cx.seed_stream(0x6d61726b6f76ull);  // "markov": init and data depend on the seed only
@@ -161,7 +163,7 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
                   "markov_icl.positions = \"rope\" needs an even head width d_model/heads");
     return 1;
   }
-  mk::ModelConfig m;
+  pl::markov::ModelConfig m;
   m.d = int(d);
   m.heads = int(h);
   m.layers = int(get(idx("layers")).i);
@@ -169,8 +171,8 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
   m.ln = get(idx("layernorm")).i != 0;
   try {
     for (const auto& [g, val] :
-         mk::parse_mults(get(idx("lr_mults")).s ? get(idx("lr_mults")).s : "")) {
-      if (!mk::known_group(m, g) || val < 0) {
+         pl::markov::parse_mults(get(idx("lr_mults")).s ? get(idx("lr_mults")).s : "")) {
+      if (!pl::markov::known_group(m, g) || val < 0) {
         std::snprintf(err, len, "markov_icl.lr_mults: unknown module '%s' or negative value",
                       g.c_str());
         return 1;
@@ -180,8 +182,8 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
     std::snprintf(err, len, "markov_icl.lr_mults: %s", e.what());
     return 1;
   }
-  for (const auto& g : mk::parse_list(get(idx("freeze")).s ? get(idx("freeze")).s : ""))
-    if (!mk::known_group(m, g)) {
+  for (const auto& g : pl::markov::parse_list(get(idx("freeze")).s ? get(idx("freeze")).s : ""))
+    if (!pl::markov::known_group(m, g)) {
       std::snprintf(err, len, "markov_icl.freeze: unknown module '%s'", g.c_str());
       return 1;
     }
@@ -190,23 +192,23 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
 
 class MarkovIcl {
  public:
-  explicit MarkovIcl(plsdk::Context& cx) : tc_(train_config(cx)), k_(*cx.host_->kernels) {
-    const int filled = mk::fill_missing(&k_);
+  explicit MarkovIcl(pl::sdk::Context& cx) : tc_(train_config(cx)), k_(*cx.host_->kernels) {
+    const int filled = pl::markov::fill_missing(&k_);
     if (filled)
       cx.log(PL_LOG_WARN, "markov_icl: " + std::to_string(filled) +
                               " kernels missing from this build, using plain-loop fallbacks");
-    trainer_ = std::make_unique<mk::Trainer>(tc_, k_);
-    ckpt_ = mk::checkpoint_steps(tc_.steps, int(cx.i("checkpoints")));
+    trainer_ = std::make_unique<pl::markov::Trainer>(tc_, k_);
+    ckpt_ = pl::markov::checkpoint_steps(tc_.steps, int(cx.i("checkpoints")));
     if (tc_.alpha1 <= 0)
       cx.log(PL_LOG_INFO, "markov_icl: 1-Gen pseudo-count matched to the ensemble: alpha1 = " +
                               std::to_string(trainer_->alpha1()));
   }
 
-  pl_status run(plsdk::Context& cx) {
-    mk::Trainer& tr = *trainer_;
-    const mk::EvalSet &id = tr.eval_set(0), &ood = tr.eval_set(1);
+  pl_status run(pl::sdk::Context& cx) {
+    pl::markov::Trainer& tr = *trainer_;
+    const pl::markov::EvalSet &id = tr.eval_set(0), &ood = tr.eval_set(1);
     const bool mem = tr.mem_defined();
-    auto nan_if = [&](bool ok, double v) { return ok ? plsdk::Cell(v) : plsdk::Cell(); };
+    auto nan_if = [&](bool ok, double v) { return ok ? pl::sdk::Cell(v) : pl::sdk::Cell(); };
     size_t next = 0;
     double loss_train = NAN;
     for (int64_t step = 0; step <= tc_.steps; ++step) {
@@ -217,25 +219,25 @@ class MarkovIcl {
       }
       if (next < ckpt_.size() && ckpt_[next] == step) {
         ++next;
-        const mk::EvalResult r = tr.evaluate();
+        const pl::markov::EvalResult r = tr.evaluate();
         if (!std::isfinite(r.loss[0]) || !std::isfinite(r.loss[1]))
           return cx.fail("non-finite evaluation loss at step " + std::to_string(step));
-        std::vector<plsdk::Cell> row = {step,
-                                        step > 0 ? plsdk::Cell(loss_train) : plsdk::Cell(),
-                                        r.loss[0],
-                                        r.loss[1],
-                                        nan_if(mem, id.bayes[mk::kMem2]),
-                                        ood.bayes[mk::kGen2],
-                                        id.bayes[mk::kGen2]};
+        std::vector<pl::sdk::Cell> row = {step,
+                                          step > 0 ? pl::sdk::Cell(loss_train) : pl::sdk::Cell(),
+                                          r.loss[0],
+                                          r.loss[1],
+                                          nan_if(mem, id.bayes[pl::markov::kMem2]),
+                                          ood.bayes[pl::markov::kGen2],
+                                          id.bayes[pl::markov::kGen2]};
         for (int s = 0; s < 2; ++s)
-          for (int a = 0; a < mk::kNumPred; ++a)
-            row.push_back(nan_if(mem || a < mk::kMem2, r.kl[s][a]));
-        for (int a = 0; a < mk::kNumPred; ++a)
-          row.push_back(nan_if(mem || a < mk::kMem2, r.kl_late[0][a]));
-        row.push_back(mk::pred_name(r.phase));
+          for (int a = 0; a < pl::markov::kNumPred; ++a)
+            row.push_back(nan_if(mem || a < pl::markov::kMem2, r.kl[s][a]));
+        for (int a = 0; a < pl::markov::kNumPred; ++a)
+          row.push_back(nan_if(mem || a < pl::markov::kMem2, r.kl_late[0][a]));
+        row.push_back(pl::markov::pred_name(r.phase));
         row.push_back(r.phase);
-        row.push_back(mk::pred_name(r.phase_late));
-        row.push_back(mk::pred_name(r.phase_ood));
+        row.push_back(pl::markov::pred_name(r.phase_late));
+        row.push_back(pl::markov::pred_name(r.phase_ood));
         row.push_back(step == tc_.steps ? 1 : 0);
         cx.emit(0, row);
       }
@@ -248,15 +250,15 @@ class MarkovIcl {
   }
 
  private:
-  mk::TrainConfig tc_;
+  pl::markov::TrainConfig tc_;
   pl_kernel_table k_;
-  std::unique_ptr<mk::Trainer> trainer_;
+  std::unique_ptr<pl::markov::Trainer> trainer_;
   std::vector<int64_t> ckpt_;
 };
 
 pl_status finish(const pl_host* host, const char* run_dir) {
   std::string msg;
-  const bool ok = mk::write_summary(run_dir, &msg);
+  const bool ok = pl::markov::write_summary(run_dir, &msg);
   host->log(host->ctx, ok ? PL_LOG_INFO : PL_LOG_WARN, msg.c_str());
   return PL_OK;
 }

@@ -24,7 +24,7 @@
 
 #include "ref_ops.hpp"
 
-namespace mk {
+namespace pl::markov {
 
 struct ModelConfig {
   int C = 10;   // states (vocabulary)
@@ -610,4 +610,4 @@ class Model {
   }
 };
 
-}  // namespace mk
+}  // namespace pl::markov

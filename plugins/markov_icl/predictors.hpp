@@ -8,7 +8,7 @@
 
 #include "chains.hpp"
 
-namespace mk {
+namespace pl::markov {
 
 enum Pred { kGen2 = 0, kGen1 = 1, kMem2 = 2, kMem1 = 3, kHybrid = 4, kNumPred = 5 };
 inline const char* pred_name(int a) {
@@ -73,4 +73,4 @@ inline void predict(const Chains* chains, const int32_t* x, int len, int C, doub
   }
 }
 
-}  // namespace mk
+}  // namespace pl::markov

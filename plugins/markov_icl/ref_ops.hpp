@@ -11,7 +11,7 @@
 
 #include "phaselab/kernel_table.h"
 
-namespace mk {
+namespace pl::markov {
 namespace ref {
 
 // C (m x n) = alpha op(A) op(B) + beta C; op(A) m x k.
@@ -299,4 +299,4 @@ inline int fill_missing(pl_kernel_table* t) {
   return filled;
 }
 
-}  // namespace mk
+}  // namespace pl::markov

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace mk {
+namespace pl::markov {
 
 inline std::vector<std::string> split_csv(const std::string& line) {
   std::vector<std::string> out;
@@ -370,4 +370,4 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
   return true;
 }
 
-}  // namespace mk
+}  // namespace pl::markov

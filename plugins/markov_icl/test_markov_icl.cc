@@ -45,12 +45,12 @@ pl_kernel_table table(const std::string& target = "") {
 #include "phaselab/kernels.def"
 #undef PL_KERNEL
   }
-  mk::fill_missing(&t);
+  pl::markov::fill_missing(&t);
   return t;
 }
 
-mk::ModelConfig tiny(int variant) {
-  mk::ModelConfig c;
+pl::markov::ModelConfig tiny(int variant) {
+  pl::markov::ModelConfig c;
   c.C = 3;
   c.N = 5;
   c.d = 8;
@@ -90,7 +90,7 @@ std::vector<int32_t> tokens(int nb, int N, int C, uint32_t seed) {
 
 std::vector<float> normals(size_t n, uint64_t stream) {
   std::vector<float> z(n);
-  mk::ref::gaussian_f(z.data(), n, 1234, stream, 0);
+  pl::markov::ref::gaussian_f(z.data(), n, 1234, stream, 0);
   return z;
 }
 
@@ -106,9 +106,9 @@ TEST_CASE("markov_icl: whole-model gradient matches central finite differences (
   for (int variant = 0; variant < 5; ++variant) {
     const std::string vname = variant_name(variant);
     CAPTURE(vname);
-    const mk::ModelConfig cfg = tiny(variant);
+    const pl::markov::ModelConfig cfg = tiny(variant);
     const int nb = 3;
-    mk::Model<double> m(cfg, nullptr, nb, 2);
+    pl::markov::Model<double> m(cfg, nullptr, nb, 2);
     const auto z = normals(m.num_params(), 7 + variant);
     m.init_from_normals(z.data());
     // larger weights than the 0.02 init so every path carries signal
@@ -144,15 +144,15 @@ TEST_CASE("markov_icl: float model on the kernel table matches the double model"
       const std::string tname = *target ? target : "best", vname = variant_name(variant);
       CAPTURE(tname);
       CAPTURE(vname);
-      mk::ModelConfig cfg = tiny(variant);
+      pl::markov::ModelConfig cfg = tiny(variant);
       cfg.N = 17;
       cfg.d = 16;
       cfg.ffn = 32;
       cfg.C = 5;
       const int nb = 4;
       const pl_kernel_table t = table(target);
-      mk::Model<float> mf(cfg, &t, nb, 3);
-      mk::Model<double> md(cfg, nullptr, nb, 3);
+      pl::markov::Model<float> mf(cfg, &t, nb, 3);
+      pl::markov::Model<double> md(cfg, nullptr, nb, 3);
       const auto z = normals(mf.num_params(), 11);
       mf.init_from_normals(z.data());
       for (size_t i = 0; i < mf.num_params(); ++i) mf.params[i] += 0.2f * z[(i * 7919) % z.size()];
@@ -188,10 +188,10 @@ TEST_CASE("markov_icl: float model on the kernel table matches the double model"
 }
 
 TEST_CASE("markov_icl: residual stream is the sum of the exposed components") {
-  mk::ModelConfig cfg = tiny(0);
+  pl::markov::ModelConfig cfg = tiny(0);
   cfg.ln = false;  // without the final LN, U = (E + A1 + M1 + A2 + M2) Wu^T exactly
   const int nb = 2;
-  mk::Model<double> m(cfg, nullptr, nb, 1);
+  pl::markov::Model<double> m(cfg, nullptr, nb, 1);
   const auto z = normals(m.num_params(), 3);
   m.init_from_normals(z.data());
   const auto x = tokens(nb, cfg.N, cfg.C, 1);
@@ -212,7 +212,7 @@ TEST_CASE("markov_icl: residual stream is the sum of the exposed components") {
 }
 
 TEST_CASE("markov_icl: gradients are bit-identical for 1 and 2 threads") {
-  mk::ModelConfig cfg = tiny(0);
+  pl::markov::ModelConfig cfg = tiny(0);
   cfg.N = 32;
   cfg.d = 32;
   cfg.ffn = 128;
@@ -222,7 +222,7 @@ TEST_CASE("markov_icl: gradients are bit-identical for 1 and 2 threads") {
   std::vector<std::vector<float>> g;
   for (int threads : {1, 2}) {
     tbb::global_control gc(tbb::global_control::max_allowed_parallelism, size_t(threads));
-    mk::Model<float> m(cfg, &t, nb, 4);
+    pl::markov::Model<float> m(cfg, &t, nb, 4);
     const auto z = normals(m.num_params(), 5);
     m.init_from_normals(z.data());
     const auto x = tokens(nb, cfg.N, cfg.C, 8);
@@ -235,7 +235,7 @@ TEST_CASE("markov_icl: gradients are bit-identical for 1 and 2 threads") {
 // ------------------------------------------------------------------ data
 TEST_CASE("markov_icl: stationary distribution solves pi T = pi and matches power iteration") {
   const pl_kernel_table t = table();
-  mk::Chains ch;
+  pl::markov::Chains ch;
   ch.resize(20, 10);
   ch.generate(t, 42, 1000, 1.0);
   for (int k = 0; k < ch.K; ++k) {
@@ -262,7 +262,7 @@ TEST_CASE("markov_icl: stationary distribution solves pi T = pi and matches powe
   // a closed form: the two-state chain [[1-a, a], [b, 1-b]] has pi = (b, a) / (a + b)
   const double T2[4] = {0.7, 0.3, 0.1, 0.9};
   double pi2[2];
-  mk::stationary(T2, 2, pi2);
+  pl::markov::stationary(T2, 2, pi2);
   CHECK(close(pi2[0], 0.25, 1e-15, 0));
   CHECK(close(pi2[1], 0.75, 1e-15, 0));
 }
@@ -272,7 +272,7 @@ TEST_CASE("markov_icl: Dirichlet rows have the Dirichlet mean, variance and cova
   for (double alpha : {1.0, 0.3, 4.0}) {
     CAPTURE(alpha);
     const int C = 4, n = 40000;
-    mk::Rng r(t, 9, uint64_t(alpha * 1000));
+    pl::markov::Rng r(t, 9, uint64_t(alpha * 1000));
     std::vector<double> row(C), m1(C, 0), m2(C, 0);
     double c01 = 0;
     for (int s = 0; s < n; ++s) {
@@ -301,12 +301,12 @@ TEST_CASE("markov_icl: Dirichlet rows have the Dirichlet mean, variance and cova
 // ------------------------------------------------------------------ predictors vs enumeration
 namespace {
 // P(x_1..x_m) under chain k, as a plain product (no logs, no recursion shared with the code).
-double seq_prob_markov(const mk::Chains& ch, int k, const std::vector<int>& x) {
+double seq_prob_markov(const pl::markov::Chains& ch, int k, const std::vector<int>& x) {
   double p = ch.p(k)[x[0]];
   for (size_t t = 1; t < x.size(); ++t) p *= ch.t(k)[x[t - 1] * ch.C + x[t]];
   return p;
 }
-double seq_prob_iid(const mk::Chains& ch, int k, const std::vector<int>& x) {
+double seq_prob_iid(const pl::markov::Chains& ch, int k, const std::vector<int>& x) {
   double p = 1;
   for (int v : x) p *= ch.p(k)[v];
   return p;
@@ -341,11 +341,11 @@ double log_marg_unigram(const std::vector<int>& x, int C, double alpha) {
 TEST_CASE("markov_icl: predictors equal brute-force Bayes by enumeration (K = 2, C = 3)") {
   const pl_kernel_table t = table();
   const int C = 3;
-  mk::Chains ch;
+  pl::markov::Chains ch;
   ch.resize(2, C);
   ch.generate(t, 5, 77, 1.0);
   const double alpha = 1.0, alpha1 = 0.7;
-  mk::PredictorScratch s;
+  pl::markov::PredictorScratch s;
   int checked = 0;
   for (int len = 1; len <= 5; ++len) {
     int total = 1;
@@ -354,29 +354,32 @@ TEST_CASE("markov_icl: predictors equal brute-force Bayes by enumeration (K = 2,
       std::vector<int> x(len);
       for (int i = 0, c = code; i < len; ++i, c /= C) x[i] = c % C;
       std::vector<int32_t> x32(x.begin(), x.end());
-      std::vector<double> q(size_t(len) * mk::kNumPred * C);
-      mk::predict(&ch, x32.data(), len, C, alpha, alpha1, s, q.data());
-      const double* qn = q.data() + size_t(len - 1) * mk::kNumPred * C;  // prefix = all of x
+      std::vector<double> q(size_t(len) * pl::markov::kNumPred * C);
+      pl::markov::predict(&ch, x32.data(), len, C, alpha, alpha1, s, q.data());
+      const double* qn =
+          q.data() + size_t(len - 1) * pl::markov::kNumPred * C;  // prefix = all of x
       // enumerate the continuation j and normalise joint probabilities
       double z[5] = {0, 0, 0, 0, 0}, pj[5][3];
       for (int j = 0; j < C; ++j) {
         std::vector<int> xj = x;
         xj.push_back(j);
-        pj[mk::kMem2][j] = 0.5 * seq_prob_markov(ch, 0, xj) + 0.5 * seq_prob_markov(ch, 1, xj);
-        pj[mk::kMem1][j] = 0.5 * seq_prob_iid(ch, 0, xj) + 0.5 * seq_prob_iid(ch, 1, xj);
+        pj[pl::markov::kMem2][j] =
+            0.5 * seq_prob_markov(ch, 0, xj) + 0.5 * seq_prob_markov(ch, 1, xj);
+        pj[pl::markov::kMem1][j] = 0.5 * seq_prob_iid(ch, 0, xj) + 0.5 * seq_prob_iid(ch, 1, xj);
         // hybrid: chain posterior from unigram likelihood, read-out by the chain's row
-        pj[mk::kHybrid][j] = 0.5 * seq_prob_iid(ch, 0, x) * ch.t(0)[x.back() * C + j] +
-                             0.5 * seq_prob_iid(ch, 1, x) * ch.t(1)[x.back() * C + j];
-        pj[mk::kGen2][j] = std::exp(log_marg_bigram(xj, C, alpha));
-        pj[mk::kGen1][j] = std::exp(log_marg_unigram(xj, C, alpha1));
+        pj[pl::markov::kHybrid][j] = 0.5 * seq_prob_iid(ch, 0, x) * ch.t(0)[x.back() * C + j] +
+                                     0.5 * seq_prob_iid(ch, 1, x) * ch.t(1)[x.back() * C + j];
+        pj[pl::markov::kGen2][j] = std::exp(log_marg_bigram(xj, C, alpha));
+        pj[pl::markov::kGen1][j] = std::exp(log_marg_unigram(xj, C, alpha1));
         for (int a = 0; a < 5; ++a) z[a] += pj[a][j];
       }
       for (int a = 0; a < 5; ++a)
         for (int j = 0; j < C; ++j) {
           const double ref = pj[a][j] / z[a];
           if (!close(qn[a * C + j], ref, 1e-13, 1e-11)) {
-            FAIL_CHECK("predictor " << mk::pred_name(a) << " len " << len << " code " << code
-                                    << " j " << j << ": " << qn[a * C + j] << " vs " << ref);
+            FAIL_CHECK("predictor " << pl::markov::pred_name(a) << " len " << len << " code "
+                                    << code << " j " << j << ": " << qn[a * C + j] << " vs "
+                                    << ref);
           }
           ++checked;
         }
@@ -389,14 +392,14 @@ TEST_CASE("markov_icl: the table's uniform_bits is the Philox stream the fallbac
   const pl_kernel_table t = table();
   std::vector<uint32_t> a(1000), b(1000);
   t.uniform_bits(a.data(), a.size(), 0x1234567890abcdefull, 77, 5);
-  mk::ref::uniform_bits_f(b.data(), b.size(), 0x1234567890abcdefull, 77, 5);
+  pl::markov::ref::uniform_bits_f(b.data(), b.size(), 0x1234567890abcdefull, 77, 5);
   CHECK(a == b);
 }
 
 // ------------------------------------------------------------------ short trainings
 namespace {
-mk::TrainConfig small_run(int K, bool infinite, int N, int d, int64_t steps) {
-  mk::TrainConfig tc;
+pl::markov::TrainConfig small_run(int K, bool infinite, int N, int d, int64_t steps) {
+  pl::markov::TrainConfig tc;
   tc.model.C = 10;
   tc.model.N = N;
   tc.model.d = d;
@@ -416,17 +419,17 @@ mk::TrainConfig small_run(int K, bool infinite, int N, int d, int64_t steps) {
 
 TEST_CASE("markov_icl: at K = 1 training approaches the true chain's loss floor") {
   const pl_kernel_table t = table();
-  const mk::TrainConfig tc = small_run(1, false, 32, 16, 400);
-  mk::Trainer tr(tc, t);
-  const double floor = tr.eval_set(0).bayes[mk::kMem2];  // K = 1: 2-Mem is the true chain
+  const pl::markov::TrainConfig tc = small_run(1, false, 32, 16, 400);
+  pl::markov::Trainer tr(tc, t);
+  const double floor = tr.eval_set(0).bayes[pl::markov::kMem2];  // K = 1: 2-Mem is the true chain
   const double start = tr.evaluate().loss[0];
   for (int64_t s = 1; s <= tc.steps; ++s) tr.train_step(s);
-  const mk::EvalResult r = tr.evaluate();
+  const pl::markov::EvalResult r = tr.evaluate();
   MESSAGE("K=1: start " << start << ", final " << r.loss[0] << ", floor " << floor << ", KL(2mem) "
-                        << r.kl[0][mk::kMem2]);
+                        << r.kl[0][pl::markov::kMem2]);
   CHECK(r.loss[0] - floor < 0.05 * (start - floor));
   CHECK(r.loss[0] > floor - 0.02);  // cannot beat Bayes by more than the sampling noise
-  CHECK(r.phase == mk::kMem2);
+  CHECK(r.phase == pl::markov::kMem2);
 }
 
 // Skipped under emulation (reported as skipped): its 1200 training steps took over 7 minutes
@@ -434,42 +437,44 @@ TEST_CASE("markov_icl: at K = 1 training approaches the true chain's loss floor"
 // keeps the claim. The kernels it runs are checked on every emulated target by the kernel
 // suite, and the float model on the kernel table by the test against the double model.
 TEST_CASE("markov_icl: with infinite chains training approaches the 2-Gen predictor" *
-          doctest::skip(pltest::emulated())) {
+          doctest::skip(pl::test::emulated())) {
   // C = 3 makes the induction head form within ~700 steps (1-Gen plateau first); see the report.
   const pl_kernel_table t = table();
-  mk::TrainConfig tc = small_run(1, true, 32, 32, 1200);
+  pl::markov::TrainConfig tc = small_run(1, true, 32, 32, 1200);
   tc.model.C = 3;
   tc.batch = 32;
   tc.lr = 3e-3;
   tc.n_eval = 128;
-  mk::Trainer tr(tc, t);
-  const mk::EvalResult r0 = tr.evaluate();
+  pl::markov::Trainer tr(tc, t);
+  const pl::markov::EvalResult r0 = tr.evaluate();
   for (int64_t s = 1; s <= tc.steps; ++s) tr.train_step(s);
-  const mk::EvalResult r = tr.evaluate();
-  MESSAGE("infinite: KL(2gen) " << r0.kl[0][mk::kGen2] << " -> " << r.kl[0][mk::kGen2]
-                                << ", KL(1gen) " << r.kl[0][mk::kGen1] << ", loss " << r.loss[0]
-                                << " vs 2-Gen Bayes " << tr.eval_set(0).bayes[mk::kGen2]);
-  CHECK(r.phase == mk::kGen2);
-  CHECK(r.kl[0][mk::kGen2] < 0.25 * r.kl[0][mk::kGen1]);
-  CHECK(r.kl[0][mk::kGen2] < 0.2 * r0.kl[0][mk::kGen2]);
-  CHECK(r.loss[1] - tr.eval_set(1).bayes[mk::kGen2] < 0.03);  // OOD loss near the 2-Gen floor
+  const pl::markov::EvalResult r = tr.evaluate();
+  MESSAGE("infinite: KL(2gen) " << r0.kl[0][pl::markov::kGen2] << " -> "
+                                << r.kl[0][pl::markov::kGen2] << ", KL(1gen) "
+                                << r.kl[0][pl::markov::kGen1] << ", loss " << r.loss[0]
+                                << " vs 2-Gen Bayes " << tr.eval_set(0).bayes[pl::markov::kGen2]);
+  CHECK(r.phase == pl::markov::kGen2);
+  CHECK(r.kl[0][pl::markov::kGen2] < 0.25 * r.kl[0][pl::markov::kGen1]);
+  CHECK(r.kl[0][pl::markov::kGen2] < 0.2 * r0.kl[0][pl::markov::kGen2]);
+  CHECK(r.loss[1] - tr.eval_set(1).bayes[pl::markov::kGen2] <
+        0.03);  // OOD loss near the 2-Gen floor
 }
 
 TEST_CASE("markov_icl: summary reads phase paths and transition times from a history") {
-  mk::RunHistory h;
+  pl::markov::RunHistory h;
   h.steps = {0, 1, 2, 4, 8, 16, 32, 64, 128};
   h.phase = {"2gen", "1gen", "1gen", "2gen", "1gen", "2gen", "2gen", "2mem", "2mem"};
-  mk::analyse(h);
+  pl::markov::analyse(h);
   CHECK(h.final_phase == "2mem");
   CHECK(h.path == "1gen>2gen>2mem");  // single-checkpoint blips are not stable segments
   CHECK(h.t_2gen == 16);
   CHECK(h.t_mem == 64);
   CHECK(h.t_final == 64);
   CHECK(h.cls == "gen_then_mem");
-  mk::RunHistory g;
+  pl::markov::RunHistory g;
   g.steps = {0, 1, 2, 3};
   g.phase = {"1mem", "2mem", "2mem", "2mem"};
-  mk::analyse(g);
+  pl::markov::analyse(g);
   CHECK(g.cls == "mem");
   CHECK(g.path == "2mem");
   CHECK(std::isnan(g.t_2gen));
@@ -481,25 +486,25 @@ TEST_CASE("markov_icl: the 1-Gen pseudo-count matched to the ensemble") {
   for (double a : {0.5, 3.0}) {
     const int M = 20000, C = 5;
     std::vector<double> pi(size_t(M) * C);
-    mk::Rng r(kt, 77, 0);
+    pl::markov::Rng r(kt, 77, 0);
     for (int i = 0; i < M; ++i) r.dirichlet(a, C, pi.data() + size_t(i) * C);
-    CHECK(close(mk::dirichlet_conc_by_moments(pi.data(), M, C), a, 0, 0.05));
+    CHECK(close(pl::markov::dirichlet_conc_by_moments(pi.data(), M, C), a, 0, 0.05));
   }
   // oracle 2: a second implementation (numpy: 20000 random C = 10 chains, eigenvector of T^T)
   // gave a = 9.70 for the stationary distributions of Dirichlet(1) rows, 2.55 for C = 3
-  CHECK(close(mk::matched_alpha1(kt, 10, 1.0, 5), 9.70, 0, 0.08));
-  CHECK(close(mk::matched_alpha1(kt, 3, 1.0, 5), 2.55, 0, 0.08));
+  CHECK(close(pl::markov::matched_alpha1(kt, 10, 1.0, 5), 9.70, 0, 0.08));
+  CHECK(close(pl::markov::matched_alpha1(kt, 3, 1.0, 5), 2.55, 0, 0.08));
 }
 
 TEST_CASE("markov_icl: fits recover known exponents from synthetic times") {
   // oracle: the exponents the data were generated with
   std::vector<double> N = {32, 64, 128, 256}, tau, tau2;
   for (double n : N) tau.push_back(7.0 * std::pow(n, 1.35)), tau2.push_back(40.0 * n / std::log(n));
-  const mk::TauFit f = mk::fit_tau_vs_N(N, tau);
+  const pl::markov::TauFit f = pl::markov::fit_tau_vs_N(N, tau);
   CHECK(close(f.power.b, 1.35, 1e-9, 0));
   CHECK(close(std::exp(f.power.a), 7.0, 0, 1e-9));
   CHECK(f.rms_nlogn > 0.01);  // a pure power law is not N / ln N
-  const mk::TauFit g = mk::fit_tau_vs_N(N, tau2);
+  const pl::markov::TauFit g = pl::markov::fit_tau_vs_N(N, tau2);
   CHECK(close(g.c_nlogn, 40.0, 0, 1e-9));
   CHECK(g.rms_nlogn < 1e-9);
   CHECK(g.power.rms > 1e-3);  // ... and N / ln N is not a pure power law
@@ -509,20 +514,20 @@ TEST_CASE("markov_icl: fits recover known exponents from synthetic times") {
   for (int i = 0; i < 8; ++i)
     Nn.push_back(16.0 * std::pow(2.0, i / 2.0)),
         tn.push_back(3.0 * std::pow(Nn.back(), 0.8) * std::exp(noise[i]));
-  const mk::TauFit h = mk::fit_tau_vs_N(Nn, tn);
+  const pl::markov::TauFit h = pl::markov::fit_tau_vs_N(Nn, tn);
   CHECK(h.power.se_b > 0);
   CHECK(std::fabs(h.power.b - 0.8) < 3 * h.power.se_b);
   // divergence t = A (K2 - K)^-gamma with gamma = 2, K2 = 45
   std::vector<double> K = {4, 8, 16, 32, 44}, t;
   for (double k : K) t.push_back(5e4 * std::pow(45.0 - k, -2.0));
-  const mk::LineFit d = mk::fit_divergence(K, t, 45.0);
+  const pl::markov::LineFit d = pl::markov::fit_divergence(K, t, 45.0);
   CHECK(d.n == 5);
   CHECK(close(-d.b, 2.0, 1e-9, 0));
-  CHECK(std::isnan(mk::fit_line({1.0}, {2.0}).b));  // one point: no fit
+  CHECK(std::isnan(pl::markov::fit_line({1.0}, {2.0}).b));  // one point: no fit
   std::vector<std::pair<double, std::string>> cls = {
       {1, "mem"}, {2, "mem"}, {4, "gen_then_mem"}, {8, "gen_then_mem"}, {16, "gen"}, {32, "gen"}};
-  mk::Bracket k1, k2;
-  mk::k_boundaries(cls, &k1, &k2);
+  pl::markov::Bracket k1, k2;
+  pl::markov::k_boundaries(cls, &k1, &k2);
   CHECK(k1.lo == 2);
   CHECK(k1.hi == 4);
   CHECK(k2.lo == 8);
@@ -569,12 +574,12 @@ TEST_CASE("markov_icl: summary of a synthetic run folder brackets K and fits gam
     }
   }
   std::string msg;
-  REQUIRE(mk::write_summary(dir, &msg));
+  REQUIRE(pl::markov::write_summary(dir, &msg));
   std::ifstream in(dir + "/summary_fits.csv");
   std::string line;
   std::map<std::string, std::vector<std::vector<std::string>>> rows;
   while (std::getline(in, line)) {
-    const auto f = mk::split_csv(line);
+    const auto f = pl::markov::split_csv(line);
     rows[f[0]].push_back(f);
   }
   // columns: quantity,group,seeds,points,value,stderr,lo,hi,rms,alt,alt_rms
@@ -599,17 +604,17 @@ TEST_CASE("markov_icl: summary of a synthetic run folder brackets K and fits gam
 
 TEST_CASE("markov_icl: freezing and lr multipliers act on exactly their modules") {
   const pl_kernel_table t = table();
-  mk::TrainConfig tc = small_run(4, false, 16, 16, 3);
+  pl::markov::TrainConfig tc = small_run(4, false, 16, 16, 3);
   tc.freeze = {"l1_att"};
   tc.lr_mult = {{"l2_qk", 0.0}, {"unembed", 2.0}};
-  mk::Trainer tr(tc, t);
+  pl::markov::Trainer tr(tc, t);
   const std::vector<float> p0 = tr.model().params;
   for (int64_t s = 1; s <= tc.steps; ++s) tr.train_step(s);
   const std::vector<float>& p1 = tr.model().params;
-  for (const auto& m : mk::modules(tc.model)) {
+  for (const auto& m : pl::markov::modules(tc.model)) {
     bool changed = false;
     for (size_t i = m.off; i < m.off + m.len; ++i) changed |= p0[i] != p1[i];
-    const bool frozen = mk::in_group(m.name, "l1_att") || m.name == "l2_qk";
+    const bool frozen = pl::markov::in_group(m.name, "l1_att") || m.name == "l2_qk";
     CAPTURE(m.name);
     CHECK(changed == !frozen);
   }

@@ -18,7 +18,7 @@
 #include "model.hpp"
 #include "predictors.hpp"
 
-namespace mk {
+namespace pl::markov {
 
 inline uint64_t mix64(uint64_t x) {  // SplitMix64 finaliser (as the SDK's)
   x += 0x9E3779B97F4A7C15ull;
@@ -287,4 +287,4 @@ inline std::vector<int64_t> checkpoint_steps(int64_t steps, int n) {
   return v;
 }
 
-}  // namespace mk
+}  // namespace pl::markov

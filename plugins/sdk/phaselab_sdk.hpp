@@ -4,12 +4,13 @@
 // (exceptions are caught at the boundary and turned into PL_FAILED with the message).
 //
 //   struct MyExperiment {
-//     explicit MyExperiment(plsdk::Context& cx);  // allocate everything here
-//     pl_status run(plsdk::Context& cx);          // hot loop, emit rows
+//     explicit MyExperiment(pl::sdk::Context& cx);  // allocate everything here
+//     pl_status run(pl::sdk::Context& cx);          // hot loop, emit rows
 //   };
-//   static const pl_param_decl kParams[] = { plsdk::int_param("L", 16, "sequence length", 2, 4096),
+//   static const pl_param_decl kParams[] = { pl::sdk::int_param("L", 16, "sequence length", 2,
+//   4096),
 //   ... }; static const char* const kCols[] = {"train_mse", "test_mse"}; static const pl_table_decl
-//   kTables[] = { plsdk::table("results", kCols) }; static const pl_plot_decl kPlots[] = { ... };
+//   kTables[] = { pl::sdk::table("results", kCols) }; static const pl_plot_decl kPlots[] = { ... };
 //   PL_DEFINE_PLUGIN(MyExperiment, "my_exp", "0.1", "one line", kParams, kTables, kPlots,
 //                    nullptr /* validate */, nullptr /* finish */)
 #pragma once
@@ -27,7 +28,7 @@
 
 #include "phaselab_plugin.h"
 
-namespace plsdk {
+namespace pl::sdk {
 
 // ---------------------------------------------------------------- declarations
 constexpr pl_param_decl int_param(const char* name, int64_t def, const char* help,
@@ -233,7 +234,7 @@ struct Glue {
 template <typename Experiment>
 const pl_plugin* Glue<Experiment>::self = nullptr;
 
-}  // namespace plsdk
+}  // namespace pl::sdk
 
 #define PL_SDK_COUNT(a) uint32_t(sizeof(a) / sizeof((a)[0]))
 
@@ -255,13 +256,13 @@ const pl_plugin* Glue<Experiment>::self = nullptr;
                                                           plots_ptr,                           \
                                                           num_plots,                           \
                                                           validate_fn,                         \
-                                                          &plsdk::Glue<Experiment>::create,    \
-                                                          &plsdk::Glue<Experiment>::run,       \
-                                                          &plsdk::Glue<Experiment>::destroy,   \
+                                                          &pl::sdk::Glue<Experiment>::create,  \
+                                                          &pl::sdk::Glue<Experiment>::run,     \
+                                                          &pl::sdk::Glue<Experiment>::destroy, \
                                                           finish_fn,                           \
                                                           {}};                                 \
   template <>                                                                                  \
-  const pl_plugin* plsdk::Glue<Experiment>::self = &PL_PLUGIN_ENTRY;
+  const pl_plugin* pl::sdk::Glue<Experiment>::self = &PL_PLUGIN_ENTRY;
 
 #define PL_DEFINE_PLUGIN_NO_PLOTS(Experiment, name, version, description, params, tables,  \
                                   validate_fn, finish_fn)                                  \

@@ -19,7 +19,7 @@
 #include "phaselab/kernels.hpp"
 #include "phaselab_plugin.h"
 
-namespace pltest_host {
+namespace pl::test_host {
 
 // Every kernel's selected registry variant for `target` ("" = the best this CPU runs). Filled per
 // kernel, so a build where an unrelated family has no variant still gives a table.
@@ -159,4 +159,4 @@ struct FakeHost {
   }
 };
 
-}  // namespace pltest_host
+}  // namespace pl::test_host

@@ -16,14 +16,14 @@ namespace {
 struct Toy {
   std::vector<float> x, y;  // [n] inputs and exp outputs
 
-  explicit Toy(plsdk::Context& cx) : x(size_t(cx.i("n"))), y(size_t(cx.i("n"))) {}
+  explicit Toy(pl::sdk::Context& cx) : x(size_t(cx.i("n"))), y(size_t(cx.i("n"))) {}
 
-  pl_status run(plsdk::Context& cx) {
+  pl_status run(pl::sdk::Context& cx) {
     const int64_t n = cx.i("n");
     const double scale = cx.f("scale"), shift = cx.b("shift") ? 1.0 : 0.0;
     uint64_t s = cx.point_stream(1);
     for (auto& v : x) {  // x_i = scale * u_i + shift, u_i uniform in [-1, 1)
-      s = plsdk::mix64(s);
+      s = pl::sdk::mix64(s);
       const double u = double(s >> 11) * 0x1.0p-53 * 2.0 - 1.0;
       v = float(scale * u + shift);
     }
@@ -68,30 +68,31 @@ int validate(const pl_value* p, uint32_t, char* err, size_t len) {
 }
 
 const pl_param_decl kParams[] = {
-    plsdk::int_param("n", 8, "number of values", 1, 100000),
-    plsdk::float_param("scale", 1.0, "multiplier of the uniform values",
-                       PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0.0),
-    plsdk::enum_param("mode", "sum", "sum|mean|max", "how exp(x) is reduced"),
-    plsdk::bool_param("shift", false, "add 1 to every x"),
-    plsdk::string_param("label", "x", "free text copied into results.csv"),
-    plsdk::int_param("nan_at", -1, "n at which the value becomes NaN (-1: never)"),
-    plsdk::int_param("fail_at", -1, "n at which the point fails with a reason (-1: never)"),
-    plsdk::int_param("sleep_ms", 0, "sleep this long per point, polling cancellation", 0, 600000),
-    plsdk::int_param("steps", 3, "rows per point in history.csv", 1, 1000),
+    pl::sdk::int_param("n", 8, "number of values", 1, 100000),
+    pl::sdk::float_param("scale", 1.0, "multiplier of the uniform values",
+                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0.0),
+    pl::sdk::enum_param("mode", "sum", "sum|mean|max", "how exp(x) is reduced"),
+    pl::sdk::bool_param("shift", false, "add 1 to every x"),
+    pl::sdk::string_param("label", "x", "free text copied into results.csv"),
+    pl::sdk::int_param("nan_at", -1, "n at which the value becomes NaN (-1: never)"),
+    pl::sdk::int_param("fail_at", -1, "n at which the point fails with a reason (-1: never)"),
+    pl::sdk::int_param("sleep_ms", 0, "sleep this long per point, polling cancellation", 0, 600000),
+    pl::sdk::int_param("steps", 3, "rows per point in history.csv", 1, 1000),
 #ifdef PL_TOY_V2
-    plsdk::float_param("extra", 0.0, "a key added by a later version; not used", 0, 0.0),
+    pl::sdk::float_param("extra", 0.0, "a key added by a later version; not used", 0, 0.0),
 #endif
 };
 const char* const kResultCols[] = {"value", "ref", "label", "exp_variant"};
 const char* const kHistoryCols[] = {"step", "partial"};
-const pl_table_decl kTables[] = {plsdk::table("results", kResultCols),
-                                 plsdk::table("history", kHistoryCols)};
+const pl_table_decl kTables[] = {pl::sdk::table("results", kResultCols),
+                                 pl::sdk::table("history", kHistoryCols)};
 const pl_plot_decl kPlots[] = {
-    plsdk::plot("value_vs_n", "toy value and reference vs n", "results", "n", "value,ref", "mode",
-                "", PL_PLOT_LOGX),
-    plsdk::plot("value_hist", "toy values", "results", "value", "", "mode", "", PL_PLOT_HISTOGRAM),
-    plsdk::plot("history", "partial values", "history", "step", "partial", "n", "mode=sum",
-                PL_PLOT_POINTS),
+    pl::sdk::plot("value_vs_n", "toy value and reference vs n", "results", "n", "value,ref", "mode",
+                  "", PL_PLOT_LOGX),
+    pl::sdk::plot("value_hist", "toy values", "results", "value", "", "mode", "",
+                  PL_PLOT_HISTOGRAM),
+    pl::sdk::plot("history", "partial values", "history", "step", "partial", "n", "mode=sum",
+                  PL_PLOT_POINTS),
 };
 
 }  // namespace
