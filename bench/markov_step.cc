@@ -19,7 +19,7 @@
 #include <immintrin.h>
 #endif
 
-#include "markov_icl/trainer.hpp"
+#include "markov_common/trainer.hpp"
 #include "phaselab/kernels.hpp"
 
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "markov_common/summary.hpp"
+#include "markov_common/trainer.hpp"
 #include "sdk/phaselab_sdk.hpp"
-#include "summary.hpp"
-#include "trainer.hpp"
 
 namespace {
 

@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "chains.hpp"
-#include "model.hpp"
+#include "markov_common/chains.hpp"
+#include "markov_common/model.hpp"
+#include "markov_common/predictors.hpp"
+#include "markov_common/summary.hpp"
+#include "markov_common/trainer.hpp"
 #include "phaselab/kernels.hpp"
-#include "predictors.hpp"
-#include "summary.hpp"
 #include "tests/emulation.hpp"
-#include "trainer.hpp"
 
 namespace {
 
