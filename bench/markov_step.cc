@@ -111,14 +111,8 @@ int main(int argc, char** argv) {
   std::string err;
   if (!pl::select_kernels(target, &t, &err)) {
     std::fprintf(stderr, "markov_step: %s\n", err.c_str());
-    if (err.rfind("no variant of kernel", 0) != 0) return 2;
-#define PL_KERNEL(kname, Camel, ret, params)                                         \
-  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), target)) \
-    t.kname = reinterpret_cast<ret(*) params>(v->fn);
-#include "phaselab/kernels.def"
-#undef PL_KERNEL
+    return 2;
   }
-  const int filled = pl::markov::fill_missing(&t);
   pl::markov::TrainConfig tc;
   tc.model = mc;
   tc.K = 64;
@@ -148,9 +142,9 @@ int main(int argc, char** argv) {
   const double med = ms[ms.size() / 2], fl = flops_per_step(mc, batch);
   std::printf(
       "impl=phaselab threads=%d d=%d N=%d batch=%d heads=%d median_ms=%.3f min_ms=%.3f "
-      "cpu_ms=%.3f flops=%.4g gflops=%.2f fallback_kernels=%d target=%s",
+      "cpu_ms=%.3f flops=%.4g gflops=%.2f target=%s",
       threads, mc.d, mc.N, batch, mc.heads, med, ms.front(), cpu[cpu.size() / 2], fl,
-      fl / med * 1e-6, filled, t.target ? t.target : "?");
+      fl / med * 1e-6, t.target ? t.target : "?");
 #if defined(__x86_64__)
   if (peak && __builtin_cpu_supports("avx512f"))
     std::printf(" peak_gflops_1core=%.1f", peak_avx512(1.0) * 1e-9);

@@ -1,7 +1,10 @@
-// The two-layer (L-layer) transformer of the Markov ICL experiment, llm.c style: one flat
-// parameter buffer with named views, one flat activation buffer, forward and backward as
-// mirrored passes, the batch split into a fixed number of chunks whose gradients are reduced in
-// a fixed order (bit-identical results for any thread count).
+// The two-layer (L-layer) transformer of the Markov ICL experiment, in the shape of llm.c's
+// train_gpt2.c: one flat parameter buffer with named views, one flat activation buffer, one
+// forward/backward pair per layer kind (embedding, layernorm, attention, mlp, residual,
+// unembedding + cross-entropy), the batch split into a fixed number of chunks whose gradients
+// are reduced in a fixed order (bit-identical results for any thread count).
+// Shapes: B = batch, N = positions, R = rows of a chunk (sequences x N), d = d_model,
+// H = heads, dh = d / H, F = MLP width, C = states.
 //
 // Templated on the element type: Model<float> calls the kernel table (the experiment),
 // Model<double> calls the plain double loops of ref_ops.hpp (the finite-difference oracle).
@@ -22,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "phaselab/kernel_table.h"
 #include "ref_ops.hpp"
 
 namespace pl::markov {
@@ -198,30 +202,78 @@ struct Ops<float> {
   }
 };
 
+// log sum_j exp(u_j) of one row, as max + log(sum exp(u - max)) (kept apart so that
+// log-probabilities u_j - max - log_sum round exactly as they always have).
+struct LogSumExp {
+  double max, log_sum;
+  double value() const { return max + log_sum; }
+};
+template <class T>
+LogSumExp logsumexp(const T* u, size_t n) {
+  double mx = -INFINITY, z = 0;
+  for (size_t j = 0; j < n; ++j) mx = std::fmax(mx, double(u[j]));
+  for (size_t j = 0; j < n; ++j) z += std::exp(double(u[j]) - mx);
+  return {mx, std::log(z)};
+}
+
 template <class T>
 class Model {
  public:
-  // Parameter (or gradient) views into a flat buffer.
+  // Parameter (or gradient) views into a flat buffer; weights are (out x in).
   struct Views {
-    T *wte, *wpe, *lnfg, *lnfb, *wu;
+    T* wte;   // C x d      token embedding
+    T* wpe;   // N x d      learned positions (unused under rope)
+    T* lnfg;  // d          final LayerNorm gain
+    T* lnfb;  // d          final LayerNorm bias
+    T* wu;    // C x d      unembedding (= wte when tied)
     struct L {
-      T *ln1g, *ln1b, *wqkv, *wo, *ln2g, *ln2b, *wfc, *wproj;
+      T* ln1g;   // d       LayerNorm before attention: gain
+      T* ln1b;   // d       ... bias
+      T* wqkv;   // 3d x d  rows [0, d) query, [d, 2d) key, [2d, 3d) value
+      T* wo;     // d x d   attention output projection
+      T* ln2g;   // d       LayerNorm before the MLP: gain
+      T* ln2b;   // d       ... bias
+      T* wfc;    // F x d   MLP in
+      T* wproj;  // d x F   MLP out
     };
     std::vector<L> l;
   };
-  // Activations of `batch` sequences (R = batch * N rows), one flat buffer.
-  struct Acts {
-    std::vector<T*> res;  // L + 1 residual streams x_l (R x d); res[0] = E
+  // Activations of `batch` sequences (rows b * N + t), one flat buffer.
+  struct Activations {
+    std::vector<T*> res;  // L + 1 residual streams x_l, each B*N x d; res[0] = E, res[L] = x_L
     struct L {
-      T *ln1, *m1, *r1, *qkv, *att, *atty, *A, *y, *ln2, *m2, *r2, *h, *g, *M;
+      T* ln1;       // B*N x d       LN1(x_l)
+      T* ln1_mean;  // B*N           its row means
+      T* ln1_rstd;  // B*N           its row 1/std
+      T* qkv;       // B*N x 3d      [q | k | v], heads side by side (q, k rotated under rope)
+      T* pattern;   // B x H x N x N attention probabilities (causal softmax)
+      T* atty;      // B*N x d       per-head P v, heads concatenated
+      T* A;         // B*N x d       attention output A_l = atty Wo^T
+      T* y;         // B*N x d       x_l + A_l
+      T* ln2;       // B*N x d       LN2(y)
+      T* ln2_mean;  // B*N
+      T* ln2_rstd;  // B*N
+      T* h;         // B*N x F       y's MLP pre-activation LN2(y) Wfc^T
+      T* g;         // B*N x F       GELU(h)
+      T* M;         // B*N x d       MLP output M_l = g Wproj^T (null when attention-only)
     };
     std::vector<L> l;
-    T *lnf, *mf, *rf, *logits, *probs;
+    T* lnf;       // B*N x d  LNf(x_L)
+    T* lnf_mean;  // B*N
+    T* lnf_rstd;  // B*N
+    T* logits;    // B*N x C  U = LNf(x_L) Wu^T
+    T* probs;     // B*N x C  softmax(U)
   };
-  // Per-chunk backward scratch.
+  // Per-chunk backward scratch (R = rows of the largest chunk).
   struct Scratch {
     std::vector<T> buf;
-    T *dres, *dln, *dqkv, *datty, *dh, *dlog, *datt;
+    T* dres;    // R x d   gradient of the residual stream, carried down through the layers
+    T* dln;     // R x d   gradient of a LayerNorm output
+    T* dqkv;    // R x 3d
+    T* datty;   // R x d
+    T* dh;      // R x F   gradient of g, then of h (in place)
+    T* dlog;    // R x C   gradient of the logits
+    T* dscore;  // N x N   attention backward scratch
   };
 
   Model(const ModelConfig& cfg, const pl_kernel_table* k, int batch, int chunks)
@@ -260,7 +312,7 @@ class Model {
       s.datty = take(rc * d);
       s.dh = take(rc * f);
       s.dlog = take(rc * size_t(cfg.C));
-      s.datt = take(Nn * Nn);
+      s.dscore = take(Nn * Nn);
     }
     if (cfg.rope) {  // cos/sin of pos * 10000^(-2i/dh)
       const int h2 = cfg.dh() / 2;
@@ -276,6 +328,7 @@ class Model {
 
   const ModelConfig& config() const { return cfg_; }
   const Layout& layout() const { return lay_; }
+  const Ops<T>& ops() const { return ops_; }
   size_t num_params() const { return lay_.total; }
   int batch() const { return B_; }
   int chunks() const { return chunks_; }
@@ -337,11 +390,167 @@ class Model {
   }
 
   // Component outputs of the last forward pass, rows b * N + t (the residual stream is their sum).
-  const T* E() const { return A_.res[0]; }                    // R x d
-  const T* A(int l) const { return A_.l[size_t(l)].A; }       // R x d
-  const T* M(int l) const { return A_.l[size_t(l)].M; }       // R x d (null in attention-only mode)
-  const T* U() const { return A_.logits; }                    // R x C
-  const T* attn(int l) const { return A_.l[size_t(l)].att; }  // batch x heads x N x N
+  const T* E() const { return act_.res[0]; }               // B*N x d
+  const T* A(int l) const { return act_.l[size_t(l)].A; }  // B*N x d
+  const T* M(int l) const { return act_.l[size_t(l)].M; }  // B*N x d (null: attention-only)
+  const T* U() const { return act_.logits; }               // B*N x C
+  const T* attn(int l) const { return act_.l[size_t(l)].pattern; }  // B x H x N x N
+
+  // Log-probabilities of the last forward pass (row r = b * N + t), in double.
+  void log_probs(int nb, double* out) const {
+    const size_t C = size_t(cfg_.C), R = size_t(nb) * cfg_.N;
+    for (size_t r = 0; r < R; ++r) {
+      const T* u = act_.logits + r * C;
+      const LogSumExp z = logsumexp(u, C);
+      for (size_t j = 0; j < C; ++j) out[r * C + j] = double(u[j]) - z.max - z.log_sum;
+    }
+  }
+
+  // ------------------------------------------------------------ layers (rows [r0, r0 + R))
+  // The forward/backward pairs below work on R = nb * N rows of nb whole sequences; the hooked
+  // forward pass (hooked.hpp) reuses the forward halves.
+
+  // embedding: E[b, t] = wte[x_bt] + wpe[t] (rope: no position term).   E: R x d
+  void embedding_forward(T* E, const int32_t* seq, int b0, int nb) const {
+    const size_t d = size_t(cfg_.d), N = size_t(cfg_.N);
+    for (size_t b = 0; b < size_t(nb); ++b)
+      for (size_t t = 0; t < N; ++t) {
+        const T* te = P.wte + size_t(seq[(size_t(b0) + b) * (N + 1) + t]) * d;
+        T* e = E + (b * N + t) * d;
+        for (size_t i = 0; i < d; ++i) e[i] = te[i] + (cfg_.rope ? T(0) : P.wpe[t * d + i]);
+      }
+  }
+  // dwte[x_bt] += dE[b, t], dwpe[t] += dE[b, t].
+  void embedding_backward(Views& g, const T* dE, const int32_t* seq, int b0, int nb) const {
+    const size_t d = size_t(cfg_.d), N = size_t(cfg_.N);
+    for (size_t b = 0; b < size_t(nb); ++b)
+      for (size_t t = 0; t < N; ++t) {
+        const T* de = dE + (b * N + t) * d;
+        T* gt = g.wte + size_t(seq[(size_t(b0) + b) * (N + 1) + t]) * d;
+        for (size_t i = 0; i < d; ++i) gt[i] += de[i];
+        if (!cfg_.rope)
+          for (size_t i = 0; i < d; ++i) g.wpe[t * d + i] += de[i];
+      }
+  }
+
+  // layernorm: out = (x - mean) rstd gamma + beta per row; returns out, or x itself when the
+  // model has no LayerNorm.   x, out: R x d; mean, rstd: R
+  const T* layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* gamma, const T* beta,
+                             size_t R) const {
+    if (!cfg_.ln) return x;
+    ops_.layernorm(x, gamma, beta, out, mean, rstd, R, size_t(cfg_.d), cfg_.ln_eps);
+    return out;
+  }
+  // dx += LN^T dy, dgamma, dbeta accumulated (dx += dy without LayerNorm).
+  void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* gamma,
+                          const T* mean, const T* rstd, size_t R) const {
+    const size_t d = size_t(cfg_.d);
+    if (cfg_.ln)
+      ops_.layernorm_bwd(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, R, d);
+    else
+      for (size_t i = 0; i < R * d; ++i) dx[i] += dy[i];
+  }
+
+  // attention, the q/k/v projection: qkv = ln Wqkv^T, then q and k rotated under rope.
+  //   ln: R x d; qkv: R x 3d
+  void qkv_forward(T* qkv, const T* ln, const typename Views::L& W, int nb) const {
+    const size_t d = size_t(cfg_.d), R = size_t(nb) * cfg_.N;
+    ops_.gemm(0, 1, R, 3 * d, d, T(1), ln, d, W.wqkv, d, T(0), qkv, 3 * d);
+    if (cfg_.rope) rope(qkv, nb, false);
+  }
+  // attention, the heads: per sequence and head, pattern = causal softmax(q k^T / sqrt(dh)) and
+  // atty = pattern v; then A = atty Wo^T.
+  //   qkv: R x 3d; pattern: nb x H x N x N; atty, A: R x d
+  void attention_forward(T* A, T* atty, T* pattern, const T* qkv, const typename Views::L& W,
+                         int nb) const {
+    const size_t d = size_t(cfg_.d), N = size_t(cfg_.N), R = size_t(nb) * N, dh = size_t(cfg_.dh()),
+                 H = size_t(cfg_.heads);
+    const T scale = T(1.0 / std::sqrt(double(dh)));
+    for (size_t b = 0; b < size_t(nb); ++b)
+      for (size_t h = 0; h < H; ++h) {
+        const T* q = qkv + b * N * 3 * d + h * dh;
+        ops_.attention(q, 3 * d, q + d, 3 * d, q + 2 * d, 3 * d, atty + b * N * d + h * dh, d,
+                       pattern + (b * H + h) * N * N, N, dh, scale);
+      }
+    ops_.gemm(0, 1, R, d, d, T(1), atty, d, W.wo, d, T(0), A, d);
+  }
+  // Mirror of qkv_forward + attention_forward: dWo, dWqkv accumulated; dln = gradient of the
+  // attention's LayerNorm output (overwritten). dA: R x d.
+  void attention_backward(T* dln, typename Views::L& gW, const T* dA, const T* ln, const T* qkv,
+                          const T* pattern, const T* atty, const typename Views::L& W, Scratch& s,
+                          int nb) const {
+    const size_t d = size_t(cfg_.d), N = size_t(cfg_.N), R = size_t(nb) * N, dh = size_t(cfg_.dh()),
+                 H = size_t(cfg_.heads);
+    const T scale = T(1.0 / std::sqrt(double(dh)));
+    ops_.gemm(1, 0, d, d, R, T(1), dA, d, atty, d, T(1), gW.wo, d);    // dWo += dA^T atty
+    ops_.gemm(0, 0, R, d, d, T(1), dA, d, W.wo, d, T(0), s.datty, d);  // datty = dA Wo
+    for (size_t b = 0; b < size_t(nb); ++b)
+      for (size_t h = 0; h < H; ++h) {
+        const T* q = qkv + b * N * 3 * d + h * dh;
+        T* dq = s.dqkv + b * N * 3 * d + h * dh;
+        ops_.attention_bwd(q, 3 * d, q + d, 3 * d, q + 2 * d, 3 * d, pattern + (b * H + h) * N * N,
+                           s.datty + b * N * d + h * dh, d, dq, 3 * d, dq + d, 3 * d, dq + 2 * d,
+                           3 * d, s.dscore, N, dh, scale);
+      }
+    if (cfg_.rope) rope(s.dqkv, nb, true);  // q = R q0 => dq0 = R^T dq
+    ops_.gemm(1, 0, 3 * d, d, R, T(1), s.dqkv, 3 * d, ln, d, T(1), gW.wqkv, d);  // += dqkv^T ln
+    ops_.gemm(0, 0, R, d, 3 * d, T(1), s.dqkv, 3 * d, W.wqkv, d, T(0), dln, d);  // dqkv Wqkv
+  }
+
+  // mlp: h = ln Wfc^T, g = GELU(h), M = g Wproj^T.   ln, M: R x d; h, g: R x F
+  void mlp_forward(T* M, T* h, T* g, const T* ln, const typename Views::L& W, size_t R) const {
+    const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn);
+    ops_.gemm(0, 1, R, f, d, T(1), ln, d, W.wfc, d, T(0), h, f);
+    ops_.gelu(h, g, R * f);
+    ops_.gemm(0, 1, R, d, f, T(1), g, f, W.wproj, f, T(0), M, d);
+  }
+  // Mirror: dWproj, dWfc accumulated; dln (R x d) overwritten; s.dh used as scratch.
+  void mlp_backward(T* dln, typename Views::L& gW, const T* dM, const T* ln, const T* h, const T* g,
+                    const typename Views::L& W, Scratch& s, size_t R) const {
+    const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn);
+    ops_.gemm(1, 0, d, f, R, T(1), dM, d, g, f, T(1), gW.wproj, f);    // dWproj += dM^T g
+    ops_.gemm(0, 0, R, f, d, T(1), dM, d, W.wproj, f, T(0), s.dh, f);  // dg = dM Wproj
+    ops_.gelu_bwd(h, s.dh, s.dh, R * f);                               // dh = gelu'(h) dg
+    ops_.gemm(1, 0, f, d, R, T(1), s.dh, f, ln, d, T(1), gW.wfc, d);   // dWfc += dh^T ln
+    ops_.gemm(0, 0, R, d, f, T(1), s.dh, f, W.wfc, d, T(0), dln, d);   // dln = dh Wfc
+  }
+
+  // residual: out = x + f (a block's output added to the stream).   R x d
+  // Backward: d x and d f both equal d out; the pass carries one buffer (Scratch::dres) down the
+  // stream, each block reading it as its output gradient and adding its input gradient into it.
+  void residual_forward(T* out, const T* x, const T* f, size_t R) const {
+    for (size_t i = 0; i < R * size_t(cfg_.d); ++i) out[i] = x[i] + f[i];
+  }
+
+  // unembedding + cross-entropy: U = ln Wu^T, probs = softmax(U); returns
+  // sum_rows logsumexp(U) - U[target] (in double).   ln: R x d; U, probs: R x C
+  double unembed_xent_forward(T* U, T* probs, const T* ln, const int32_t* seq, int b0,
+                              int nb) const {
+    const size_t d = size_t(cfg_.d), N = size_t(cfg_.N), C = size_t(cfg_.C), R = size_t(nb) * N;
+    ops_.gemm(0, 1, R, C, d, T(1), ln, d, P.wu, d, T(0), U, C);
+    ops_.softmax_rows(U, probs, R, C);
+    double loss = 0;
+    for (size_t b = 0; b < size_t(nb); ++b)
+      for (size_t t = 0; t < N; ++t) {
+        const T* u = U + (b * N + t) * C;
+        loss += logsumexp(u, C).value() - double(u[seq[(size_t(b0) + b) * (N + 1) + t + 1]]);
+      }
+    return loss;
+  }
+  // dU = scale (probs - onehot(target)); dWu += dU^T ln; dln = dU Wu (overwritten).
+  void unembed_xent_backward(T* dln, Views& g, const T* probs, const T* ln, const int32_t* seq,
+                             int b0, int nb, Scratch& s, T scale) const {
+    const size_t d = size_t(cfg_.d), N = size_t(cfg_.N), C = size_t(cfg_.C), R = size_t(nb) * N;
+    for (size_t b = 0; b < size_t(nb); ++b)
+      for (size_t t = 0; t < N; ++t) {
+        const size_t r = b * N + t;
+        const size_t tgt = size_t(seq[(size_t(b0) + b) * (N + 1) + t + 1]);
+        for (size_t j = 0; j < C; ++j)
+          s.dlog[r * C + j] = scale * (probs[r * C + j] - (j == tgt ? T(1) : T(0)));
+      }
+    ops_.gemm(1, 0, C, d, R, T(1), s.dlog, C, ln, d, T(1), g.wu, d);   // dWu += dU^T ln
+    ops_.gemm(0, 0, R, d, C, T(1), s.dlog, C, P.wu, d, T(0), dln, d);  // dln = dU Wu
+  }
 
   std::vector<T> params, grads, chunk_grads;
   Views P, G;
@@ -365,40 +574,40 @@ class Model {
     const size_t R = size_t(B_) * cfg_.N, d = size_t(cfg_.d), f = size_t(cfg_.ffn),
                  NN = size_t(B_) * cfg_.heads * cfg_.N * cfg_.N, C = size_t(cfg_.C);
     const size_t per_layer = R * (d + 2 + 3 * d + d + d + d + d + 2 + f + f + d) + NN;
-    acts.assign(
+    act_mem_.assign(
         R * d * size_t(cfg_.layers + 1) + size_t(cfg_.layers) * per_layer + R * (d + 2 + 2 * C),
         T(0));
-    T* p = acts.data();
+    T* p = act_mem_.data();
     auto take = [&](size_t n) {
       T* q = p;
       p += n;
       return q;
     };
-    for (int l = 0; l <= cfg_.layers; ++l) A_.res.push_back(take(R * d));
+    for (int l = 0; l <= cfg_.layers; ++l) act_.res.push_back(take(R * d));
     for (int l = 0; l < cfg_.layers; ++l) {
-      typename Acts::L a;
+      typename Activations::L a;
       a.ln1 = take(R * d);
-      a.m1 = take(R);
-      a.r1 = take(R);
+      a.ln1_mean = take(R);
+      a.ln1_rstd = take(R);
       a.qkv = take(R * 3 * d);
-      a.att = take(NN);
+      a.pattern = take(NN);
       a.atty = take(R * d);
       a.A = take(R * d);
       a.y = take(R * d);
       a.ln2 = take(R * d);
-      a.m2 = take(R);
-      a.r2 = take(R);
+      a.ln2_mean = take(R);
+      a.ln2_rstd = take(R);
       a.h = take(R * f);
       a.g = take(R * f);
       a.M = take(R * d);
       if (!cfg_.mlp) a.M = nullptr;
-      A_.l.push_back(a);
+      act_.l.push_back(a);
     }
-    A_.lnf = take(R * d);
-    A_.mf = take(R);
-    A_.rf = take(R);
-    A_.logits = take(R * C);
-    A_.probs = take(R * C);
+    act_.lnf = take(R * d);
+    act_.lnf_mean = take(R);
+    act_.lnf_rstd = take(R);
+    act_.logits = take(R * C);
+    act_.probs = take(R * C);
   }
   template <class F>
   void run_chunks(int nb, F&& f) {
@@ -418,7 +627,7 @@ class Model {
     return s / (double(nb) * cfg_.N);
   }
 
-  // q, k of every head of rows r0.. rotated by position (in place in the qkv buffer).
+  // q, k of every head of nb sequences rotated by position (in place in a qkv buffer).
   void rope(T* qkv, int nb, bool inverse) const {
     const int d = cfg_.d, dh = cfg_.dh(), h2 = dh / 2;
     for (int b = 0; b < nb; ++b)
@@ -440,174 +649,76 @@ class Model {
 
   // Sequences [b0, b0 + nb): fills their activation rows; returns the summed cross-entropy.
   double forward_chunk(const int32_t* seq, int b0, int nb) {
-    const ModelConfig& c = cfg_;
-    const size_t d = size_t(c.d), f = size_t(c.ffn), N = size_t(c.N), C = size_t(c.C),
-                 R = size_t(nb) * N, r0 = size_t(b0) * N, dh = size_t(c.dh());
-    const T scale = T(1.0 / std::sqrt(double(dh)));
-    // E = wte[x_t] + wpe[t]                                   (R x d)
-    T* E = A_.res[0] + r0 * d;
-    for (size_t b = 0; b < size_t(nb); ++b)
-      for (size_t t = 0; t < N; ++t) {
-        const T* te = P.wte + size_t(seq[(size_t(b0) + b) * (N + 1) + t]) * d;
-        T* e = E + (b * N + t) * d;
-        for (size_t i = 0; i < d; ++i) e[i] = te[i] + (c.rope ? T(0) : P.wpe[t * d + i]);
-      }
-    for (int l = 0; l < c.layers; ++l) {
+    const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn), N = size_t(cfg_.N), C = size_t(cfg_.C),
+                 R = size_t(nb) * N, r0 = size_t(b0) * N, NN = size_t(cfg_.heads) * N * N;
+    embedding_forward(act_.res[0] + r0 * d, seq, b0, nb);
+    for (int l = 0; l < cfg_.layers; ++l) {
       const auto& W = P.l[size_t(l)];
-      const auto& a = A_.l[size_t(l)];
-      T* x = A_.res[size_t(l)] + r0 * d;
-      // attention block: ln1 = LN(x); qkv = ln1 Wqkv^T (R x 3d); per head softmax attention
-      T* ln1 = c.ln ? a.ln1 + r0 * d : x;
-      if (c.ln) ops_.layernorm(x, W.ln1g, W.ln1b, ln1, a.m1 + r0, a.r1 + r0, R, d, c.ln_eps);
-      T* qkv = a.qkv + r0 * 3 * d;
-      ops_.gemm(0, 1, R, 3 * d, d, T(1), ln1, d, W.wqkv, d, T(0), qkv, 3 * d);
-      if (c.rope) rope(qkv, nb, false);
-      T* atty = a.atty + r0 * d;  // heads concatenated (R x d)
-      for (size_t b = 0; b < size_t(nb); ++b)
-        for (size_t h = 0; h < size_t(c.heads); ++h) {
-          const T* q = qkv + b * N * 3 * d + h * dh;
-          ops_.attention(q, 3 * d, q + d, 3 * d, q + 2 * d, 3 * d, atty + b * N * d + h * dh, d,
-                         a.att + ((size_t(b0) + b) * c.heads + h) * N * N, N, dh, scale);
-        }
-      T* Ao = a.A + r0 * d;  // A_l = atty Wo^T (R x d)
-      ops_.gemm(0, 1, R, d, d, T(1), atty, d, W.wo, d, T(0), Ao, d);
-      T* y = a.y + r0 * d;
-      for (size_t i = 0; i < R * d; ++i) y[i] = x[i] + Ao[i];
-      T* xn = A_.res[size_t(l) + 1] + r0 * d;
-      if (!c.mlp) {
-        std::memcpy(xn, y, R * d * sizeof(T));
+      const auto& a = act_.l[size_t(l)];
+      const T* x = act_.res[size_t(l)] + r0 * d;
+      const T* ln1 =
+          layernorm_forward(a.ln1 + r0 * d, a.ln1_mean + r0, a.ln1_rstd + r0, x, W.ln1g, W.ln1b, R);
+      qkv_forward(a.qkv + r0 * 3 * d, ln1, W, nb);
+      attention_forward(a.A + r0 * d, a.atty + r0 * d, a.pattern + size_t(b0) * NN,
+                        a.qkv + r0 * 3 * d, W, nb);
+      T* xn = act_.res[size_t(l) + 1] + r0 * d;
+      if (!cfg_.mlp) {  // x_{l+1} = x_l + A_l
+        residual_forward(xn, x, a.A + r0 * d, R);
         continue;
       }
-      // MLP block: ln2 = LN(y); h = ln2 Wfc^T (R x ffn); g = gelu(h); M = g Wproj^T (R x d)
-      T* ln2 = c.ln ? a.ln2 + r0 * d : y;
-      if (c.ln) ops_.layernorm(y, W.ln2g, W.ln2b, ln2, a.m2 + r0, a.r2 + r0, R, d, c.ln_eps);
-      T* h = a.h + r0 * f;
-      T* g = a.g + r0 * f;
-      ops_.gemm(0, 1, R, f, d, T(1), ln2, d, W.wfc, d, T(0), h, f);
-      ops_.gelu(h, g, R * f);
-      T* Mo = a.M + r0 * d;
-      ops_.gemm(0, 1, R, d, f, T(1), g, f, W.wproj, f, T(0), Mo, d);
-      for (size_t i = 0; i < R * d; ++i) xn[i] = y[i] + Mo[i];
+      T* y = a.y + r0 * d;
+      residual_forward(y, x, a.A + r0 * d, R);
+      const T* ln2 =
+          layernorm_forward(a.ln2 + r0 * d, a.ln2_mean + r0, a.ln2_rstd + r0, y, W.ln2g, W.ln2b, R);
+      mlp_forward(a.M + r0 * d, a.h + r0 * f, a.g + r0 * f, ln2, W, R);
+      residual_forward(xn, y, a.M + r0 * d, R);
     }
-    // U = LNf(x_L) Wu^T (R x C); probs = softmax(U)
-    T* xL = A_.res[size_t(c.layers)] + r0 * d;
-    T* lnf = c.ln ? A_.lnf + r0 * d : xL;
-    if (c.ln) ops_.layernorm(xL, P.lnfg, P.lnfb, lnf, A_.mf + r0, A_.rf + r0, R, d, c.ln_eps);
-    T* U = A_.logits + r0 * C;
-    ops_.gemm(0, 1, R, C, d, T(1), lnf, d, P.wu, d, T(0), U, C);
-    ops_.softmax_rows(U, A_.probs + r0 * C, R, C);
-    double loss = 0;  // sum_t logsumexp(U_t) - U_t[target], in double
-    for (size_t b = 0; b < size_t(nb); ++b)
-      for (size_t t = 0; t < N; ++t) {
-        const T* u = U + (b * N + t) * C;
-        double mx = -INFINITY, z = 0;
-        for (size_t j = 0; j < C; ++j) mx = std::fmax(mx, double(u[j]));
-        for (size_t j = 0; j < C; ++j) z += std::exp(double(u[j]) - mx);
-        loss += mx + std::log(z) - double(u[seq[(size_t(b0) + b) * (N + 1) + t + 1]]);
-      }
-    return loss;
+    const T* xL = act_.res[size_t(cfg_.layers)] + r0 * d;
+    const T* lnf = layernorm_forward(act_.lnf + r0 * d, act_.lnf_mean + r0, act_.lnf_rstd + r0, xL,
+                                     P.lnfg, P.lnfb, R);
+    return unembed_xent_forward(act_.logits + r0 * C, act_.probs + r0 * C, lnf, seq, b0, nb);
   }
 
   // Mirror of forward_chunk: accumulates scale * d(sum loss)/d(params) into g.
   void backward_chunk(const int32_t* seq, int b0, int nb, Views& g, Scratch& s, T scale) {
-    const ModelConfig& c = cfg_;
-    const size_t d = size_t(c.d), f = size_t(c.ffn), N = size_t(c.N), C = size_t(c.C),
-                 R = size_t(nb) * N, r0 = size_t(b0) * N, dh = size_t(c.dh());
-    const T ascale = T(1.0 / std::sqrt(double(dh)));
-    // dU = scale (softmax(U) - onehot(target))                (R x C)
-    const T* probs = A_.probs + r0 * C;
-    for (size_t b = 0; b < size_t(nb); ++b)
-      for (size_t t = 0; t < N; ++t) {
-        const size_t r = b * N + t;
-        const size_t tgt = size_t(seq[(size_t(b0) + b) * (N + 1) + t + 1]);
-        for (size_t j = 0; j < C; ++j)
-          s.dlog[r * C + j] = scale * (probs[r * C + j] - (j == tgt ? T(1) : T(0)));
-      }
-    T* xL = A_.res[size_t(c.layers)] + r0 * d;
-    T* lnf = c.ln ? A_.lnf + r0 * d : xL;
-    ops_.gemm(1, 0, C, d, R, T(1), s.dlog, C, lnf, d, T(1), g.wu, d);    // dWu += dU^T lnf (C x d)
-    ops_.gemm(0, 0, R, d, C, T(1), s.dlog, C, P.wu, d, T(0), s.dln, d);  // dlnf = dU Wu (R x d)
+    const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn), N = size_t(cfg_.N), C = size_t(cfg_.C),
+                 R = size_t(nb) * N, r0 = size_t(b0) * N, NN = size_t(cfg_.heads) * N * N;
+    const T* xL = act_.res[size_t(cfg_.layers)] + r0 * d;
+    const T* lnf = cfg_.ln ? act_.lnf + r0 * d : xL;
+    unembed_xent_backward(s.dln, g, act_.probs + r0 * C, lnf, seq, b0, nb, s, scale);
     std::fill(s.dres, s.dres + R * d, T(0));
-    back_ln(c.ln, s.dln, xL, P.lnfg, A_.mf + r0, A_.rf + r0, s.dres, g.lnfg, g.lnfb, R);
-    for (int l = c.layers - 1; l >= 0; --l) {
+    layernorm_backward(s.dres, g.lnfg, g.lnfb, s.dln, xL, P.lnfg, act_.lnf_mean + r0,
+                       act_.lnf_rstd + r0, R);
+    for (int l = cfg_.layers - 1; l >= 0; --l) {
       const auto& W = P.l[size_t(l)];
       auto& gW = g.l[size_t(l)];
-      const auto& a = A_.l[size_t(l)];
-      T* x = A_.res[size_t(l)] + r0 * d;
-      T* y = a.y + r0 * d;
-      if (c.mlp) {  // dM = dres
-        T* ln2 = c.ln ? a.ln2 + r0 * d : y;
-        ops_.gemm(1, 0, d, f, R, T(1), s.dres, d, a.g + r0 * f, f, T(1), gW.wproj,
-                  f);                                                          // dWproj += dM^T g
-        ops_.gemm(0, 0, R, f, d, T(1), s.dres, d, W.wproj, f, T(0), s.dh, f);  // dg = dM Wproj
-        ops_.gelu_bwd(a.h + r0 * f, s.dh, s.dh, R * f);                        // dh = gelu'(h) dg
-        ops_.gemm(1, 0, f, d, R, T(1), s.dh, f, ln2, d, T(1), gW.wfc, d);      // dWfc += dh^T ln2
-        ops_.gemm(0, 0, R, d, f, T(1), s.dh, f, W.wfc, d, T(0), s.dln, d);     // dln2 = dh Wfc
-        back_ln(c.ln, s.dln, y, W.ln2g, a.m2 + r0, a.r2 + r0, s.dres, gW.ln2g, gW.ln2b, R);
+      const auto& a = act_.l[size_t(l)];
+      const T* x = act_.res[size_t(l)] + r0 * d;
+      const T* y = a.y + r0 * d;
+      if (cfg_.mlp) {  // dM = dres (residual backward)
+        const T* ln2 = cfg_.ln ? a.ln2 + r0 * d : y;
+        mlp_backward(s.dln, gW, s.dres, ln2, a.h + r0 * f, a.g + r0 * f, W, s, R);
+        layernorm_backward(s.dres, gW.ln2g, gW.ln2b, s.dln, y, W.ln2g, a.ln2_mean + r0,
+                           a.ln2_rstd + r0, R);
       }
-      // dA = dres (the residual carries dy into both the block and x)
-      T* atty = a.atty + r0 * d;
-      ops_.gemm(1, 0, d, d, R, T(1), s.dres, d, atty, d, T(1), gW.wo, d);    // dWo += dA^T atty
-      ops_.gemm(0, 0, R, d, d, T(1), s.dres, d, W.wo, d, T(0), s.datty, d);  // datty = dA Wo
-      const T* qkv = a.qkv + r0 * 3 * d;
-      for (size_t b = 0; b < size_t(nb); ++b)
-        for (size_t h = 0; h < size_t(c.heads); ++h) {
-          const T* q = qkv + b * N * 3 * d + h * dh;
-          T* dq = s.dqkv + b * N * 3 * d + h * dh;
-          ops_.attention_bwd(q, 3 * d, q + d, 3 * d, q + 2 * d, 3 * d,
-                             a.att + ((size_t(b0) + b) * c.heads + h) * N * N,
-                             s.datty + b * N * d + h * dh, d, dq, 3 * d, dq + d, 3 * d, dq + 2 * d,
-                             3 * d, s.datt, N, dh, ascale);
-        }
-      if (c.rope) rope(s.dqkv, nb, true);  // q = R q0 => dq0 = R^T dq
-      T* ln1 = c.ln ? a.ln1 + r0 * d : x;
-      ops_.gemm(1, 0, 3 * d, d, R, T(1), s.dqkv, 3 * d, ln1, d, T(1), gW.wqkv,
-                d);  // dWqkv += dqkv^T ln1
-      ops_.gemm(0, 0, R, d, 3 * d, T(1), s.dqkv, 3 * d, W.wqkv, d, T(0), s.dln,
-                d);  // dln1 = dqkv Wqkv
-      back_ln(c.ln, s.dln, x, W.ln1g, a.m1 + r0, a.r1 + r0, s.dres, gW.ln1g, gW.ln1b, R);
+      // dA = dres (residual backward)
+      const T* ln1 = cfg_.ln ? a.ln1 + r0 * d : x;
+      attention_backward(s.dln, gW, s.dres, ln1, a.qkv + r0 * 3 * d, a.pattern + size_t(b0) * NN,
+                         a.atty + r0 * d, W, s, nb);
+      layernorm_backward(s.dres, gW.ln1g, gW.ln1b, s.dln, x, W.ln1g, a.ln1_mean + r0,
+                         a.ln1_rstd + r0, R);
     }
-    // dE = dres: scatter into the token and position tables
-    for (size_t b = 0; b < size_t(nb); ++b)
-      for (size_t t = 0; t < N; ++t) {
-        const T* de = s.dres + (b * N + t) * d;
-        T* gt = g.wte + size_t(seq[(size_t(b0) + b) * (N + 1) + t]) * d;
-        for (size_t i = 0; i < d; ++i) gt[i] += de[i];
-        if (!c.rope)
-          for (size_t i = 0; i < d; ++i) g.wpe[t * d + i] += de[i];
-      }
-  }
-  // dx += LN^T dy (or dx += dy without LayerNorm)
-  void back_ln(bool ln, const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd,
-               T* dx, T* dg, T* db, size_t R) const {
-    const size_t d = size_t(cfg_.d);
-    if (ln)
-      ops_.layernorm_bwd(dy, x, gamma, mean, rstd, dx, dg, db, R, d);
-    else
-      for (size_t i = 0; i < R * d; ++i) dx[i] += dy[i];
+    embedding_backward(g, s.dres, seq, b0, nb);  // dE = dres
   }
 
   ModelConfig cfg_;
   Layout lay_;
   Ops<T> ops_;
   int B_, chunks_;
-  std::vector<T> acts, rope_cs;
-  Acts A_;
+  std::vector<T> act_mem_, rope_cs;
+  Activations act_;
   std::vector<Scratch> scratch;
   std::vector<double> chunk_loss;
-
- public:
-  // Log-probabilities of the last forward pass (row r = b * N + t), in double.
-  void log_probs(int nb, double* out) const {
-    const size_t C = size_t(cfg_.C), R = size_t(nb) * cfg_.N;
-    for (size_t r = 0; r < R; ++r) {
-      const T* u = A_.logits + r * C;
-      double mx = -INFINITY, z = 0;
-      for (size_t j = 0; j < C; ++j) mx = std::fmax(mx, double(u[j]));
-      for (size_t j = 0; j < C; ++j) z += std::exp(double(u[j]) - mx);
-      for (size_t j = 0; j < C; ++j) out[r * C + j] = double(u[j]) - mx - std::log(z);
-    }
-  }
 };
 
 }  // namespace pl::markov

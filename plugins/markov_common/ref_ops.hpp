@@ -1,15 +1,11 @@
-// Plain-loop versions of the kernels the transformer uses, templated on the element type.
-// In double they are the oracle the model is checked against (finite differences run through
-// them); in float they fill any slot of the kernel table that this build has not registered
-// (so the plugin runs before every kernel family has landed). Semantics follow kernels.def.
+// Plain double loops of the kernels the transformer uses: Model<double> runs on them, the oracle
+// the float model on the kernel table is checked against (and finite differences run through).
+// Semantics follow kernels.def. The float model always uses the kernel table.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
-#include <cstdint>
 #include <cstring>
-
-#include "phaselab/kernel_table.h"
 
 namespace pl::markov {
 namespace ref {
@@ -180,123 +176,6 @@ void attention_bwd(const T* q, size_t ldq, const T* k, size_t ldk, const T* v, s
     }
 }
 
-// ---------------------------------------------------------------- float fallbacks (C signatures)
-inline void gemm_f(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float* a,
-                   size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
-  gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-inline void softmax_rows_f(const float* x, float* y, size_t rows, size_t cols, float scale,
-                           int causal) {
-  softmax_rows<float>(x, y, rows, cols, scale, causal);
-}
-inline void gelu_f(const float* x, float* y, size_t n) { gelu<float>(x, y, n); }
-inline void gelu_bwd_f(const float* x, const float* dy, float* dx, size_t n) {
-  gelu_bwd<float>(x, dy, dx, n);
-}
-inline void layernorm_f(const float* x, const float* g, const float* b, float* y, float* mean,
-                        float* rstd, size_t rows, size_t d, float eps) {
-  layernorm<float>(x, g, b, y, mean, rstd, rows, d, eps);
-}
-inline void layernorm_bwd_f(const float* dy, const float* x, const float* g, const float* mean,
-                            const float* rstd, float* dx, float* dg, float* db, size_t rows,
-                            size_t d) {
-  layernorm_bwd<float>(dy, x, g, mean, rstd, dx, dg, db, rows, d);
-}
-inline void attention_f(const float* q, size_t ldq, const float* k, size_t ldk, const float* v,
-                        size_t ldv, float* o, size_t ldo, float* p, size_t n, size_t dk, size_t dv,
-                        float scale, int causal, int linear) {
-  attention<float>(q, ldq, k, ldk, v, ldv, o, ldo, p, n, dk, dv, scale, causal, linear);
-}
-inline void attention_bwd_f(const float* q, size_t ldq, const float* k, size_t ldk, const float* v,
-                            size_t ldv, const float* p, const float* d_o, size_t lddo, float* dq,
-                            size_t lddq, float* dk, size_t lddk, float* dv, size_t lddv,
-                            float* scratch, size_t n, size_t d_k, size_t d_v, float scale,
-                            int causal, int linear) {
-  attention_bwd<float>(q, ldq, k, ldk, v, ldv, p, d_o, lddo, dq, lddq, dk, lddk, dv, lddv, scratch,
-                       n, d_k, d_v, scale, causal, linear);
-}
-inline void adamw_f(float* param, const float* grad, float* m, float* v, size_t n, float lr,
-                    float beta1, float beta2, float eps, float wd, int64_t step) {
-  const double c1 = 1 - std::pow(double(beta1), double(step));
-  const double c2 = 1 - std::pow(double(beta2), double(step));
-  for (size_t i = 0; i < n; ++i) {
-    m[i] = beta1 * m[i] + (1 - beta1) * grad[i];
-    v[i] = beta2 * v[i] + (1 - beta2) * grad[i] * grad[i];
-    const double mh = m[i] / c1, vh = v[i] / c2;
-    param[i] = float(param[i] - lr * (mh / (std::sqrt(vh) + eps) + wd * param[i]));
-  }
-}
-
-// Philox4x32-10 (Salmon et al. 2011): key = seed, counter = (block lo, block hi, stream lo,
-// stream hi); word i of a stream is lane i % 4 of block i / 4 (kernels.def, uniform_bits).
-inline void philox_block(uint64_t seed, uint64_t stream, uint64_t block, uint32_t out[4]) {
-  uint32_t c0 = uint32_t(block), c1 = uint32_t(block >> 32), c2 = uint32_t(stream),
-           c3 = uint32_t(stream >> 32);
-  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
-  for (int r = 0; r < 10; ++r) {
-    const uint64_t p0 = uint64_t(0xD2511F53u) * c0, p1 = uint64_t(0xCD9E8D57u) * c2;
-    const uint32_t h0 = uint32_t(p0 >> 32), l0 = uint32_t(p0), h1 = uint32_t(p1 >> 32),
-                   l1 = uint32_t(p1);
-    c0 = h1 ^ c1 ^ k0;
-    c1 = l1;
-    c2 = h0 ^ c3 ^ k1;
-    c3 = l0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  out[0] = c0;
-  out[1] = c1;
-  out[2] = c2;
-  out[3] = c3;
-}
-inline void uniform_bits_f(uint32_t* out, size_t n, uint64_t seed, uint64_t stream,
-                           uint64_t counter) {
-  uint32_t blk[4];
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t w = counter + i;
-    philox_block(seed, stream, w / 4, blk);
-    out[i] = blk[w % 4];
-  }
-}
-// Box-Muller on lane pairs (0,1), (2,3) of each block; used only for initial weights.
-inline void gaussian_f(float* out, size_t n, uint64_t seed, uint64_t stream, uint64_t counter) {
-  uint32_t blk[4];
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t w = counter + i;
-    philox_block(seed, stream, w / 4, blk);
-    const int pair = int(w % 4) / 2, lane = int(w % 2);
-    const double u1 = (double(blk[2 * pair]) + 1.0) / 4294967296.0;
-    const double u2 = double(blk[2 * pair + 1]) / 4294967296.0;
-    const double r = std::sqrt(-2 * std::log(u1)), th = 6.283185307179586 * u2;
-    out[i] = float(lane == 0 ? r * std::cos(th) : r * std::sin(th));
-  }
-}
-
 }  // namespace ref
-
-// A copy of `in` with every kernel the model needs present: missing slots (families not yet
-// built) take the plain-loop fallback above. Returns how many slots were filled.
-inline int fill_missing(pl_kernel_table* t) {
-  int filled = 0;
-#define MK_FILL(slot, fn)           \
-  if (!t->slot) {                   \
-    t->slot = &ref::fn;             \
-    t->variant.slot = "markov.ref"; \
-    ++filled;                       \
-  }
-  MK_FILL(gemm, gemm_f)
-  MK_FILL(softmax_rows, softmax_rows_f)
-  MK_FILL(gelu, gelu_f)
-  MK_FILL(gelu_bwd, gelu_bwd_f)
-  MK_FILL(layernorm, layernorm_f)
-  MK_FILL(layernorm_bwd, layernorm_bwd_f)
-  MK_FILL(attention, attention_f)
-  MK_FILL(attention_bwd, attention_bwd_f)
-  MK_FILL(adamw, adamw_f)
-  MK_FILL(uniform_bits, uniform_bits_f)
-  MK_FILL(gaussian, gaussian_f)
-#undef MK_FILL
-  return filled;
-}
 
 }  // namespace pl::markov

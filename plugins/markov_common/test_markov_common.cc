@@ -31,21 +31,7 @@ bool close(double got, double ref, double atol, double rtol) {
 pl_kernel_table table(const std::string& target = "") {
   pl_kernel_table t{};
   std::string err;
-  if (!pl::select_kernels(target, &t, &err)) {
-    // A build without every kernel family: take the variants that exist, the model's plain
-    // loops for the rest (a forced target that is unknown or unsupported still fails here).
-    REQUIRE_MESSAGE(err.rfind("no variant of kernel", 0) == 0, err);
-    std::memset(&t, 0, sizeof t);
-    t.struct_size = sizeof t;
-#define PL_KERNEL(kname, Camel, ret, params)                                           \
-  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), target)) { \
-    t.kname = reinterpret_cast<ret(*) params>(v->fn);                                  \
-    t.variant.kname = v->name.c_str();                                                 \
-  }
-#include "phaselab/kernels.def"
-#undef PL_KERNEL
-  }
-  pl::markov::fill_missing(&t);
+  REQUIRE_MESSAGE(pl::select_kernels(target, &t, &err), err);
   return t;
 }
 
@@ -90,7 +76,7 @@ std::vector<int32_t> tokens(int nb, int N, int C, uint32_t seed) {
 
 std::vector<float> normals(size_t n, uint64_t stream) {
   std::vector<float> z(n);
-  pl::markov::ref::gaussian_f(z.data(), n, 1234, stream, 0);
+  table().gaussian(z.data(), n, 1234, stream, 0);
   return z;
 }
 
@@ -386,14 +372,6 @@ TEST_CASE("markov_icl: predictors equal brute-force Bayes by enumeration (K = 2,
     }
   }
   CHECK(checked == 5 * 3 * (3 + 9 + 27 + 81 + 243));
-}
-
-TEST_CASE("markov_icl: the table's uniform_bits is the Philox stream the fallback computes") {
-  const pl_kernel_table t = table();
-  std::vector<uint32_t> a(1000), b(1000);
-  t.uniform_bits(a.data(), a.size(), 0x1234567890abcdefull, 77, 5);
-  pl::markov::ref::uniform_bits_f(b.data(), b.size(), 0x1234567890abcdefull, 77, 5);
-  CHECK(a == b);
 }
 
 // ------------------------------------------------------------------ short trainings

@@ -17,16 +17,23 @@
 #include "chains.hpp"
 #include "model.hpp"
 #include "predictors.hpp"
+#include "sdk/phaselab_sdk.hpp"
 
 namespace pl::markov {
 
-inline uint64_t mix64(uint64_t x) {  // SplitMix64 finaliser (as the SDK's)
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+// The random streams of a run, by purpose: stream id derive(seed, purpose) (pl::sdk::derive).
+// The values are fixed: changing one changes every result that depends on it.
+enum class Stream : uint64_t {
+  kTrainChains = 1,  // (chain_seed) the K training chains; chain k is sub-stream k
+  kInit = 2,         // (seed) the N(0,1) draws of the initial weights
+  kEvalId = 3,       // (chain_seed) the ID evaluation set; sequence i is sub-stream i
+  kEvalOod = 4,      // (chain_seed) the OOD evaluation set (a fresh chain per sequence)
+  kBatches = 5,      // (seed) training batches; sequence b of step s is sub-stream derive(s, b)
+  kAlpha1 = 6,       // (chain_seed) the fresh chains that match the 1-Gen pseudo-count
+};
+inline uint64_t stream_seed(uint64_t seed, Stream purpose) {
+  return pl::sdk::derive(seed, uint64_t(purpose));
 }
-inline uint64_t derive(uint64_t a, uint64_t b) { return mix64(a ^ mix64(b)); }
 
 struct TrainConfig {
   ModelConfig model;
@@ -96,16 +103,29 @@ struct EvalResult {
   int phase = 0, phase_late = 0, phase_ood = 0;
 };
 
+// The table itself, after checking that every kernel the model and trainer call is present.
+inline const pl_kernel_table& require_kernels(const pl_kernel_table& k) {
+  const void* const need[] = {
+      (const void*)k.gemm,         (const void*)k.softmax_rows,  (const void*)k.gelu,
+      (const void*)k.gelu_bwd,     (const void*)k.layernorm,     (const void*)k.layernorm_bwd,
+      (const void*)k.attention,    (const void*)k.attention_bwd, (const void*)k.adamw,
+      (const void*)k.uniform_bits, (const void*)k.gaussian};
+  for (const void* f : need)
+    if (!f) throw std::invalid_argument("markov: the kernel table lacks a kernel the model needs");
+  return k;
+}
+
 class Trainer {
  public:
   Trainer(const TrainConfig& tc, const pl_kernel_table& k)
-      : tc_(tc), k_(k), model_(tc.model, &k_, tc.batch, tc.chunks) {
+      : tc_(tc), k_(require_kernels(k)), model_(tc.model, &k_, tc.batch, tc.chunks) {
     const ModelConfig& mc = tc.model;
     const int C = mc.C, N = mc.N;
-    if (tc_.alpha1 <= 0) tc_.alpha1 = matched_alpha1(k_, C, tc.alpha, derive(tc.chain_seed, 6));
-    if (!tc.infinite) {  // the K training chains: chain k from stream k of purpose 1
+    if (tc_.alpha1 <= 0)
+      tc_.alpha1 = matched_alpha1(k_, C, tc.alpha, stream_seed(tc.chain_seed, Stream::kAlpha1));
+    if (!tc.infinite) {  // the K training chains: chain k from sub-stream k
       chains_.resize(tc.K, C);
-      chains_.generate(k_, derive(tc.chain_seed, 1), 0, tc.alpha);
+      chains_.generate(k_, stream_seed(tc.chain_seed, Stream::kTrainChains), 0, tc.alpha);
     }
     batch_seq_.assign(size_t(tc.batch) * (N + 1), 0);
     if (tc.infinite) {
@@ -114,7 +134,7 @@ class Trainer {
     }
     // initial weights: N(0,1) from the seed's init stream
     std::vector<float> z(model_.num_params());
-    k_.gaussian(z.data(), z.size(), derive(tc.seed, 2), 0, 0);
+    k_.gaussian(z.data(), z.size(), stream_seed(tc.seed, Stream::kInit), 0, 0);
     model_.init_from_normals(z.data());
     adam_m_.assign(model_.num_params(), 0.f);
     adam_v_.assign(model_.num_params(), 0.f);
@@ -128,8 +148,8 @@ class Trainer {
     }
     // evaluation sets: ID from the training chains (fresh chains if infinite), OOD from fresh
     // chains of the same ensemble, one per sequence. Depend on chain_seed only.
-    make_eval(id_, tc.infinite ? nullptr : &chains_, derive(tc.chain_seed, 3));
-    make_eval(ood_, nullptr, derive(tc.chain_seed, 4));
+    make_eval(id_, tc.infinite ? nullptr : &chains_, stream_seed(tc.chain_seed, Stream::kEvalId));
+    make_eval(ood_, nullptr, stream_seed(tc.chain_seed, Stream::kEvalOod));
     logp_.assign(size_t(tc.batch) * N * C, 0.0);
   }
 
@@ -142,9 +162,9 @@ class Trainer {
   // Fills the batch for `step` (each sequence from its own stream (seed, step, b)).
   void make_batch(int64_t step) {
     const int N = tc_.model.N;
-    const uint64_t data_seed = derive(tc_.seed, 5);
+    const uint64_t data_seed = stream_seed(tc_.seed, Stream::kBatches);
     tbb::parallel_for(0, tc_.batch, [&](int b) {
-      Rng r(k_, data_seed, derive(uint64_t(step), uint64_t(b)));
+      Rng r(k_, data_seed, pl::sdk::derive(uint64_t(step), uint64_t(b)));
       int32_t* x = batch_seq_.data() + size_t(b) * (N + 1);
       if (tc_.infinite) {
         Chains& c = seq_chain_[size_t(b)];
@@ -236,11 +256,13 @@ class Trainer {
   void eval_one(const EvalSet& e, double& loss, double* kl, double* kl_late) {
     const int C = tc_.model.C, N = tc_.model.N, B = tc_.batch;
     const int late0 = N - std::max(1, int(std::lround(tc_.late_frac * N)));
-    double L = 0, K[kNumPred] = {0, 0, 0, 0, 0}, KL[kNumPred] = {0, 0, 0, 0, 0};
+    // running sums over (sequence, position): loss, KL to each predictor, KL in the late window
+    double loss_sum = 0, kl_sum[kNumPred] = {0, 0, 0, 0, 0},
+           kl_late_sum[kNumPred] = {0, 0, 0, 0, 0};
     for (int b0 = 0; b0 < e.n; b0 += B) {
       const int nb = std::min(B, e.n - b0);
       const int32_t* seq = e.seq.data() + size_t(b0) * (N + 1);
-      L += model_.forward(seq, nb) * double(nb) * N;
+      loss_sum += model_.forward(seq, nb) * double(nb) * N;
       model_.log_probs(nb, logp_.data());
       for (int b = 0; b < nb; ++b)
         for (int t = 0; t < N; ++t) {
@@ -251,15 +273,15 @@ class Trainer {
             double cross = 0;
             for (int j = 0; j < C; ++j) cross += double(q[j]) * lp[j];
             const double d = double(e.qlogq[base + a]) - cross;  // KL(q || p_net)
-            K[a] += d;
-            if (t >= late0) KL[a] += d;
+            kl_sum[a] += d;
+            if (t >= late0) kl_late_sum[a] += d;
           }
         }
     }
-    loss = L / (double(e.n) * N);
+    loss = loss_sum / (double(e.n) * N);
     for (int a = 0; a < kNumPred; ++a) {
-      kl[a] = K[a] / (double(e.n) * N);
-      kl_late[a] = KL[a] / (double(e.n) * (N - late0));
+      kl[a] = kl_sum[a] / (double(e.n) * N);
+      kl_late[a] = kl_late_sum[a] / (double(e.n) * (N - late0));
     }
   }
 

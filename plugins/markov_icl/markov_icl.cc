@@ -109,6 +109,9 @@ const pl_plot_decl kPlots[] = {
                   "final=1", PL_PLOT_LOGX | PL_PLOT_POINTS),
 };
 
+// The point's seed stream the run's own streams derive from (pl::markov::Stream); "markov".
+constexpr uint64_t kSeedPurpose = 0x6d61726b6f76ull;
+
 pl::markov::TrainConfig train_config(const pl::sdk::Context& cx) {
   pl::markov::TrainConfig tc;
   pl::markov::ModelConfig& m = tc.model;
@@ -140,7 +143,7 @@ pl::markov::TrainConfig train_config(const pl::sdk::Context& cx) {
   tc.freeze = pl::markov::parse_list(cx.s("freeze"));
   tc.late_frac = cx.f("late_frac");
   tc.chain_seed = uint64_t(cx.i("chain_seed"));
-  tc.seed = cx.seed_stream(0x6d61726b6f76ull);  // "markov": init and data depend on the seed only
+  tc.seed = cx.seed_stream(kSeedPurpose);  // init and data depend on the seed only
   return tc;
 }
 
@@ -192,11 +195,7 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
 
 class MarkovIcl {
  public:
-  explicit MarkovIcl(pl::sdk::Context& cx) : tc_(train_config(cx)), k_(*cx.host_->kernels) {
-    const int filled = pl::markov::fill_missing(&k_);
-    if (filled)
-      cx.log(PL_LOG_WARN, "markov_icl: " + std::to_string(filled) +
-                              " kernels missing from this build, using plain-loop fallbacks");
+  explicit MarkovIcl(pl::sdk::Context& cx) : tc_(train_config(cx)), k_(cx.k) {
     trainer_ = std::make_unique<pl::markov::Trainer>(tc_, k_);
     ckpt_ = pl::markov::checkpoint_steps(tc_.steps, int(cx.i("checkpoints")));
     if (tc_.alpha1 <= 0)
