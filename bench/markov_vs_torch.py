@@ -111,7 +111,7 @@ def main():
             th_cpu.append(cms)
         flops = float(info["flops"])
         p, q = statistics.median(pl_ms), statistics.median(th_ms)
-        rows.append((t, p, q, flops, info.get("fallback_kernels", "?"), tv,
+        rows.append((t, p, q, flops, tv,
                      statistics.median(pl_cpu), statistics.median(th_cpu)))
     print(f"one training step: d_model {args.d}, N {args.N}, batch {args.batch}, 1 head, {layers} layers, "
           f"GELU MLP 4x, pre-LN, C {C}; FLOPs/step {rows[0][3]:.4g} (matrix products, fwd + 2x bwd)")
@@ -119,16 +119,16 @@ def main():
     print("wall = median wall time per step; cpu = median process CPU time per step (all threads)")
     print(f"{'threads':>7} {'phaselab ms':>12} {'torch ms':>10} {'torch/phaselab':>15} "
           f"{'GFLOP/s (cpu)':>17} {'% 1-core peak':>14} {'cpu: phaselab':>14} {'torch':>9} "
-          f"{'ratio':>6} {'fallbacks':>9}")
-    for t, p, q, flops, fb, tv, pc, qc in rows:
+          f"{'ratio':>6}")
+    for t, p, q, flops, tv, pc, qc in rows:
         g = flops / pc * 1e-6  # rate per CPU second: robust to a loaded machine
         print(f"{t:>7} {p:>12.2f} {q:>10.2f} {q / p:>15.2f} {g:>17.1f} "
               f"{100 * g / peak if peak == peak else math.nan:>14.1f} {pc:>14.2f} {qc:>9.2f} "
-              f"{qc / pc:>6.2f} {fb:>9}")
+              f"{qc / pc:>6.2f}")
     # Is the 3x target reachable at all? The FLOP rate a step 3x faster than torch would need, vs
     # the FMA peak of the cores used (wall clock), and per CPU second (robust to a loaded machine).
     print("3x torch would need (counted FLOPs / (torch time / 3)):")
-    for t, p, q, flops, fb, tv, pc, qc in rows:
+    for t, p, q, flops, tv, pc, qc in rows:
         need_wall, need_cpu = flops / (q / 3) * 1e-6, flops / (qc / 3) * 1e-6
         print(f"  {t} thread(s): {need_wall:.1f} GFLOP/s wall = {100 * need_wall / (t * peak):.0f}% of the "
               f"{t}-core peak; per CPU second {need_cpu:.1f} GFLOP/s = {100 * need_cpu / peak:.0f}% of the "
