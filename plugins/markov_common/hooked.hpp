@@ -71,6 +71,26 @@ inline bool has_receiver(const ModelConfig& c, int r) {
   return r >= 0 && r < num_receivers(c) && (c.mlp || r == recv_U(c) || r % 4 != 3);
 }
 
+// Patterns for hooks.pattern (nb x H x N x N): uniform over the causal prefix (row t: 1/(t+1)
+// on columns 0..t), exact previous-token attention (row t: 1 on t - 1; row 0 on itself).
+template <class T>
+std::vector<T> uniform_pattern(const ModelConfig& c, int nb) {
+  const size_t N = size_t(c.N);
+  std::vector<T> p(size_t(nb) * c.heads * N * N, T(0));
+  for (size_t bh = 0; bh < size_t(nb) * c.heads; ++bh)
+    for (size_t t = 0; t < N; ++t)
+      for (size_t s = 0; s <= t; ++s) p[(bh * N + t) * N + s] = T(1.0 / double(t + 1));
+  return p;
+}
+template <class T>
+std::vector<T> previous_token_pattern(const ModelConfig& c, int nb) {
+  const size_t N = size_t(c.N);
+  std::vector<T> p(size_t(nb) * c.heads * N * N, T(0));
+  for (size_t bh = 0; bh < size_t(nb) * c.heads; ++bh)
+    for (size_t t = 0; t < N; ++t) p[(bh * N + t) * N + (t ? t - 1 : 0)] = T(1);
+  return p;
+}
+
 // One hooked run on nb sequences (rows b * N + t).
 template <class T>
 struct HookedCache {

@@ -298,6 +298,8 @@ TEST_CASE("hooked: uniform and previous-token patterns, and a zeroed MLP, by han
         for (size_t s = 0; s <= t; ++s) uniform[(bh * N + t) * N + s] = 1.0 / double(t + 1);
         prev[(bh * N + t) * N + (t ? t - 1 : 0)] = 1.0;
       }
+    CHECK(pl::markov::uniform_pattern<double>(c, nb) == uniform);
+    CHECK(pl::markov::previous_token_pattern<double>(c, nb) == prev);
     Hooks<double> h;
     h.pattern[0] = uniform.data();
     h.pattern[1] = prev.data();
