@@ -100,9 +100,39 @@ enum {
   PL_PLOT_HISTOGRAM = 1u << 3 /* y is ignored; histogram of x per group */
 };
 
+/* Optional presentation of a plot, reached through pl_plot_decl.style (NULL: the defaults, as
+ * drawn by plugins built before it existed). Grows at the end: the host reads only the first
+ * struct_size bytes and takes every later field as zero. Strings may be NULL or "" for "none". */
+typedef enum pl_plot_kind {
+  PL_PLOT_KIND_XY = 0,     /* curves or points of y against x (PL_PLOT_* flags) */
+  PL_PLOT_KIND_HEATMAP = 1 /* one coloured cell per distinct (x, y), coloured by column z */
+} pl_plot_kind;
+
+typedef struct pl_plot_style {
+  uint32_t struct_size; /* sizeof(pl_plot_style) as compiled into the plugin */
+  uint32_t kind;        /* pl_plot_kind */
+  /* One small panel per distinct value of this column (numeric values in increasing order),
+   * all panels on the same axes ranges, the legend in a panel of its own. */
+  const char* facet_by;
+  uint32_t facet_columns; /* panels per row; 0: about square */
+  uint32_t reserved_u32;
+  /* Categorical axes: "a|b|c" lists the axis' values in order; a cell equal to one of them (as
+   * text, or as its 0-based position when the cell is a number) sits at that position, ticks
+   * are labelled by name, other rows are dropped (and counted in the plot's note). For a heat
+   * map, z_categories colours the cells by category (the most frequent one over seeds). */
+  const char* x_categories;
+  const char* y_categories;
+  const char* z; /* heat map: the column that colours the cells (mean over rows, or category) */
+  const char* z_categories;
+  const char* xlabel; /* axis titles (default: the column names) */
+  const char* ylabel;
+  const void* reserved[4];
+} pl_plot_style;
+
 /* One figure, figures/<name>.png: columns of `table` plotted against each other, one curve per
  * distinct value of the `group_by` columns (comma-separated), rows restricted by `filter`
- * ("col=value,col2=value2", empty for all). y may list several columns separated by commas. */
+ * ("col=value,col2=value2", empty for all). y may list several columns separated by commas.
+ * Rows sharing x within a curve (e.g. seeds) are drawn as mean +- standard error. */
 typedef struct pl_plot_decl {
   const char* name;
   const char* title;
@@ -111,8 +141,9 @@ typedef struct pl_plot_decl {
   const char* y;
   const char* group_by;
   const char* filter;
-  uint32_t flags; /* PL_PLOT_* */
-  const void* reserved[2];
+  uint32_t flags;             /* PL_PLOT_* */
+  const pl_plot_style* style; /* optional (NULL); was reserved[0], zero in older plugins */
+  const void* reserved[1];
 } pl_plot_decl;
 
 /* ------------------------------------------------------------------ host interface */

@@ -88,25 +88,35 @@ const char* const kCols[] = {"step",
                              "final"};
 const pl_table_decl kTables[] = {pl::sdk::table("results", kCols)};
 
+// Phase labels as the results table writes them, in axis order, with the names the figures show.
+constexpr const char* kPhases = "1gen=1-Gen|2gen=2-Gen|1mem=1-Mem|2mem=2-Mem|hybrid=hybrid";
+constexpr pl::sdk::PlotStyle kPhaseAxis = pl::sdk::PlotStyle().y_categories(kPhases);
+constexpr pl::sdk::PlotStyle kKlPerK =
+    pl::sdk::PlotStyle().facet("K").labels("step", "KL(predictor || network)");
+constexpr pl::sdk::PlotStyle kLossPerK =
+    pl::sdk::PlotStyle().facet("K").labels("step", "loss (nats)");
+constexpr pl::sdk::PlotStyle kPhaseMap = pl::sdk::PlotStyle().heatmap("phase", kPhases);
 const pl_plot_decl kPlots[] = {
-    pl::sdk::plot("phase_vs_K", "final phase vs K (0 2-Gen, 1 1-Gen, 2 2-Mem, 3 1-Mem, 4 hybrid)",
-                  "results", "K", "phase_code", "seed", "final=1", PL_PLOT_LOGX | PL_PLOT_POINTS),
-    pl::sdk::plot("kl_history_id", "KL(predictor || network) on ID vs step", "results", "step",
-                  "kl_2gen_id,kl_1gen_id,kl_2mem_id,kl_1mem_id,kl_hybrid_id", "K,seed", "",
-                  PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("phase_vs_K", "final phase vs K (one point per seed)", "results", "K", "phase",
+                  "N,d_model", "final=1", PL_PLOT_LOGX | PL_PLOT_POINTS, &kPhaseAxis),
+    pl::sdk::plot("kl_history_id", "KL(predictor || network) on ID vs step, per K", "results",
+                  "step", "kl_2gen_id,kl_1gen_id,kl_2mem_id,kl_1mem_id,kl_hybrid_id", "N,d_model",
+                  "", PL_PLOT_LOGX | PL_PLOT_LOGY, &kKlPerK),
     pl::sdk::plot("kl_history_2gen", "KL(2-Gen || network) on ID vs step, per K", "results", "step",
-                  "kl_2gen_id", "K,seed", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
+                  "kl_2gen_id", "K,N,d_model", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
     pl::sdk::plot("kl_history_2mem", "KL(2-Mem || network) on ID vs step, per K", "results", "step",
-                  "kl_2mem_id", "K,seed", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
-    pl::sdk::plot("loss_history", "ID / OOD loss with Bayes floors (2-Mem on ID, 2-Gen on OOD)",
-                  "results", "step", "loss_id,loss_ood,bayes_2mem_id,bayes_2gen_ood", "K,seed", "",
-                  PL_PLOT_LOGX),
+                  "kl_2mem_id", "K,N,d_model", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("loss_history",
+                  "ID / OOD loss with Bayes floors (2-Mem on ID, 2-Gen on OOD), per K", "results",
+                  "step", "loss_id,loss_ood,bayes_2mem_id,bayes_2gen_ood", "N,d_model", "",
+                  PL_PLOT_LOGX, &kLossPerK),
     pl::sdk::plot("final_loss_vs_K", "final ID / OOD loss vs K with Bayes floors", "results", "K",
-                  "loss_id,loss_ood,bayes_2mem_id,bayes_2gen_ood", "seed", "final=1", PL_PLOT_LOGX),
-    pl::sdk::plot("phase_diagram_K_d", "final phase over (K, d_model)", "results", "K",
-                  "phase_code", "d_model", "final=1", PL_PLOT_LOGX | PL_PLOT_POINTS),
-    pl::sdk::plot("phase_diagram_K_N", "final phase over (K, N)", "results", "K", "phase_code", "N",
-                  "final=1", PL_PLOT_LOGX | PL_PLOT_POINTS),
+                  "loss_id,loss_ood,bayes_2mem_id,bayes_2gen_ood", "N,d_model", "final=1",
+                  PL_PLOT_LOGX),
+    pl::sdk::plot("phase_diagram_K_d", "final phase over (K, d_model), most frequent over seeds",
+                  "results", "K", "d_model", "N", "final=1", 0, &kPhaseMap),
+    pl::sdk::plot("phase_diagram_K_N", "final phase over (K, N), most frequent over seeds",
+                  "results", "K", "N", "d_model", "final=1", 0, &kPhaseMap),
 };
 
 // The point's seed stream the run's own streams derive from (pl::markov::Stream); "markov".

@@ -68,11 +68,61 @@ template <size_t N>
 constexpr pl_table_decl table(const char* name, const char* const (&columns)[N]) {
   return pl_table_decl{name, columns, uint32_t(N), {}};
 }
+// A plot; `style` (optional) points to a PlotStyle with static storage, e.g.
+//   constexpr pl::sdk::PlotStyle kPhase = pl::sdk::PlotStyle().facet("K").y_categories("a|b");
+//   pl::sdk::plot("name", "title", "results", "step", "y", "", "", 0, &kPhase)
 constexpr pl_plot_decl plot(const char* name, const char* title, const char* table, const char* x,
                             const char* y, const char* group_by = "", const char* filter = "",
-                            uint32_t flags = 0) {
-  return pl_plot_decl{name, title, table, x, y, group_by, filter, flags, {}};
+                            uint32_t flags = 0, const pl_plot_style* style = nullptr) {
+  return pl_plot_decl{name, title, table, x, y, group_by, filter, flags, style, {}};
 }
+// pl_plot_style with a builder: each call returns a copy with one more setting.
+struct PlotStyle : pl_plot_style {
+  constexpr PlotStyle()
+      : pl_plot_style{uint32_t(sizeof(pl_plot_style)),
+                      PL_PLOT_KIND_XY,
+                      nullptr,
+                      0,
+                      0,
+                      nullptr,
+                      nullptr,
+                      nullptr,
+                      nullptr,
+                      nullptr,
+                      nullptr,
+                      {}} {}
+  // One panel per value of `column`, `columns` panels per row (0: about square).
+  constexpr PlotStyle facet(const char* column, uint32_t columns = 0) const {
+    PlotStyle s = *this;
+    s.facet_by = column;
+    s.facet_columns = columns;
+    return s;
+  }
+  constexpr PlotStyle x_categories(const char* names) const {
+    PlotStyle s = *this;
+    s.pl_plot_style::x_categories = names;
+    return s;
+  }
+  constexpr PlotStyle y_categories(const char* names) const {
+    PlotStyle s = *this;
+    s.pl_plot_style::y_categories = names;
+    return s;
+  }
+  // A heat map over (x, y) coloured by column z (categories "a|b|c", or "" for numbers).
+  constexpr PlotStyle heatmap(const char* z_column, const char* z_categories = "") const {
+    PlotStyle s = *this;
+    s.kind = PL_PLOT_KIND_HEATMAP;
+    s.z = z_column;
+    s.pl_plot_style::z_categories = z_categories;
+    return s;
+  }
+  constexpr PlotStyle labels(const char* x_label, const char* y_label) const {
+    PlotStyle s = *this;
+    s.xlabel = x_label;
+    s.ylabel = y_label;
+    return s;
+  }
+};
 
 // ---------------------------------------------------------------- random streams
 // SplitMix64 finaliser: a well-mixed 64-bit hash used to derive independent stream ids.

@@ -1,0 +1,296 @@
+// Tests of the figure writer (driver/figures.cc): the gnuplot scripts and data blocks written for
+// each plot declaration feature (facets, categorical axes, heat maps, mean +- s.e., padded ranges,
+// legends outside the data, the optional style's struct_size), checked against values computed
+// here by hand. gnuplot itself is not needed, except by the last case, which draws every figure
+// when gnuplot is installed.
+#include <doctest/doctest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "driver/figures.hpp"
+#include "sdk/phaselab_sdk.hpp"
+
+namespace pl::test {
+namespace {
+
+struct RunDir {
+  std::string path;
+  RunDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string t = std::string(base && *base ? base : "/tmp") + "/pl_figures_XXXXXX";
+    std::vector<char> buf(t.begin(), t.end());
+    buf.push_back('\0');
+    REQUIRE(mkdtemp(buf.data()) != nullptr);
+    path = buf.data();
+  }
+  ~RunDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+  void table(const std::string& name, const std::string& csv) const {
+    std::ofstream(path + "/" + name + ".csv") << csv;
+  }
+  std::string read(const std::string& rel) const {
+    std::ifstream f(path + "/" + rel);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  }
+};
+
+// Renders `plots` without gnuplot (PHASELAB_GNUPLOT set to an empty path): only the scripts and
+// data files are written.
+std::vector<pl::driver::FigureResult> render(const RunDir& run,
+                                             const std::vector<pl_plot_decl>& plots,
+                                             bool with_gnuplot = false) {
+  if (!with_gnuplot) ::setenv("PHASELAB_GNUPLOT", "", 1);
+  pl_plugin p{};
+  p.plots = plots.data();
+  p.num_plots = uint32_t(plots.size());
+  std::string tool;
+  bool have = false;
+  auto out = pl::driver::render_figures(p, run.path, {{"L", "16"}}, &tool, &have);
+  ::unsetenv("PHASELAB_GNUPLOT");
+  return out;
+}
+
+size_t count(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+
+// The numeric rows of data block `index` (blocks are separated by two blank lines).
+std::vector<std::vector<double>> block(const std::string& dat, size_t index) {
+  std::vector<std::vector<double>> rows;
+  std::istringstream in(dat);
+  std::string line;
+  size_t b = 0, blanks = 0;
+  bool started = false;
+  while (std::getline(in, line)) {
+    if (line.empty()) {
+      if (started && ++blanks == 2) ++b, blanks = 0, started = false;
+      continue;
+    }
+    blanks = 0;
+    if (line[0] == '#') continue;
+    started = true;
+    if (b != index) continue;
+    std::istringstream ls(line);
+    std::vector<double> v;
+    double x;
+    while (ls >> x) v.push_back(x);
+    rows.push_back(v);
+  }
+  return rows;
+}
+
+bool near(double a, double b) { return std::fabs(a - b) <= 1e-12 + 1e-9 * std::fabs(b); }
+
+// The numbers of the first "set <axis> [lo:hi]" line of a script.
+std::pair<double, double> range_of(const std::string& g, const std::string& axis) {
+  const size_t at = g.find("set " + axis + " [");
+  if (at == std::string::npos) return {NAN, NAN};
+  double lo = NAN, hi = NAN;
+  std::sscanf(g.c_str() + at + axis.size() + 6, "%lf:%lf", &lo, &hi);
+  return {lo, hi};
+}
+
+// A history table: K in {16, 1, 4} (in that order of appearance), 3 seeds, steps 10 and 20,
+// columns a = hand-chosen values, b = 2a.
+const char* kHistory =
+    "K,N,seed,step,a,b\n"
+    "16,64,0,10,1,2\n16,64,1,10,1,2\n16,64,2,10,1,2\n"
+    "1,64,0,10,1,2\n1,64,1,10,2,4\n1,64,2,10,4,8\n"
+    "1,64,0,20,3,6\n1,64,1,20,3,6\n1,64,2,20,3,6\n"
+    "4,64,0,10,5,10\n4,64,1,10,5,10\n4,64,2,10,5,10\n";
+
+TEST_CASE("figures: facets, one panel per value, shared legend, mean +- s.e. over seeds") {
+  RunDir run;
+  run.table("results", kHistory);
+  constexpr pl::sdk::PlotStyle kFacet = pl::sdk::PlotStyle().facet("K");
+  const auto res = render(
+      run, {pl::sdk::plot("hist", "history", "results", "step", "a,b", "N", "", 0, &kFacet)});
+  REQUIRE(res.size() == 1);
+  const std::string g = run.read("figures/hist.gp"), dat = run.read("figures/hist.dat");
+  CHECK(count(g, "# facets: 3 panels by K") == 1);
+  // Panels in increasing K, not in order of appearance.
+  const size_t p1 = g.find("set title 'K = 1'"), p4 = g.find("set title 'K = 4'"),
+               p16 = g.find("set title 'K = 16'");
+  REQUIRE(p1 != std::string::npos);
+  REQUIRE(p4 != std::string::npos);
+  REQUIRE(p16 != std::string::npos);
+  CHECK(p1 < p4);
+  CHECK(p4 < p16);
+  CHECK(count(g, "\nplot ") == 4);  // 3 panels + the legend
+  // One legend entry per series (a, b), in the legend strip only; no key inside a panel.
+  CHECK(count(g, "keyentry") == 2);
+  CHECK(count(g, "title 'a'") == 1);
+  CHECK(g.find("set key center center") != std::string::npos);
+  // N has one value: it goes into the title, not into every legend entry.
+  CHECK(g.find("title 'history (N=64)'") != std::string::npos);
+  // Blocks: panel K=1 (a, b), K=4 (a, b), K=16 (a, b). K=1, step 10, column a over the seeds:
+  // values 1, 2, 4: mean 7/3, sample s.d. sqrt(7/3), s.e. sqrt(7/3)/sqrt(3) = sqrt(7)/3.
+  const auto a1 = block(dat, 0);
+  REQUIRE(a1.size() == 2);
+  REQUIRE(a1[0].size() == 4);
+  CHECK(near(a1[0][0], 10));
+  CHECK(near(a1[0][1], 7.0 / 3.0));
+  CHECK(near(a1[0][2], std::sqrt(7.0) / 3.0));
+  CHECK(near(a1[0][3], 3));
+  CHECK(near(a1[1][1], 3));  // step 20: all 3, s.e. 0
+  CHECK(near(a1[1][2], 0));
+  const auto b1 = block(dat, 1);
+  REQUIRE(b1.size() == 2);
+  CHECK(near(b1[0][2], 2 * std::sqrt(7.0) / 3.0));
+  const auto a16 = block(dat, 4);
+  REQUIRE(a16.size() == 1);
+  CHECK(near(a16[0][1], 1));
+  CHECK(block(dat, 6).empty());
+  CHECK(g.find("yerrorlines") != std::string::npos);
+  CHECK(g.find("(mean +- s.e. over seeds)") != std::string::npos);
+  // Shared y range over all panels, padded 5% of the span on each side: the extremes are
+  // mean - s.e. and mean + s.e. over every block: low 1 (K=16, a), high 10 (K=4, b).
+  const auto yr = range_of(g, "yrange");
+  CHECK(near(yr.first, 1 - 0.05 * 9));
+  CHECK(near(yr.second, 10 + 0.05 * 9));
+}
+
+TEST_CASE("figures: a categorical axis is labelled by name and spreads repeats over its band") {
+  RunDir run;
+  run.table("results",
+            "K,seed,phase,final\n"
+            "1,0,2mem,1\n1,1,2mem,1\n1,2,1gen,1\n"
+            "64,0,2gen,1\n64,1,weird,1\n64,2,3,1\n"
+            "64,0,1gen,0\n");
+  constexpr pl::sdk::PlotStyle kPhase =
+      pl::sdk::PlotStyle().y_categories("1gen=1-Gen|2gen=2-Gen|1mem=1-Mem|2mem=2-Mem");
+  const auto res = render(run, {pl::sdk::plot("phase", "phase vs K", "results", "K", "phase", "",
+                                              "final=1", PL_PLOT_LOGX, &kPhase)});
+  const std::string g = run.read("figures/phase.gp"), dat = run.read("figures/phase.dat");
+  CHECK(g.find("set ytics ('1-Gen' 0, '2-Gen' 1, '1-Mem' 2, '2-Mem' 3)") != std::string::npos);
+  CHECK(g.find("set yrange [-0.5:3.5]") != std::string::npos);
+  CHECK(g.find("with points") != std::string::npos);  // categories are never averaged
+  CHECK(g.find("# 1 rows outside the declared categories") != std::string::npos);
+  const auto rows = block(dat, 0);
+  REQUIRE(rows.size() == 5);
+  // K=1: two seeds in 2-Mem (position 3) at 3 -+ 0.25, one in 1-Gen (0); K=64: 2-Gen (1), and
+  // the code 3 read as the 4th category (2-Mem).
+  std::vector<std::pair<double, double>> xy;
+  for (const auto& r : rows) xy.push_back({r[0], r[1]});
+  CHECK(xy ==
+        std::vector<std::pair<double, double>>{{1, 2.75}, {1, 3.25}, {1, 0}, {64, 1}, {64, 3}});
+  // log x from 1 to 64, padded by the factor 64^0.05 on each side.
+  const double f = std::pow(64.0, 0.05);
+  const auto xr = range_of(g, "xrange");
+  CHECK(near(xr.first, 1 / f));
+  CHECK(near(xr.second, 64 * f));
+  // One series: no legend.
+  CHECK(g.find("unset key") != std::string::npos);
+  CHECK(g.find("keyentry") == std::string::npos);
+}
+
+TEST_CASE("figures: a heat map colours each (x, y) cell by its most frequent category") {
+  RunDir run;
+  run.table("results",
+            "K,N,seed,phase,loss\n"
+            "1,16,0,2mem,1\n1,16,1,2mem,2\n1,16,2,1gen,6\n"
+            "1024,16,0,2gen,1\n1024,16,1,2gen,1\n1024,16,2,2gen,1\n"
+            "4,32,0,1gen,1\n4,32,1,1gen,1\n4,32,2,1gen,4\n");
+  constexpr pl::sdk::PlotStyle kMap =
+      pl::sdk::PlotStyle().heatmap("phase", "1gen=1-Gen|2gen=2-Gen|1mem=1-Mem|2mem=2-Mem");
+  constexpr pl::sdk::PlotStyle kLossMap = pl::sdk::PlotStyle().heatmap("loss");
+  render(run, {pl::sdk::plot("map", "phase over (K, N)", "results", "K", "N", "", "", 0, &kMap),
+               pl::sdk::plot("lossmap", "loss", "results", "K", "N", "", "", 0, &kLossMap)});
+  const std::string g = run.read("figures/map.gp"), dat = run.read("figures/map.dat");
+  // Evenly spaced cells labelled by value: K = 1, 4, 1024 at 0, 1, 2; N = 16, 32 at 0, 1.
+  CHECK(g.find("set xtics ('1' 0, '4' 1, '1024' 2)") != std::string::npos);
+  CHECK(g.find("set ytics ('16' 0, '32' 1)") != std::string::npos);
+  CHECK(g.find("set cbtics ('1-Gen' 0, '2-Gen' 1, '1-Mem' 2, '2-Mem' 3)") != std::string::npos);
+  CHECK(g.find("set palette maxcolors 4") != std::string::npos);
+  CHECK(g.find("with boxxyerror") != std::string::npos);
+  // Rows: x_pos y_pos z count agree x y. (1, 16): 2-Mem by 2 of 3 -> z 3, labelled "2/3".
+  const auto rows = block(dat, 0);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0] == std::vector<double>{0, 0, 3, 3, 2, 1, 16});
+  CHECK(rows[1] == std::vector<double>{1, 1, 0, 3, 3, 4, 32});
+  CHECK(rows[2] == std::vector<double>{2, 0, 1, 3, 3, 1024, 16});
+  CHECK(count(g, "set label '2/3' at 0,0") == 1);
+  CHECK(count(g, "set label") == 1);
+  // Numeric z: the mean over seeds, on a continuous palette.
+  const auto lm = block(run.read("figures/lossmap.dat"), 0);
+  REQUIRE(lm.size() == 3);
+  CHECK(near(lm[0][2], 3.0));  // (1 + 2 + 6) / 3
+  CHECK(near(lm[1][2], 2.0));  // (1 + 1 + 4) / 3
+  CHECK(run.read("figures/lossmap.gp").find("set palette viridis") != std::string::npos);
+}
+
+TEST_CASE("figures: legends outside the data; styles from older plugins read up to struct_size") {
+  RunDir run;
+  run.table("results", kHistory);
+  // Two series in one panel: the key outside the plot area.
+  render(run, {pl::sdk::plot("two", "two", "results", "step", "a,b", "", "K=1")});
+  const std::string g = run.read("figures/two.gp");
+  CHECK(g.find("set key outside right top") != std::string::npos);
+  CHECK(g.find("box opaque") == std::string::npos);
+  CHECK(count(g, "keyentry") == 2);
+  // No style (a plugin built before pl_plot_style): one panel, as before.
+  render(run, {pl::sdk::plot("plain", "plain", "results", "step", "a", "K", "")});
+  CHECK(run.read("figures/plain.gp").find("# facets") == std::string::npos);
+  CHECK(count(run.read("figures/plain.gp"), "keyentry") == 3);  // K = 16, 1, 4
+  // A style whose struct_size stops before facet_by (an older, shorter struct): the field past
+  // it is not read, even though this test put a value there.
+  pl::sdk::PlotStyle shorter = pl::sdk::PlotStyle().facet("K");
+  shorter.struct_size = uint32_t(offsetof(pl_plot_style, facet_by));
+  render(run, {pl::sdk::plot("short", "short", "results", "step", "a", "", "", 0, &shorter)});
+  CHECK(run.read("figures/short.gp").find("# facets") == std::string::npos);
+  pl::sdk::PlotStyle full = shorter;
+  full.struct_size = sizeof(pl_plot_style);
+  render(run, {pl::sdk::plot("full", "full", "results", "step", "a", "", "", 0, &full)});
+  CHECK(run.read("figures/full.gp").find("# facets: 3 panels by K") != std::string::npos);
+  // The style took the place of reserved[0]: the declaration's size and layout are unchanged.
+  struct OldDecl {
+    const char* strings[7];
+    uint32_t flags;
+    const void* reserved[2];
+  };
+  CHECK(sizeof(pl_plot_decl) == sizeof(OldDecl));
+  CHECK(offsetof(pl_plot_decl, style) == offsetof(OldDecl, reserved));
+}
+
+TEST_CASE("figures: gnuplot draws every kind of figure (when installed)") {
+  RunDir run;
+  run.table("results", kHistory);
+  run.table("phases",
+            "K,N,seed,phase\n1,16,0,2mem\n1,16,1,1gen\n4,16,0,2gen\n1,32,0,1mem\n4,32,0,2gen\n");
+  constexpr pl::sdk::PlotStyle kFacet =
+      pl::sdk::PlotStyle().facet("K").labels("step", "value of a and b");
+  constexpr pl::sdk::PlotStyle kCat = pl::sdk::PlotStyle().y_categories("1gen|2gen|1mem|2mem");
+  constexpr pl::sdk::PlotStyle kMap = pl::sdk::PlotStyle().heatmap("phase", "1gen|2gen|1mem|2mem");
+  const std::vector<pl_plot_decl> plots = {
+      pl::sdk::plot("facets", "facets", "results", "step", "a,b", "", "", PL_PLOT_LOGY, &kFacet),
+      pl::sdk::plot("cat", "categories", "phases", "K", "phase", "N", "", PL_PLOT_LOGX, &kCat),
+      pl::sdk::plot("map", "heat map", "phases", "K", "N", "", "", 0, &kMap),
+      pl::sdk::plot("hist", "histogram", "results", "a", "", "K", "", PL_PLOT_HISTOGRAM),
+  };
+  if (system("command -v gnuplot > /dev/null 2>&1") != 0) {
+    MESSAGE("gnuplot not installed: figures not drawn");
+    return;
+  }
+  const auto res = render(run, plots, true);
+  REQUIRE(res.size() == plots.size());
+  for (const auto& r : res) {
+    CAPTURE(r.name);
+    CAPTURE(r.note);
+    CHECK(!r.png.empty());
+  }
+}
+
+}  // namespace
+}  // namespace pl::test
