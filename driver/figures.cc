@@ -327,6 +327,8 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
       fc = -1;
     }
   }
+  // The facet column names the panels: it is not also a series label.
+  if (fc >= 0) groups.erase(std::remove(groups.begin(), groups.end(), fc), groups.end());
   // A heat map has no curves: a group column that varies becomes the facet.
   if (heatmap && fc < 0 && !groups.empty()) {
     fc = groups[0];
@@ -446,6 +448,12 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
   std::vector<std::string> cell_labels;  // heat map: "set label" lines
   std::string zrange_cmd;
   for (size_t pi = 0; pi < panel_values.size(); ++pi) {
+    std::map<std::pair<double, double>, size_t> seen, total;
+    for (size_t si = 0; si < series_keys.size(); ++si) {
+      auto it = data.find({panel_values[pi], si});
+      if (it != data.end())
+        for (const auto& p : it->second) total[{p.x, p.y}]++;
+    }
     for (size_t si = 0; si < series_keys.size(); ++si) {
       auto it = data.find({panel_values[pi], si});
       if (it == data.end()) continue;
@@ -499,11 +507,10 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
           yhi = std::max(yhi, double(count[size_t(k)]));
         }
         ylo = 0;
-        plot = spec + " using 1:2 with histeps lw 2" + series_style(si);
+        plot = spec + " using 1:2 with histeps lw 2" + series_style(si) + " notitle";
       } else if (points) {
-        // Rows at the same (x, category) spread evenly across the category's band.
-        std::map<std::pair<double, double>, size_t> seen, total;
-        for (const auto& p : rows) total[{p.x, p.y}]++;
+        // Rows at the same (x, category), of every series in the panel, spread evenly across
+        // the category's band.
         for (const auto& p : rows) {
           double y = p.y;
           if (ycat.on()) {
@@ -513,7 +520,7 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
           dat += format_double(p.x) + " " + format_double(y) + "\n";
           ylo = std::min(ylo, y), yhi = std::max(yhi, y);
         }
-        plot = spec + " using 1:2 with points ps 0.9" + series_style(si);
+        plot = spec + " using 1:2 with points ps 0.9" + series_style(si) + " notitle";
       } else {
         std::vector<std::pair<double, double>> xy;
         for (const auto& p : rows) xy.push_back({p.x, p.y});
@@ -599,7 +606,20 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
     if (hist) axes += "set yrange [0:" + format_double(yhi * 1.08 + 0.5) + "]\n";
     if (xcat.on()) axes += "set xtics " + xcat.tics() + "\n";
     if (ycat.on()) axes += "set ytics " + ycat.tics() + "\n";
-    if (logx) axes += "set logscale x\n";
+    if (logx) {
+      axes += "set logscale x\n";
+      // Under two decades a log axis has one or two labelled ticks: label the data's x instead.
+      std::vector<double> xs;
+      for (const auto& [k, rows] : data)
+        for (const auto& p : rows) xs.push_back(p.x);
+      std::sort(xs.begin(), xs.end());
+      xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+      if (!hist && xhi < 100 * xlo && xs.size() <= 12) {
+        axes += "set xtics (";
+        for (size_t i = 0; i < xs.size(); ++i) axes += (i ? ", " : "") + format_double(xs[i]);
+        axes += ")\n";
+      }
+    }
     if (logy) axes += "set logscale y\n";
     // The band's lower edge, clipped to the bottom of the plot (log axes cannot show <= 0).
     axes +=

@@ -191,6 +191,8 @@ TEST_CASE("figures: a categorical axis is labelled by name and spreads repeats o
   const auto xr = range_of(g, "xrange");
   CHECK(near(xr.first, 1 / f));
   CHECK(near(xr.second, 64 * f));
+  // A log axis spanning under two decades is ticked at the data's x.
+  CHECK(g.find("set xtics (1, 64)") != std::string::npos);
   // One series: no legend.
   CHECK(g.find("unset key") != std::string::npos);
   CHECK(g.find("keyentry") == std::string::npos);

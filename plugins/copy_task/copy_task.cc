@@ -98,6 +98,11 @@ const pl_table_decl kTables[] = {
 };
 constexpr uint32_t kResults = 0, kSpectrum = 1, kSamples = 2;
 
+// Softmax and linear attention side by side when both are swept.
+constexpr pl::sdk::PlotStyle kByAttention = pl::sdk::PlotStyle().facet("attention");
+constexpr pl::sdk::PlotStyle kByP = pl::sdk::PlotStyle().facet("P");
+constexpr pl::sdk::PlotStyle kMseByAttention =
+    pl::sdk::PlotStyle().facet("attention").labels("P", "MSE per position");
 const pl_plot_decl kPlots[] = {
     // Softmax: c_G itself; linear: |c_G| (the sign is a symmetry, (W, A) -> (-W, -A)).
     pl::sdk::plot("cG_branches", "Adam, softmax: c_G of both branches vs P", "results", "P", "cG",
@@ -110,21 +115,22 @@ const pl_plot_decl kPlots[] = {
     pl::sdk::plot("abs_cG_map", "Adam, linear: |c_G| of the MAP branch vs P", "results", "P",
                   "abs_cG", "L,V", "method=adam,attention=linear,is_map=1", PL_PLOT_LOGX),
     pl::sdk::plot("c1_branches", "Adam: c_1 of both branches vs P", "results", "P", "c1",
-                  "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
+                  "L,V,init", "method=adam", PL_PLOT_LOGX, &kByAttention),
     pl::sdk::plot("objective", "Adam: final MAP objective of both branches vs P", "results", "P",
-                  "objective", "attention,L,V,init", "method=adam", PL_PLOT_LOGX | PL_PLOT_LOGY),
+                  "objective", "L,V,init", "method=adam", PL_PLOT_LOGX | PL_PLOT_LOGY,
+                  &kByAttention),
     pl::sdk::plot("loss", "Adam: train and test MSE per position vs P", "results", "P",
-                  "train_mse,test_mse", "attention,L,V,init", "method=adam", PL_PLOT_LOGX),
+                  "train_mse,test_mse", "L,V,init", "method=adam", PL_PLOT_LOGX, &kMseByAttention),
     pl::sdk::plot("sampler_cG_mean", "Samplers: posterior mean of c_G vs P", "results", "P",
-                  "cG_mean", "attention,L,V,method,init", "", PL_PLOT_LOGX),
+                  "cG_mean", "L,V,method,init", "", PL_PLOT_LOGX, &kByAttention),
     pl::sdk::plot("sampler_cG_var", "Samplers: posterior variance of c_G vs P", "results", "P",
-                  "cG_var", "attention,L,V,method,init", "", PL_PLOT_LOGX),
+                  "cG_var", "L,V,method,init", "", PL_PLOT_LOGX, &kByAttention),
     pl::sdk::plot("sampler_abs_cG_var", "Samplers: posterior variance of |c_G| vs P", "results",
-                  "P", "abs_cG_var", "attention,L,V,method,init", "", PL_PLOT_LOGX),
+                  "P", "abs_cG_var", "L,V,method,init", "", PL_PLOT_LOGX, &kByAttention),
     pl::sdk::plot("cG_hist_langevin", "Langevin (exact marginal): c_G samples", "samples", "cG", "",
-                  "attention,L,P,init", "method=langevin", PL_PLOT_HISTOGRAM),
+                  "attention,L,P,init", "method=langevin", PL_PLOT_HISTOGRAM, &kByP),
     pl::sdk::plot("cG_hist_sgld", "SGLD: c_G samples", "samples", "cG", "", "attention,L,P,init",
-                  "method=sgld", PL_PLOT_HISTOGRAM),
+                  "method=sgld", PL_PLOT_HISTOGRAM, &kByP),
 };
 
 const pl_value& param(const pl_value* v, const char* name) {

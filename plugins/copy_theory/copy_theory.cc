@@ -99,21 +99,23 @@ const pl_table_decl kTables[] = {
 };
 constexpr uint32_t kResults = 0, kTrans = 1;
 
+// Softmax and linear attention side by side when both are swept.
+constexpr pl::sdk::PlotStyle kByAttention = pl::sdk::PlotStyle().facet("attention");
 const pl_plot_decl kPlots[] = {
     pl::sdk::plot("theory_cG_softmax", "Softmax, reduced action: c_G of every minimum vs P",
                   "results", "P", "cG", "L,V,branch", "attention=softmax", PL_PLOT_LOGX),
     pl::sdk::plot("theory_cG_linear", "Linear, reduced action: c_G of every minimum vs P",
                   "results", "P", "cG", "L,V,branch", "attention=linear", PL_PLOT_LOGX),
     pl::sdk::plot("theory_cG_global", "Reduced action: c_G of the global minimum vs P", "results",
-                  "P", "cG", "attention,L,V", "is_global=1", PL_PLOT_LOGX),
+                  "P", "cG", "L,V", "is_global=1", PL_PLOT_LOGX, &kByAttention),
     pl::sdk::plot("theory_action", "Reduced action of every minimum vs P", "results", "P", "action",
-                  "attention,L,V,branch", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
+                  "L,V,branch", "", PL_PLOT_LOGX | PL_PLOT_LOGY, &kByAttention),
     pl::sdk::plot("theory_mse", "Predicted training MSE of the global minimum (population) vs P",
-                  "results", "P", "train_mse", "attention,L,V", "is_global=1", PL_PLOT_LOGX),
+                  "results", "P", "train_mse", "L,V", "is_global=1", PL_PLOT_LOGX, &kByAttention),
     pl::sdk::plot("exact_vs_pop",
                   "Exact finite-P check: (S_data - S_pop)/(beta P L_loss/2) on sampled data vs P",
-                  "results", "P", "rel_diff", "attention,L,V,branch", "",
-                  PL_PLOT_LOGX | PL_PLOT_POINTS),
+                  "results", "P", "rel_diff", "L,V,branch", "", PL_PLOT_LOGX | PL_PLOT_POINTS,
+                  &kByAttention),
     pl::sdk::plot("pstar_vs_L", "Transition P* vs L", "transition_points", "L", "P_star",
                   "attention,V", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
     pl::sdk::plot("pstar_vs_V", "Transition P* vs V", "transition_points", "V", "P_star",
