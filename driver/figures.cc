@@ -620,7 +620,20 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
         axes += ")\n";
       }
     }
-    if (logy) axes += "set logscale y\n";
+    if (logy) {
+      axes += "set logscale y\n";
+      // Under two decades a log axis labels one or two powers of ten: add 2 and 5 times them.
+      if (yr.second < 100 * yr.first) {
+        std::string t;
+        for (int e = int(std::floor(std::log10(yr.first)));
+             e <= int(std::ceil(std::log10(yr.second))); ++e)
+          for (double m : {1.0, 2.0, 5.0}) {
+            const double v = m * std::pow(10.0, e);
+            if (v >= yr.first && v <= yr.second) t += (t.empty() ? "" : ", ") + format_double(v);
+          }
+        if (!t.empty()) axes += "set ytics (" + t + ")\n";
+      }
+    }
     // The band's lower edge, clipped to the bottom of the plot (log axes cannot show <= 0).
     axes +=
         "YFLOOR(v) = v > " + format_double(yr.first) + " ? v : " + format_double(yr.first) + "\n";

@@ -242,6 +242,10 @@ TEST_CASE("figures: legends outside the data; styles from older plugins read up 
   CHECK(g.find("set key outside right top") != std::string::npos);
   CHECK(g.find("box opaque") == std::string::npos);
   CHECK(count(g, "keyentry") == 2);
+  // A log y axis spanning under a decade (K=1, a: 7/3 +- sqrt(7)/3 and 3, so about 1.45 to 3)
+  // has ticks at 1, 2, 5 x powers of ten inside its range: here only 2.
+  render(run, {pl::sdk::plot("logy", "logy", "results", "step", "a", "", "K=1", PL_PLOT_LOGY)});
+  CHECK(run.read("figures/logy.gp").find("set ytics (2)\n") != std::string::npos);
   // No style (a plugin built before pl_plot_style): one panel, as before.
   render(run, {pl::sdk::plot("plain", "plain", "results", "step", "a", "K", "")});
   CHECK(run.read("figures/plain.gp").find("# facets") == std::string::npos);
