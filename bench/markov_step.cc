@@ -1,7 +1,11 @@
 // Times one markov_icl training step (batch sampling, forward, backward, AdamW) on the kernel
 // table and prints one line of key=value pairs; bench/markov_vs_torch.py runs it beside PyTorch.
 //   markov_step [--threads T] [--d 64] [--N 128] [--batch 64] [--heads 1] [--reps 20]
-//               [--chunks 8] [--target NAME] [--peak]
+//               [--chunks 8] [--target NAME] [--peak] [--breakdown]
+// --breakdown (1 thread): where one step's time goes, phase by phase (GEMMs, attention,
+// LayerNorm, GELU, softmax of the loss, AdamW, batch sampling, and the model's own loops:
+// embedding, residual adds, the cross-entropy in double, the gradient reduction), in this
+// thread's CPU time per step, each kernel timed through a wrapped kernel table.
 // FLOPs counted: matrix products only (linear layers 2 m n k; attention the causal half,
 // 2 N(N+1)/2 d per product), backward = 2 x forward.
 #include <tbb/global_control.h>
@@ -15,10 +19,7 @@
 #include <string>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
+#include "bench/peak.hpp"
 #include "markov_common/trainer.hpp"
 #include "phaselab/kernels.hpp"
 
@@ -35,43 +36,74 @@ double flops_per_step(const pl::markov::ModelConfig& c, int B) {
   fwd += 2 * R * d * c.C;  // unembedding
   return 3 * fwd;
 }
+// The attention part of flops_per_step (Q K^T and P V of every layer, fwd + bwd).
+double attention_flops_per_step(const pl::markov::ModelConfig& c, int B) {
+  return 3.0 * c.layers * double(B) * 2 * (2.0 * c.N * (c.N + 1) / 2 * c.d);
+}
 
-#if defined(__x86_64__)
-// Single-core FMA throughput: 12 independent 16-lane accumulators (2 FMA ports x latency 4..6),
-// per second of this process's CPU time (so a loaded, shared machine does not lower it).
-double cpu_seconds() {
+// --breakdown: every kernel of the table wrapped in a timer (this thread's CPU time), so the
+// step's time splits by kernel without touching the model. Single-threaded only.
+double thread_cpu_ns() {
   timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e9 + double(ts.tv_nsec);
 }
-__attribute__((target("avx512f"))) double peak_avx512(double seconds) {
-  __m512 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  const double t0 = cpu_seconds();
-  long iters = 0;
-  double el = 0;
-  do {
-    for (int r = 0; r < 100000; ++r)
-      for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-    iters += 100000;
-    el = cpu_seconds() - t0;
-  } while (el < seconds);
-  float sink = 0, lanes[16];  // (not _mm512_reduce_add_ps: GCC 12's header warns)
-  for (int i = 0; i < 12; ++i) {
-    _mm512_storeu_ps(lanes, acc[i]);
-    for (float v : lanes) sink += v;
+constexpr int kMaxKernels = 64;
+double g_kernel_ns[kMaxKernels];
+int64_t g_kernel_calls[kMaxKernels];
+const char* const kKernelNames[] = {
+#define PL_KERNEL(kname, Camel, ret, params) #kname,
+#include "phaselab/kernels.def"
+#undef PL_KERNEL
+};
+constexpr int kNumKernels = int(sizeof(kKernelNames) / sizeof(kKernelNames[0]));
+static_assert(kNumKernels <= kMaxKernels, "raise kMaxKernels");
+
+template <int Id, class F>
+struct Timed;
+template <int Id, class R, class... A>
+struct Timed<Id, R (*)(A...)> {
+  static inline R (*orig)(A...) = nullptr;
+  static R call(A... a) {
+    const double t0 = thread_cpu_ns();
+    struct Done {
+      double t0;
+      ~Done() {
+        g_kernel_ns[Id] += thread_cpu_ns() - t0;
+        ++g_kernel_calls[Id];
+      }
+    } done{t0};
+    return orig(a...);
   }
-  if (sink == 12345.f) std::puts("");
-  return double(iters) * 12 * 16 * 2 / el;
+};
+void wrap_timed(pl_kernel_table* t) {
+#define PL_KERNEL(kname, Camel, ret, params)                       \
+  if (t->kname) {                                                  \
+    using W = Timed<int(pl::KernelId::kname), decltype(t->kname)>; \
+    W::orig = t->kname;                                            \
+    t->kname = &W::call;                                           \
+  }
+#include "phaselab/kernels.def"
+#undef PL_KERNEL
 }
-#endif
+
+// Which phase of the step a kernel belongs to.
+const char* phase_of(const std::string& k) {
+  if (k == "gemm" || k == "gemm_batched") return "GEMM";
+  if (k == "attention" || k == "attention_bwd") return "attention";
+  if (k == "layernorm" || k == "layernorm_bwd") return "LayerNorm";
+  if (k == "gelu" || k == "gelu_bwd") return "GELU";
+  if (k == "softmax_rows" || k == "softmax_rows_bwd" || k == "exp")
+    return "cross-entropy (softmax)";
+  if (k == "adamw" || k == "adam") return "AdamW";
+  return "other kernels";
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 20, batch = 64, chunks = 8;
-  bool peak = false;
+  bool peak = false, breakdown = false;
   std::string target;
   pl::markov::ModelConfig mc;
   mc.d = 64;
@@ -97,14 +129,17 @@ int main(int argc, char** argv) {
       target = argv[++i];
     else if (a == "--peak")
       peak = true;
+    else if (a == "--breakdown")
+      breakdown = true;
     else {
       std::fprintf(stderr,
                    "usage: markov_step [--threads T] [--d D] [--N N] [--batch B] [--heads H] "
-                   "[--reps R] [--chunks C] [--target NAME] [--peak]\n");
+                   "[--reps R] [--chunks C] [--target NAME] [--peak] [--breakdown]\n");
       return 2;
     }
   }
   mc.ffn = 4 * mc.d;
+  if (breakdown) threads = 1;
   tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
                          size_t(std::max(1, threads)));
   pl_kernel_table t{};
@@ -120,7 +155,75 @@ int main(int argc, char** argv) {
   tc.chunks = chunks;
   tc.n_eval = 1;
   tc.steps = reps + 3;
+  if (breakdown) wrap_timed(&t);
   pl::markov::Trainer tr(tc, t);
+  if (breakdown) {
+    // Batch sampling alone (train_step samples the same way, on its own step numbers).
+    std::vector<double> samp;
+    for (int s = 1; s <= reps; ++s) {
+      const double c0 = thread_cpu_ns();
+      tr.make_batch(1000000 + s);
+      samp.push_back(thread_cpu_ns() - c0);
+    }
+    std::sort(samp.begin(), samp.end());
+    for (int s = 1; s <= 3; ++s) tr.train_step(s);  // warm-up
+    std::fill(g_kernel_ns, g_kernel_ns + kMaxKernels, 0.0);
+    std::fill(g_kernel_calls, g_kernel_calls + kMaxKernels, int64_t(0));
+    const double c0 = thread_cpu_ns();
+    for (int s = 4; s < 4 + reps; ++s) tr.train_step(s);
+    const double step = (thread_cpu_ns() - c0) / reps * 1e-6;  // ms
+    const double sampling = samp[samp.size() / 2] * 1e-6;
+    // Sampling's own kernel calls (random bits) are inside `sampling`.
+    std::vector<std::pair<std::string, double>> phases;
+    double kernels = 0;
+    for (int k = 0; k < kNumKernels; ++k) {
+      if (!g_kernel_calls[k]) continue;
+      const std::string name = kKernelNames[k];
+      if (name == "uniform_bits" || name == "gaussian") continue;
+      const double v = g_kernel_ns[k] / reps * 1e-6;
+      kernels += v;
+      const char* ph = phase_of(name);
+      auto it = std::find_if(phases.begin(), phases.end(), [&](auto& p) { return p.first == ph; });
+      if (it == phases.end())
+        phases.push_back({ph, v});
+      else
+        it->second += v;
+    }
+    phases.push_back({"batch sampling", sampling});
+    phases.push_back({"model loops (embed, residual, loss, reduce)", step - kernels - sampling});
+    const double fl = flops_per_step(mc, batch), fa = attention_flops_per_step(mc, batch);
+    const auto isas = pl::bench::peak_isas();
+    const double pk = isas.empty() ? 0 : pl::bench::peak_gflops(isas[0], 0.5);
+    std::printf(
+        "breakdown: d=%d N=%d batch=%d heads=%d target=%s, 1 thread, CPU ms per step (mean of "
+        "%d)\n",
+        mc.d, mc.N, batch, mc.heads, t.target ? t.target : "?", reps);
+    std::printf("  %-44s %9s %7s %10s\n", "phase", "ms", "%", "GFLOP/s");
+    for (const auto& [name, v] : phases) {
+      double g = 0;
+      if (name == "GEMM") g = (fl - fa) / v * 1e-6;
+      if (name == "attention") g = fa / v * 1e-6;
+      std::printf("  %-44s %9.3f %6.1f%% ", name.c_str(), v, 100 * v / step);
+      if (g > 0)
+        std::printf("%10.1f\n", g);
+      else
+        std::printf("%10s\n", "");
+    }
+    std::printf("  %-44s %9.3f %6.1f%% %10.1f\n", "step", step, 100.0, fl / step * 1e-6);
+    std::printf(
+        "  peak (%s FMA loop) %.1f GFLOP/s: step at %.1f%% of peak; GEMM FLOPs %.4g, "
+        "attention FLOPs %.4g; at peak the step would take %.3f ms\n",
+        isas.empty() ? "none" : isas[0].c_str(), pk, 100 * fl / step * 1e-6 / pk, fl - fa, fa,
+        fl / pk * 1e-6);
+    // A forced narrower target: also against that ISA's own peak.
+    const std::string tgt = t.target ? t.target : "";
+    if (!isas.empty() && tgt != isas[0] && std::find(isas.begin(), isas.end(), tgt) != isas.end()) {
+      const double pt = pl::bench::peak_gflops(tgt, 0.5);
+      std::printf("  peak (%s FMA loop) %.1f GFLOP/s: step at %.1f%% of the %s peak\n", tgt.c_str(),
+                  pt, 100 * fl / step * 1e-6 / pt, tgt.c_str());
+    }
+    return 0;
+  }
   // Wall time per step, and process CPU time (all threads): on a shared, loaded machine the CPU
   // time of a 1-thread run is the better estimate of the unloaded step time.
   auto cpu_now = [] {
@@ -145,10 +248,15 @@ int main(int argc, char** argv) {
       "cpu_ms=%.3f flops=%.4g gflops=%.2f target=%s",
       threads, mc.d, mc.N, batch, mc.heads, med, ms.front(), cpu[cpu.size() / 2], fl,
       fl / med * 1e-6, t.target ? t.target : "?");
-#if defined(__x86_64__)
-  if (peak && __builtin_cpu_supports("avx512f"))
-    std::printf(" peak_gflops_1core=%.1f", peak_avx512(1.0) * 1e-9);
-#endif
+  if (peak) {
+    // The widest ISA's peak (what "% of peak" is quoted against), and every ISA's.
+    const auto isas = pl::bench::peak_isas();
+    if (!isas.empty())
+      std::printf(" peak_isa=%s peak_gflops_1core=%.1f", isas[0].c_str(),
+                  pl::bench::peak_gflops(isas[0], 1.0));
+    for (const auto& isa : isas)
+      std::printf(" peak_%s=%.1f", isa.c_str(), pl::bench::peak_gflops(isa, 0.5));
+  }
   std::printf("\n");
   return 0;
 }
