@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side speed of the copy-task Adam training: phaselab vs PyTorch (CPU, float32).
+"""Side-by-side speed of the copy-task Adam training: phaselab vs PyTorch and JAX (CPU, float32).
 
 Same model and objective in both (spec copy-task.md): A = row-softmax(G), F = A X W^T,
 obj = (1/(P L)) sum ||F - Y||^2 + kappa/(P sw2) ||W||^2 + kappa/(P sg2) ||G||^2 with the priors as
@@ -17,6 +17,9 @@ Three torch formulations of the same objective and gradients (autograd):
 and two phaselab paths: `stats` (posattn_gram_sse, the default for this shape) and `direct`
 (posattn_onehot_sse, one pass over the P sequences per step). The one-time count gathering is
 timed separately for both (it is not part of the training loop of either).
+JAX (`pip install "jax[cpu]"`, skipped with --no-jax) runs the same three forms, the whole loop of
+`steps` Adam steps under one jax.jit (lax.fori_loop), one XLA thread (XLA_FLAGS=
+"--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"), compile time excluded.
 """
 import argparse
 import os
@@ -79,6 +82,82 @@ def torch_times(L, V, P, steps, reps, attention, form):
     return times, cpu, obj, prep
 
 
+def jax_times(L, V, P, steps, reps, attention, form):
+    """The same objective, Adam and forms in JAX: jax.jit over the whole training loop
+    (lax.fori_loop of `steps` Adam steps), float32, one XLA thread. Compile time excluded."""
+    os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    tok = rng.integers(0, V, size=(P, L))
+    X = jnp.asarray(np.eye(V, dtype=np.float32)[tok])  # P x L x V
+    Y = jnp.roll(X, 1, axis=1)
+    Xf = X.transpose(1, 0, 2).reshape(L, P * V)
+    Yf = Y.transpose(1, 0, 2)
+    kappa = sw2 = sg2 = 1.0
+    wd_w, wd_g = 2 * kappa / (P * sw2), 2 * kappa / (P * sg2)
+    lr, b1, b2, eps = 1e-2, 0.9, 0.999, 1e-8
+    prep = 0.0
+    if form == "stats":
+        c0 = time.process_time()
+        Xp = X.reshape(P, L * V)
+        C4 = (Xp.T @ Xp).reshape(L, V, L, V)
+        D4 = (Y.reshape(P, L * V).T @ Xp).reshape(L, V, L, V)
+        C4.block_until_ready(), D4.block_until_ready()
+        prep = time.process_time() - c0
+        n_loss = float(P * L)
+
+    def loss_fn(wg):
+        W, G = wg
+        A = jax.nn.softmax(G, axis=1) if attention == "softmax" else G
+        if form == "einsum":
+            F = jnp.einsum("lk,pkv->plv", A, X) @ W.T
+            return ((F - Y) ** 2).sum() / (P * L)
+        if form == "stats":
+            S = jnp.einsum("aubv,uv->ab", C4, W.T @ W)
+            T = jnp.einsum("iokw,ow->ik", D4, W)
+            return ((A * (A @ S)).sum() - 2 * (A * T).sum() + n_loss) / (P * L)
+        F = (A @ Xf).reshape(L, P, V) @ W.T
+        return ((F - Yf) ** 2).sum() / (P * L)
+
+    grad = jax.value_and_grad(loss_fn)
+
+    def train(W, G):
+        def body(i, st):
+            (W, G), (mW, mG), (vW, vG), _ = st
+            loss, (gW, gG) = grad((W, G))
+            gW, gG = gW + wd_w * W, gG + wd_g * G  # Adam's L2 weight decay, as torch.optim.Adam
+            t = (i + 1).astype(jnp.float32)
+            c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+            out = []
+            for p, m, v, g in ((W, mW, vW, gW), (G, mG, vG, gG)):
+                m = b1 * m + (1 - b1) * g
+                v = b2 * v + (1 - b2) * g * g
+                out.append((p - lr / c1 * m / (jnp.sqrt(v) / jnp.sqrt(c2) + eps), m, v))
+            return ((out[0][0], out[1][0]), (out[0][1], out[1][1]), (out[0][2], out[1][2]), loss)
+        z = (jnp.zeros_like(W), jnp.zeros_like(G))
+        (W, G), _, _, loss = jax.lax.fori_loop(0, steps, body, ((W, G), z, z, jnp.float32(0)))
+        return W, G, loss
+
+    train = jax.jit(train)
+    times, cpu = [], []
+    obj = float("nan")
+    for r in range(reps + 1):
+        W = jnp.asarray(0.1 * rng.standard_normal((V, V)), jnp.float32)
+        G = jnp.asarray(0.1 * rng.standard_normal((L, L)), jnp.float32)
+        t0, c0 = time.perf_counter(), time.process_time()
+        W, G, loss = train(W, G)
+        loss.block_until_ready()
+        if r > 0:  # the first call compiles
+            times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+        obj = float(loss) + kappa / (P * sw2) * float((W * W).sum()) + kappa / (P * sg2) * float((G * G).sum())
+    return times, cpu, obj, prep, jax.__version__
+
+
 def phaselab_times(build, L, V, P, steps, reps, attention, path):
     exe = os.path.join(build, "plugins", "copy_task", "phaselab_copy_bench")
     out = subprocess.run([exe, "--L", str(L), "--V", str(V), "--P", str(P), "--steps", str(steps),
@@ -103,6 +182,7 @@ def main():
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--attention", default="softmax", choices=["softmax", "linear"])
+    ap.add_argument("--no-jax", action="store_true")
     a = ap.parse_args()
     try:
         import torch
@@ -113,6 +193,13 @@ def main():
             for path in ("stats", "direct")}
     forms = {f: torch_times(a.L, a.V, a.P, a.steps, a.reps, a.attention, f)
              for f in ("einsum", "flat", "stats")}
+    jforms = {}
+    if not a.no_jax:
+        try:
+            jforms = {f: jax_times(a.L, a.V, a.P, a.steps, a.reps, a.attention, f)
+                      for f in ("einsum", "flat", "stats")}
+        except ImportError:
+            print("(jax not installed: pip install 'jax[cpu]'; running without it)")
     print(f"copy task Adam: L={a.L} V={a.V} P={a.P} steps={a.steps} {a.attention}, 1 thread, float32,"
           f" medians of {a.reps}")
     print(f"{'':44} {'wall ms':>9} {'cpu ms':>9} {'cpu us/step':>12} {'setup ms':>9} {'final obj':>10}")
@@ -122,17 +209,29 @@ def main():
     for f, (tt, tc, loss, prep) in forms.items():
         print(f"{'torch ' + torch.__version__ + ' ' + f:44} {med(tt) * 1e3:9.2f} {med(tc) * 1e3:9.2f}"
               f" {med(tc) / a.steps * 1e6:12.2f} {prep * 1e3:9.3f} {loss:10.5f}")
+    for f, (tt, tc, loss, prep, jv) in jforms.items():
+        print(f"{'jax ' + jv + ' jit ' + f:44} {med(tt) * 1e3:9.2f} {med(tc) * 1e3:9.2f}"
+              f" {med(tc) / a.steps * 1e6:12.2f} {prep * 1e3:9.3f} {loss:10.5f}")
     print("(final obj: the MAP objective after the last step, priors included; the runs start from\n"
           " different random inits, so they agree to a few digits, not bit for bit)")
     pc = ours["stats"][1]
     for f, (tt, tc, _, _) in forms.items():
         print(f"ratio torch {f}/phaselab stats: cpu {med(tc) / med(pc):.1f}x")
+    for f, (tt, tc, _, _, _) in jforms.items():
+        print(f"ratio jax {f}/phaselab stats: cpu {med(tc) / med(pc):.1f}x")
     best = min(forms, key=lambda f: med(forms[f][1]))
     print(f"ratio vs torch's fastest form ({best}): cpu {med(forms[best][1]) / med(pc):.1f}x")
+    if jforms:
+        jb = min(jforms, key=lambda f: med(jforms[f][1]))
+        print(f"ratio vs jax's fastest form ({jb}): cpu {med(jforms[jb][1]) / med(pc):.1f}x")
     pd = ours["direct"][1]
     bestd = min(("einsum", "flat"), key=lambda f: med(forms[f][1]))
     print(f"per-sequence algorithms (phaselab direct vs torch {bestd}): cpu"
           f" {med(forms[bestd][1]) / med(pd):.1f}x")
+    if jforms:
+        jd = min(("einsum", "flat"), key=lambda f: med(jforms[f][1]))
+        print(f"per-sequence algorithms (phaselab direct vs jax {jd}): cpu"
+              f" {med(jforms[jd][1]) / med(pd):.1f}x")
 
 if __name__ == "__main__":
     main()
