@@ -16,7 +16,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench/peak.hpp"
@@ -87,6 +89,25 @@ void wrap_timed(pl_kernel_table* t) {
 #undef PL_KERNEL
 }
 
+// GEMM time by shape (trans_a, trans_b, m, n, k), wrapped around the timed gemm.
+struct GemmShape {
+  int ta, tb;
+  size_t m, n, k;
+  bool operator<(const GemmShape& o) const {
+    return std::tie(ta, tb, m, n, k) < std::tie(o.ta, o.tb, o.m, o.n, o.k);
+  }
+};
+std::map<GemmShape, std::pair<double, int64_t>> g_gemm_shapes;  // ns, calls
+decltype(pl_kernel_table::gemm) g_gemm_inner = nullptr;
+void gemm_by_shape(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float* a,
+                   size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
+  const double t0 = thread_cpu_ns();
+  g_gemm_inner(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  auto& e = g_gemm_shapes[{ta, tb, m, n, k}];
+  e.first += thread_cpu_ns() - t0;
+  ++e.second;
+}
+
 // Which phase of the step a kernel belongs to.
 const char* phase_of(const std::string& k) {
   if (k == "gemm" || k == "gemm_batched") return "GEMM";
@@ -155,7 +176,11 @@ int main(int argc, char** argv) {
   tc.chunks = chunks;
   tc.n_eval = 1;
   tc.steps = reps + 3;
-  if (breakdown) wrap_timed(&t);
+  if (breakdown) {
+    wrap_timed(&t);
+    g_gemm_inner = t.gemm;
+    t.gemm = &gemm_by_shape;
+  }
   pl::markov::Trainer tr(tc, t);
   if (breakdown) {
     // Batch sampling alone (train_step samples the same way, on its own step numbers).
@@ -169,6 +194,7 @@ int main(int argc, char** argv) {
     for (int s = 1; s <= 3; ++s) tr.train_step(s);  // warm-up
     std::fill(g_kernel_ns, g_kernel_ns + kMaxKernels, 0.0);
     std::fill(g_kernel_calls, g_kernel_calls + kMaxKernels, int64_t(0));
+    g_gemm_shapes.clear();
     const double c0 = thread_cpu_ns();
     for (int s = 4; s < 4 + reps; ++s) tr.train_step(s);
     const double step = (thread_cpu_ns() - c0) / reps * 1e-6;  // ms
@@ -215,6 +241,11 @@ int main(int argc, char** argv) {
         "attention FLOPs %.4g; at peak the step would take %.3f ms\n",
         isas.empty() ? "none" : isas[0].c_str(), pk, 100 * fl / step * 1e-6 / pk, fl - fa, fa,
         fl / pk * 1e-6);
+    std::printf("  GEMMs by shape (op(A) m x k times op(B) k x n; t = stored transposed):\n");
+    for (const auto& [sh, v] : g_gemm_shapes)
+      std::printf("    %c%c m %5zu n %5zu k %5zu  calls/step %4.0f  %8.3f ms  %6.1f GFLOP/s\n",
+                  sh.ta ? 't' : 'n', sh.tb ? 't' : 'n', sh.m, sh.n, sh.k, double(v.second) / reps,
+                  v.first / reps * 1e-6, 2.0 * sh.m * sh.n * sh.k * double(v.second) / v.first);
     // A forced narrower target: also against that ISA's own peak.
     const std::string tgt = t.target ? t.target : "";
     if (!isas.empty() && tgt != isas[0] && std::find(isas.begin(), isas.end(), tgt) != isas.end()) {

@@ -1,8 +1,9 @@
 // gemm.intrin.<isa>: C = alpha op(A) op(B) + beta C with a register-tiled micro-kernel, written
 // with the intrinsics of kernels/common/intrin_ops.hpp. Compiled once per ISA (AVX2, AVX-512,
 // NEON); the tile is kMr rows x kNrv vectors of C held in registers for the whole of k.
-//   op(B) is packed once per call into column panels of kNr = kNrv * kW floats (k x kNr each,
-//   zero-padded), so the micro-kernel's loads of B are contiguous whatever trans_b is;
+//   op(B) is packed once per call into column panels of NRV * kW floats (k x NRV * kW each,
+//   zero-padded), so the micro-kernel's loads of B are contiguous whatever trans_b is; the panel
+//   width follows n (1, 2 or kNrv vectors), the tile's rows grow as it narrows;
 //   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a.
 #include <algorithm>
 #include <array>
@@ -15,65 +16,76 @@
 namespace pl::PL_INTRIN_NS {
 namespace {
 
-constexpr size_t kNr = kNrv * kW;
+// Register tiles by panel width: the widest panel (kNrv vectors, kMr rows: 24 accumulators
+// where there are 32 vector registers, 12 where there are 16) for wide products, and narrower
+// panels with more rows for narrow ones (the model's n = 32 outputs, attention's d = 32 heads,
+// the unembedding's n = 10), so that no FMA multiplies zero padding of a too-wide panel while
+// the accumulator count stays the same: NRV vectors x MR rows.
+constexpr int kAcc = kMr * kNrv;
+template <int NRV>
+constexpr int rows_for() {
+  return NRV == kNrv ? kMr : (kAcc / NRV > 12 ? 12 : kAcc / NRV);
+}
 
-// bp (k x kNr) = op(B)[0:k, j0 : j0 + nr), zero-padded to kNr columns.
-void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t j0, size_t nr, float* bp) {
+// bp (k x nrw) = op(B)[0:k, j0 : j0 + nr), zero-padded to nrw columns.
+void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t j0, size_t nr, size_t nrw,
+            float* bp) {
   if (!trans_b) {  // op(B)[p, j] = b[p * ldb + j]
     // Vector copies (a libc memcpy call per row costs as much as the copy at these sizes).
     for (size_t p = 0; p < k; ++p) {
       const float* src = b + p * ldb + j0;
-      float* dst = bp + p * kNr;
+      float* dst = bp + p * nrw;
       size_t j = 0;
       for (; j + kW <= nr; j += kW) store(dst + j, load(src + j));
       if (j < nr) store_n(dst + j, load_n(src + j, nr - j), nr - j);
-      std::fill(dst + nr, dst + kNr, 0.0f);
+      std::fill(dst + nr, dst + nrw, 0.0f);
     }
   } else {  // op(B)[p, j] = b[j * ldb + p]
-    for (size_t p = 0; p < k; ++p) std::fill(bp + p * kNr + nr, bp + (p + 1) * kNr, 0.0f);
+    for (size_t p = 0; p < k; ++p) std::fill(bp + p * nrw + nr, bp + (p + 1) * nrw, 0.0f);
     size_t j = 0;
     // 4 x 4 blocks transposed in registers (rows j..j+3 of b, depths p..p+3): the element-wise
     // loop below strides through b and costs more than the micro-kernel on small products.
     for (; j + 4 <= nr; j += 4) {
       const float* src = b + (j0 + j) * ldb;
       size_t p = 0;
-      for (; p + 4 <= k; p += 4) transpose4x4(src + p, ldb, bp + p * kNr + j, kNr);
+      for (; p + 4 <= k; p += 4) transpose4x4(src + p, ldb, bp + p * nrw + j, nrw);
       for (; p < k; ++p)
-        for (size_t i = 0; i < 4; ++i) bp[p * kNr + j + i] = src[i * ldb + p];
+        for (size_t i = 0; i < 4; ++i) bp[p * nrw + j + i] = src[i * ldb + p];
     }
     for (; j < nr; ++j) {
       const float* src = b + (j0 + j) * ldb;
-      for (size_t p = 0; p < k; ++p) bp[p * kNr + j] = src[p];
+      for (size_t p = 0; p < k; ++p) bp[p * nrw + j] = src[p];
     }
   }
 }
 
-// C[0:MR, 0:nr) = alpha * op(A)[0:MR, 0:k) bp + beta C (C not read when beta == 0).
-// op(A)[i, p] = a[i * lda + p] (TA false) or a[p * lda + i] (TA true).
-template <int MR, bool TA>
+// C[0:MR, 0:nr) = alpha * op(A)[0:MR, 0:k) bp + beta C (C not read when beta == 0); bp is
+// k x (NRV * kW). op(A)[i, p] = a[i * lda + p] (TA false) or a[p * lda + i] (TA true).
+template <int MR, int NRV, bool TA>
 void micro(size_t k, const float* a, size_t lda, const float* bp, float* c, size_t ldc, size_t nr,
            float alpha, float beta) {
-  V acc[MR][kNrv];
-#pragma GCC unroll 8
+  constexpr size_t nrw = NRV * kW;
+  V acc[MR][NRV];
+#pragma GCC unroll 12
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
-    for (int v = 0; v < kNrv; ++v) acc[i][v] = zero();
+    for (int v = 0; v < NRV; ++v) acc[i][v] = zero();
   for (size_t p = 0; p < k; ++p) {
-    V bv[kNrv];
+    V bv[NRV];
 #pragma GCC unroll 8
-    for (int v = 0; v < kNrv; ++v) bv[v] = load(bp + p * kNr + v * kW);
-#pragma GCC unroll 8
+    for (int v = 0; v < NRV; ++v) bv[v] = load(bp + p * nrw + v * kW);
+#pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) {
       const V ai = set1(TA ? a[p * lda + i] : a[i * lda + p]);
 #pragma GCC unroll 8
-      for (int v = 0; v < kNrv; ++v) acc[i][v] = fma(ai, bv[v], acc[i][v]);
+      for (int v = 0; v < NRV; ++v) acc[i][v] = fma(ai, bv[v], acc[i][v]);
     }
   }
   const V va = set1(alpha), vb = set1(beta);
-#pragma GCC unroll 8
+#pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 8
-    for (int v = 0; v < kNrv; ++v) {
+    for (int v = 0; v < NRV; ++v) {
       const size_t j = v * kW;
       if (j >= nr) break;
       float* cp = c + i * ldc + j;
@@ -93,9 +105,47 @@ void micro(size_t k, const float* a, size_t lda, const float* bp, float* c, size
 using MicroFn = void (*)(size_t, const float*, size_t, const float*, float*, size_t, size_t, float,
                          float);
 
-template <bool TA, int... MR>
+template <int NRV, bool TA, int... MR>
 constexpr std::array<MicroFn, sizeof...(MR)> micro_table(std::integer_sequence<int, MR...>) {
-  return {&micro<MR + 1, TA>...};
+  return {&micro<MR + 1, NRV, TA>...};
+}
+
+// The blocked product with panels of NRV vectors.
+template <int NRV>
+void gemm_panels(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+                 const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
+                 size_t ldc) {
+  constexpr int MR = rows_for<NRV>();
+  constexpr size_t nrw = NRV * kW;
+  static constexpr auto kMicroN = micro_table<NRV, false>(std::make_integer_sequence<int, MR>());
+  static constexpr auto kMicroT = micro_table<NRV, true>(std::make_integer_sequence<int, MR>());
+  const auto& table = trans_a ? kMicroT : kMicroN;
+
+  const size_t panels = (n + nrw - 1) / nrw;
+  // 64-byte aligned, so that no load of a panel row splits across two cache lines.
+  thread_local std::vector<float> storage;
+  if (storage.size() < panels * k * nrw + 16) storage.resize(panels * k * nrw + 16);
+  float* const bpack =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63});
+  for (size_t jp = 0; jp < panels; ++jp)
+    pack_b(trans_b, b, ldb, k, jp * nrw, std::min(nrw, n - jp * nrw), nrw, bpack + jp * k * nrw);
+
+  // Blocks of 96 rows of A (96 x k stays in L1/L2), panels inside them, row tiles inside the
+  // panel: each k x nrw panel is reused by every row tile of the block while it is in L1
+  // (packed B as a whole, k x n, may not fit there: 64 KiB for attention's 128 x 128).
+  constexpr size_t kMcRows = 96;
+  for (size_t ic = 0; ic < m; ic += kMcRows) {
+    const size_t mc = std::min(kMcRows, m - ic);
+    for (size_t jp = 0; jp < panels; ++jp) {
+      const size_t j0 = jp * nrw;
+      for (size_t i0 = ic; i0 < ic + mc; i0 += MR) {
+        const size_t mr = std::min<size_t>(MR, ic + mc - i0);
+        const float* ai = trans_a ? a + i0 : a + i0 * lda;
+        table[mr - 1](k, ai, lda, bpack + jp * k * nrw, c + i0 * ldc + j0, ldc,
+                      std::min(nrw, n - j0), alpha, beta);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -109,35 +159,13 @@ void Gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, c
       for (size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  static constexpr auto kMicroN = micro_table<false>(std::make_integer_sequence<int, kMr>());
-  static constexpr auto kMicroT = micro_table<true>(std::make_integer_sequence<int, kMr>());
-  const auto& table = trans_a ? kMicroT : kMicroN;
-
-  const size_t panels = (n + kNr - 1) / kNr;
-  // 64-byte aligned, so that no load of a panel row splits across two cache lines.
-  thread_local std::vector<float> storage;
-  if (storage.size() < panels * k * kNr + 16) storage.resize(panels * k * kNr + 16);
-  float* const bpack =
-      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63});
-  for (size_t jp = 0; jp < panels; ++jp)
-    pack_b(trans_b, b, ldb, k, jp * kNr, std::min(kNr, n - jp * kNr), bpack + jp * k * kNr);
-
-  // Blocks of kMcRows rows of A (kMcRows x k stays in L1/L2), panels inside them, row tiles
-  // inside the panel: each k x kNr panel is reused by every row tile of the block while it is
-  // in L1 (packed B as a whole, k x n, may not fit there: 64 KiB for attention's 128 x 128).
-  constexpr size_t kMcRows = 16 * kMr;
-  for (size_t ic = 0; ic < m; ic += kMcRows) {
-    const size_t mc = std::min(kMcRows, m - ic);
-    for (size_t jp = 0; jp < panels; ++jp) {
-      const size_t j0 = jp * kNr;
-      for (size_t i0 = ic; i0 < ic + mc; i0 += kMr) {
-        const size_t mr = std::min<size_t>(kMr, ic + mc - i0);
-        const float* ai = trans_a ? a + i0 : a + i0 * lda;
-        table[mr - 1](k, ai, lda, bpack + jp * k * kNr, c + i0 * ldc + j0, ldc,
-                      std::min(kNr, n - j0), alpha, beta);
-      }
-    }
-  }
+  // The narrowest panel that holds n columns (or the widest, in several panels).
+  if (kNrv > 1 && n <= kW)
+    return gemm_panels<1>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (kNrv > 2 && n <= 2 * kW)
+    return gemm_panels<(kNrv > 2 ? 2 : kNrv)>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                                              beta, c, ldc);
+  return gemm_panels<kNrv>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace pl::PL_INTRIN_NS
