@@ -1,5 +1,6 @@
 // openblas_bench: OpenBLAS cblas_sgemm on the shapes of phaselab_bench's gemm benchmarks
-// (row-major, C = A B, beta = 0), named "openblas/sgemm/nn/m:M/n:N/k:K" with the same GFLOPS
+// (row-major, C = op(A) op(B), beta = 0), named "openblas/sgemm/<ta><tb>/m:M/n:N/k:K" (t = the
+// operand stored transposed, as in phaselab_bench's names) with the same GFLOPS
 // counter. bench/compare.py runs it single-threaded (OPENBLAS_NUM_THREADS=1) next to
 // phaselab_bench and prints the ratios.
 #include <benchmark/benchmark.h>
@@ -11,18 +12,20 @@
 
 namespace {
 
-void register_sgemm(size_t m, size_t n, size_t k) {
-  const std::string name = "openblas/sgemm/nn/m:" + std::to_string(m) + "/n:" + std::to_string(n) +
-                           "/k:" + std::to_string(k);
-  benchmark::RegisterBenchmark(name.c_str(), [m, n, k](benchmark::State& st) {
+void register_sgemm(size_t m, size_t n, size_t k, const char* trans = "nn") {
+  const bool ta = trans[0] == 't', tb = trans[1] == 't';
+  const std::string name = std::string("openblas/sgemm/") + trans + "/m:" + std::to_string(m) +
+                           "/n:" + std::to_string(n) + "/k:" + std::to_string(k);
+  benchmark::RegisterBenchmark(name.c_str(), [m, n, k, ta, tb](benchmark::State& st) {
     std::mt19937 g(1);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     std::vector<float> a(m * k), b(k * n), c(m * n);
     for (auto& x : a) x = u(g);
     for (auto& x : b) x = u(g);
     for (auto _ : st) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.f, a.data(),
-                  int(k), b.data(), int(n), 0.f, c.data(), int(n));
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                  int(m), int(n), int(k), 1.f, a.data(), ta ? int(m) : int(k), b.data(),
+                  tb ? int(k) : int(n), 0.f, c.data(), int(n));
       benchmark::DoNotOptimize(c.data());
       benchmark::ClobberMemory();
     }
@@ -38,6 +41,9 @@ int main(int argc, char** argv) {
   register_sgemm(256, 256, 256);
   for (size_t k : {64, 256})
     for (size_t n : {64, 256}) register_sgemm(8192, n, k);
+  register_sgemm(8192, 256, 64, "nt");
+  register_sgemm(8192, 10, 64, "nt");
+  register_sgemm(64, 256, 8192, "tn");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -33,6 +33,10 @@ PL_BENCHMARKS {
     for (size_t k : {64, 256})
       for (size_t n : {64, 256}) register_gemm(8192, n, k, t);
   }
+  // Tall-skinny model shapes: the unembedding (Y = X Wu^T, n = C = 10) and a weight gradient
+  // (dW = dY^T X over all rows: k = 8192).
+  register_gemm(8192, 10, 64, "nt");
+  register_gemm(64, 256, 8192, "tn");
   // Batched small problems: 1000 x (16 x 16) (16 x 4), the copy task's A X^mu.
   pl::bench::register_variants(pl::KernelId::gemm_batched, "nn/batch:1000/m:16/n:4/k:16",
                                [](benchmark::State& st, const pl::Variant& v) {

@@ -3,7 +3,8 @@
 // NEON); the tile is kMr rows x kNrv vectors of C held in registers for the whole of k.
 //   op(B) is packed once per call into column panels of NRV * kW floats (k x NRV * kW each,
 //   zero-padded), so the micro-kernel's loads of B are contiguous whatever trans_b is; the panel
-//   width follows n (1, 2 or kNrv vectors), the tile's rows grow as it narrows;
+//   width is kNrv vectors, and for the last n mod (kNrv * kW) columns the narrowest of 1, 2 or kNrv
+//   vectors that holds them, the tile's rows growing as it narrows;
 //   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a.
 #include <algorithm>
 #include <array>
@@ -122,27 +123,36 @@ void gemm_panels(int trans_a, int trans_b, size_t m, size_t n, size_t k, float a
   const auto& table = trans_a ? kMicroT : kMicroN;
 
   const size_t panels = (n + nrw - 1) / nrw;
+  // Depth blocks of kc rows of op(B): one kc x nrw panel is 32 KiB at most, so it stays in L1
+  // while every row tile of a row block streams it (a k = 8192 weight gradient would otherwise
+  // stream a 2 MiB panel from L3 once per row tile). Later blocks accumulate onto the first.
+  const size_t KC = std::max<size_t>(128, 8192 / nrw);
+  const size_t kcmax = std::min(KC, k);
   // 64-byte aligned, so that no load of a panel row splits across two cache lines.
   thread_local std::vector<float> storage;
-  if (storage.size() < panels * k * nrw + 16) storage.resize(panels * k * nrw + 16);
+  if (storage.size() < panels * kcmax * nrw + 16) storage.resize(panels * kcmax * nrw + 16);
   float* const bpack =
       reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63});
-  for (size_t jp = 0; jp < panels; ++jp)
-    pack_b(trans_b, b, ldb, k, jp * nrw, std::min(nrw, n - jp * nrw), nrw, bpack + jp * k * nrw);
-
-  // Blocks of 96 rows of A (96 x k stays in L1/L2), panels inside them, row tiles inside the
-  // panel: each k x nrw panel is reused by every row tile of the block while it is in L1
-  // (packed B as a whole, k x n, may not fit there: 64 KiB for attention's 128 x 128).
-  constexpr size_t kMcRows = 96;
-  for (size_t ic = 0; ic < m; ic += kMcRows) {
-    const size_t mc = std::min(kMcRows, m - ic);
-    for (size_t jp = 0; jp < panels; ++jp) {
-      const size_t j0 = jp * nrw;
-      for (size_t i0 = ic; i0 < ic + mc; i0 += MR) {
-        const size_t mr = std::min<size_t>(MR, ic + mc - i0);
-        const float* ai = trans_a ? a + i0 : a + i0 * lda;
-        table[mr - 1](k, ai, lda, bpack + jp * k * nrw, c + i0 * ldc + j0, ldc,
-                      std::min(nrw, n - j0), alpha, beta);
+  for (size_t pc = 0; pc < k; pc += KC) {
+    const size_t kc = std::min(KC, k - pc);
+    const float* bk = trans_b ? b + pc : b + pc * ldb;
+    for (size_t jp = 0; jp < panels; ++jp)
+      pack_b(trans_b, bk, ldb, kc, jp * nrw, std::min(nrw, n - jp * nrw), nrw,
+             bpack + jp * kc * nrw);
+    const float beta_eff = pc == 0 ? beta : 1.0f;
+    // Blocks of 96 rows of A (96 x kc stays in L1/L2), panels inside them, row tiles inside the
+    // panel: each kc x nrw panel is reused by every row tile of the block while it is in L1.
+    constexpr size_t kMcRows = 96;
+    for (size_t ic = 0; ic < m; ic += kMcRows) {
+      const size_t mc = std::min(kMcRows, m - ic);
+      for (size_t jp = 0; jp < panels; ++jp) {
+        const size_t j0 = jp * nrw;
+        for (size_t i0 = ic; i0 < ic + mc; i0 += MR) {
+          const size_t mr = std::min<size_t>(MR, ic + mc - i0);
+          const float* ai = trans_a ? a + pc * lda + i0 : a + i0 * lda + pc;
+          table[mr - 1](kc, ai, lda, bpack + jp * kc * nrw, c + i0 * ldc + j0, ldc,
+                        std::min(nrw, n - j0), alpha, beta_eff);
+        }
       }
     }
   }
@@ -159,13 +169,22 @@ void Gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, c
       for (size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  // The narrowest panel that holds n columns (or the widest, in several panels).
-  if (kNrv > 1 && n <= kW)
-    return gemm_panels<1>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  if (kNrv > 2 && n <= 2 * kW)
-    return gemm_panels<(kNrv > 2 ? 2 : kNrv)>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
-                                              beta, c, ldc);
-  return gemm_panels<kNrv>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  // Full-width panels for the first n_main columns, then the narrowest panel that holds the rest
+  // (n = 96 on AVX-512: one 64-column and one 32-column panel instead of two 64-column ones).
+  constexpr size_t nrw = kNrv * kW;
+  const size_t n_main = n / nrw * nrw;
+  if (n_main)
+    gemm_panels<kNrv>(trans_a, trans_b, m, n_main, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const size_t rest = n - n_main;
+  if (!rest) return;
+  const float* br = trans_b ? b + n_main * ldb : b + n_main;
+  float* cr = c + n_main;
+  if (kNrv > 1 && rest <= kW)
+    return gemm_panels<1>(trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta, cr, ldc);
+  if (kNrv > 2 && rest <= 2 * kW)
+    return gemm_panels<(kNrv > 2 ? 2 : kNrv)>(trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb,
+                                              beta, cr, ldc);
+  gemm_panels<kNrv>(trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta, cr, ldc);
 }
 
 }  // namespace pl::PL_INTRIN_NS
