@@ -12,7 +12,7 @@ Runs, on the same machine and in the same session:
 and prints a markdown table of medians and ratios.
 
 Usage: python3 bench/compare.py [--build build] [--reps 5] [--min-time 0.2] [--json out.json]
-                                [--isa avx2|avx512|neon|sve]
+                                [--isa avx2|avx512|neon|sve] [--rounds 3]
 
 --isa restricts phaselab to the variants of one ISA and runs the peers at that ISA too: PyTorch
 with MKL_ENABLE_INSTRUCTIONS / ONEDNN_MAX_CPU_ISA (AVX2 or AVX512_CORE) and OpenBLAS with the
@@ -157,6 +157,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=0.2)
     ap.add_argument("--json", help="also write every measurement here")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate phaselab, OpenBLAS and PyTorch this many times (medians)")
     ap.add_argument("--isa", help="only this ISA's variants; the peers forced to it (avx2, avx512)")
     args = ap.parse_args()
     isa_env = {"avx2": ("AVX2", "AVX2", "Haswell"), "avx512": ("AVX512", "AVX512_CORE", "SkylakeX")}
@@ -171,33 +173,49 @@ def main():
     shapes = "|".join(sorted({w[2] for w in WORKLOADS}))
     variant = f"[a-z0-9_]+\\.{args.isa}" if args.isa else "[a-z0-9_.]+"  # --isa: no scalar runs
     regex = f"^(peak/.*|({'|'.join(kernels)})\\.{variant}/({shapes}))$"
-    print("running phaselab_bench ...", file=sys.stderr)
-    ours = run_gbench(bench, regex, args.reps, args.min_time)
-    if args.isa:
-        ours = {k: v for k, v in ours.items()
-                if k.startswith("peak/") or k.split("/")[0].endswith("." + args.isa)
-                or k.split("/")[0].endswith(".scalar")}
-
-    blas_res = {}
-    if os.path.exists(blas):
-        env = dict(os.environ)
-        env.pop("OPENBLAS_CORETYPE", None)
-        env.pop("OPENBLAS_L2_SIZE", None)
-        env["OPENBLAS_NUM_THREADS"] = "1"
-        if args.isa in isa_env:
-            env["OPENBLAS_CORETYPE"] = isa_env[args.isa][2]
-        print("running openblas_bench ...", file=sys.stderr)
-        blas_res = run_gbench(blas, "openblas/.*", args.reps, args.min_time, env)
-    else:
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    if args.isa in isa_env:
+        env["OPENBLAS_CORETYPE"] = isa_env[args.isa][2]
+    if not os.path.exists(blas):
         print("openblas_bench not built (apt-get install libopenblas-dev, then reconfigure)",
               file=sys.stderr)
+    # --rounds: the three implementations in alternation, so that a load change on a shared
+    # machine hits all of them alike; every figure is the median over rounds of the per-round
+    # medians.
+    rounds_ours, rounds_blas, rounds_torch = [], [], []
+    torch_version = None
+    for rnd in range(args.rounds):
+        print(f"round {rnd + 1}/{args.rounds}: phaselab_bench ...", file=sys.stderr)
+        o = run_gbench(bench, regex, args.reps, args.min_time)
+        if args.isa:
+            o = {k: v for k, v in o.items()
+                 if k.startswith("peak/") or k.split("/")[0].endswith("." + args.isa)
+                 or k.split("/")[0].endswith(".scalar")}
+        rounds_ours.append(o)
+        if os.path.exists(blas):
+            print(f"round {rnd + 1}/{args.rounds}: openblas_bench ...", file=sys.stderr)
+            rounds_blas.append(run_gbench(blas, "openblas/.*", args.reps, args.min_time, env))
+        try:
+            print(f"round {rnd + 1}/{args.rounds}: PyTorch ...", file=sys.stderr)
+            t, torch_version = torch_workloads(args.reps)
+            rounds_torch.append(t)
+        except ImportError:
+            print("PyTorch not importable (pip install torch)", file=sys.stderr)
 
-    try:
-        print("running PyTorch ...", file=sys.stderr)
-        torch_res, torch_version = torch_workloads(args.reps)
-    except ImportError:
-        torch_res, torch_version = {}, None
-        print("PyTorch not importable (pip install torch)", file=sys.stderr)
+    def med_rounds(rs):
+        out = {}
+        for k in set().union(*rs) if rs else []:
+            vals = [r[k] for r in rs if k in r]
+            srt = sorted(vals, key=lambda v: v["cpu_ns"])
+            out[k] = srt[len(srt) // 2]  # the round with the median time (its counters too)
+        return out
+
+    ours, blas_res = med_rounds(rounds_ours), med_rounds(rounds_blas)
+    torch_res = {k: statistics.median(r[k] for r in rounds_torch if k in r)
+                 for k in set().union(*rounds_torch)} if rounds_torch else {}
 
     peak = {k.split("/")[-1]: v["gflops"] for k, v in ours.items() if k.startswith("peak/")}
     lines = []
