@@ -12,7 +12,7 @@ Runs, on the same machine and in the same session:
 and prints a markdown table of medians and ratios.
 
 Usage: python3 bench/compare.py [--build build] [--reps 5] [--min-time 0.2] [--json out.json]
-                                [--isa avx2|avx512|neon|sve] [--rounds 3]
+                                [--isa avx2|avx512|neon|sve] [--rounds 3] [--only gemm]
 
 --isa restricts phaselab to the variants of one ISA and runs the peers at that ISA too: PyTorch
 with MKL_ENABLE_INSTRUCTIONS / ONEDNN_MAX_CPU_ISA (AVX2 or AVX512_CORE) and OpenBLAS with the
@@ -72,7 +72,7 @@ def run_gbench(exe, regex, reps, min_time, env=None):
     return res
 
 
-def torch_workloads(reps):
+def torch_workloads(reps, only=None):
     """Median ns per call of each workload in PyTorch, one thread."""
     import torch
     import torch.nn.functional as F
@@ -99,6 +99,16 @@ def torch_workloads(reps):
         return statistics.median(samples)
 
     res = {}
+    if only in (None, "gemm"):
+        gemm_workloads(torch, timeit, res)
+    if only is None:
+        elementwise_workloads(torch, timeit, res)
+    if only in (None, "attention", "attention_bwd"):
+        attention_workloads(torch, F, timeit, res)
+    return res, torch.__version__
+
+
+def elementwise_workloads(torch, timeit, res):
     x = torch.empty(4096).uniform_(-10, 10)
     y = torch.empty(4096)
     res["exp n=4096"] = timeit(lambda: torch.exp(x, out=y))
@@ -112,6 +122,9 @@ def torch_workloads(reps):
     p.grad = torch.empty(4096).uniform_(-1, 1)
     opt = torch.optim.Adam([p], lr=1e-3, foreach=False)
     res["adam n=4096 (in cache)"] = timeit(opt.step)
+
+
+def gemm_workloads(torch, timeit, res):
     for (m, n, k, tr) in [(64, 64, 64, ""), (8192, 64, 64, ""), (8192, 256, 64, ""),
                           (8192, 64, 256, ""), (8192, 256, 256, ""), (8192, 256, 64, " B^T"),
                           (8192, 10, 64, " B^T"), (64, 256, 8192, " A^T")]:
@@ -121,6 +134,9 @@ def torch_workloads(reps):
         c = torch.empty(m, n)
         key = "gemm 64x64x64" if (m, n, k) == (64, 64, 64) else f"gemm {m}x{n}x{k}{tr}"
         res[key] = timeit(lambda: torch.mm(a, b, out=c))
+
+
+def attention_workloads(torch, F, timeit, res):
     # Attention, one head, n = 128, d = 64: explicit ops with autograd (matching the kernel) and
     # PyTorch's fused scaled_dot_product_attention; the faster of the two is the baseline.
     n, d = 128, 64
@@ -148,7 +164,6 @@ def torch_workloads(reps):
                 q.grad = k.grad = v.grad = None
                 fwd().backward(do)
             res[f"attention fwd+bwd n=128 d=64{tag} [{label}]"] = timeit(fwd_bwd)
-    return res, torch.__version__
 
 
 def main():
@@ -157,6 +172,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=0.2)
     ap.add_argument("--json", help="also write every measurement here")
+    ap.add_argument("--only", help="only the workloads of this kernel (e.g. gemm)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="alternate phaselab, OpenBLAS and PyTorch this many times (medians)")
     ap.add_argument("--isa", help="only this ISA's variants; the peers forced to it (avx2, avx512)")
@@ -169,6 +185,8 @@ def main():
     if not os.path.exists(bench):
         sys.exit(f"{bench} not found: build with `meson setup {args.build} && ninja -C {args.build}`")
 
+    if args.only:
+        WORKLOADS[:] = [w for w in WORKLOADS if w[1] == args.only]
     kernels = sorted({w[1] for w in WORKLOADS})
     shapes = "|".join(sorted({w[2] for w in WORKLOADS}))
     variant = f"[a-z0-9_]+\\.{args.isa}" if args.isa else "[a-z0-9_.]+"  # --isa: no scalar runs
@@ -200,7 +218,7 @@ def main():
             rounds_blas.append(run_gbench(blas, "openblas/.*", args.reps, args.min_time, env))
         try:
             print(f"round {rnd + 1}/{args.rounds}: PyTorch ...", file=sys.stderr)
-            t, torch_version = torch_workloads(args.reps)
+            t, torch_version = torch_workloads(args.reps, args.only)
             rounds_torch.append(t)
         except ImportError:
             print("PyTorch not importable (pip install torch)", file=sys.stderr)
