@@ -37,19 +37,21 @@ const std::vector<CommandSpec>& commands() {
       {"check",
        "phaselab check CONFIG.toml [--target NAME]",
        1,
-       {{"--target", true}, {"--help", false}},
+       {{"--target", true}, {"--force", false}, {"--help", false}},
        "Validates a config without running it: TOML syntax, every key, type and range against the\n"
        "plugin's declarations, the sweep, the kernel target, and the plugin's own check of every\n"
        "sweep point. Prints the number of points. Exit 0 if valid, 2 if not, 3 if the plugin\n"
        "cannot be loaded.\n"},
       {"run",
-       "phaselab run CONFIG.toml [--out DIR] [--threads N] [--target NAME] [--resume] [--quiet]",
+       "phaselab run CONFIG.toml [--out DIR] [--threads N] [--target NAME] [--resume] [--quiet] "
+       "[--force]",
        1,
        {{"--out", true},
         {"--threads", true},
         {"--target", true},
         {"--resume", false},
         {"--quiet", false},
+        {"--force", false},
         {"--help", false}},
        "Runs every sweep point x seed of the config in parallel and writes the run folder:\n"
        "  results.csv    one row per point (more if the plugin emits several): sweep keys, seed,\n"
@@ -69,10 +71,13 @@ const std::vector<CommandSpec>& commands() {
        "  --resume       continue the run in --out: skip points already in results.csv,\n"
        "                 run again those that failed or were not run\n"
        "  --quiet        no progress output (warnings, errors and failures still print)\n"
+       "  --force        run even if the run's memory estimate exceeds 80% of this machine's\n"
        "Ctrl-C stops cleanly: finished points stay in results.csv, run.json says interrupted\n"
-       "(exit 130); a second Ctrl-C aborts at once.\n"
+       "(exit 130); a second Ctrl-C aborts at once, still recording in run.json which points\n"
+       "finished. One phaselab at a time writes a run folder (run.lock).\n"
        "exit status: 0 ok, 2 usage or config error, 3 plugin load or ABI error, 4 a point failed\n"
-       "(recorded with its reason; the other points still ran).\n"},
+       "(recorded with its reason; the other points still ran), 5 the run folder could not be\n"
+       "written (disk full, I/O error: path and errno printed; --resume continues).\n"},
   };
   return c;
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "driver/limits.hpp"
 #include "driver/plugins.hpp"
 #include "driver/text.hpp"
 #include "phaselab/kernels.hpp"
@@ -13,8 +14,6 @@
 
 namespace pl::driver {
 namespace {
-
-constexpr uint64_t kMaxPoints = 10'000'000;
 
 std::string where(const std::string& file, const toml::source_region& r) {
   return file + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
@@ -24,7 +23,7 @@ std::string where(const std::string& file, const toml::source_region& r) {
 std::string found_text(const toml::node& n) {
   switch (n.type()) {
     case toml::node_type::string:
-      return quoted(*n.value<std::string>());
+      return quoted(abbreviate(*n.value<std::string>()));
     case toml::node_type::integer:
       return std::to_string(*n.value<int64_t>());
     case toml::node_type::floating_point: {
@@ -41,6 +40,13 @@ std::string found_text(const toml::node& n) {
     default:
       return "a date/time";
   }
+}
+
+// NUL, newlines and other control bytes: never in a name or a path.
+bool has_control(const std::string& s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c == 0x7f) return true;
+  return false;
 }
 
 bool in_range(const pl_param_decl& d, double v) {
@@ -80,7 +86,7 @@ bool convert(const toml::node& n, const pl_param_decl& d, ParamValue* out) {
     }
     case PL_PARAM_STRING: {
       auto v = n.value_exact<std::string>();
-      if (!v) return false;
+      if (!v || v->size() > kMaxStringBytes || v->find('\0') != std::string::npos) return false;
       out->s = *v;
       return true;
     }
@@ -131,6 +137,12 @@ ParamValue default_value(const pl_param_decl& d) {
 // "must be <expected>, got <found>" with a did-you-mean for enum strings.
 std::string bad_value(const std::string& key, const pl_param_decl& d, const toml::node& n) {
   std::string msg = key + " must be " + describe_expected(d) + ", got " + found_text(n);
+  if (auto s = n.value_exact<std::string>(); s && d.type == PL_PARAM_STRING) {
+    if (s->size() > kMaxStringBytes)
+      return key + " must be a string of at most " + std::to_string(kMaxStringBytes) +
+             " bytes, got " + std::to_string(s->size()) + " bytes";
+    if (s->find('\0') != std::string::npos) return key + " must not hold a NUL byte (\\u0000)";
+  }
   if (d.type == PL_PARAM_ENUM) {
     if (auto s = n.value_exact<std::string>()) {
       const std::string dym = did_you_mean(*s, enum_choices(d));
@@ -142,6 +154,9 @@ std::string bad_value(const std::string& key, const pl_param_decl& d, const toml
 
 std::string unknown_key(const std::string& prefix, const std::string& key,
                         const std::vector<std::string>& valid) {
+  if (key.size() > kMaxKeyBytes)
+    return "unknown key " + prefix + abbreviate(key) + ": longer than any key (limit " +
+           std::to_string(kMaxKeyBytes) + " bytes)";
   std::string msg = "unknown key " + prefix + key;
   const std::string dym = did_you_mean(key, valid);
   if (!dym.empty()) return msg + " (did you mean " + prefix + dym + "?)";
@@ -154,10 +169,6 @@ int param_index(const Plugin& p, const std::string& key) {
   for (size_t i = 0; i < p.param_names.size(); ++i)
     if (p.param_names[i] == key) return int(i);
   return -1;
-}
-
-bool same_value(const ParamValue& a, const ParamValue& b) {
-  return a.type == b.type && a.i == b.i && a.f == b.f && a.s == b.s;
 }
 
 // Keys of a table in file order (toml++ keeps them sorted by name).
@@ -213,8 +224,11 @@ void run_section(const toml::table& run, const std::string& file, RunConfig* cfg
         cfg->threads = *n;
     } else if (key == "out") {
       auto s = v->value_exact<std::string>();
-      if (!s || s->empty())
-        err(v->source(), "run.out must be a non-empty string (a folder), got " + found_text(*v));
+      if (!s || s->empty() || s->size() > kMaxStringBytes || has_control(*s))
+        err(v->source(),
+            "run.out must be a non-empty string (a folder) without control "
+            "characters, got " +
+                found_text(*v));
       else
         cfg->out = *s;
     } else if (key == "target") {
@@ -270,15 +284,16 @@ bool check_target(const std::string& target, std::string* error) {
 
 bool parse_config_file(const std::string& file, toml::table* out, std::string* text,
                        std::vector<std::string>* errors) {
-  std::string why;
-  if (!read_file(file, text, &why)) {
-    errors->push_back("phaselab: error: cannot read config file " + quoted(file) + ": " + why);
-    return false;
-  }
+  // Limits first: a regular file of bounded size, then a scan for keys and nesting deep
+  // enough to exhaust the parser's stack; only then the TOML library.
+  if (!read_config_text(file, text, errors) || !prescan_toml(file, *text, errors)) return false;
   try {
     *out = toml::parse(*text, file);
   } catch (const toml::parse_error& e) {
     errors->push_back(where(file, e.source()) + ": error: " + std::string(e.description()));
+    return false;
+  } catch (const std::exception& e) {
+    errors->push_back(file + ": error: cannot parse: " + e.what());
     return false;
   }
   return true;
@@ -330,8 +345,12 @@ bool resolve_config(const toml::table& t, const std::string& file, const Plugin&
     if (key == "plugin") continue;
     if (key == "name") {
       auto s = v->value_exact<std::string>();
-      if (!s || s->empty() || s->find('/') != std::string::npos)
-        err(v->source(), "name must be a non-empty string without '/', got " + found_text(*v));
+      if (!s || s->empty() || s->find('/') != std::string::npos || s->size() > 255 ||
+          has_control(*s) || *s == "." || *s == "..")
+        err(v->source(),
+            "name must be a non-empty string of at most 255 bytes without '/' or control "
+            "characters, got " +
+                found_text(*v));
       else
         cfg->name = *s;
     } else if (key == "run" || key == "sweep" || key == pname) {
@@ -409,6 +428,7 @@ bool resolve_config(const toml::table& t, const std::string& file, const Plugin&
       axis.key = key;
       axis.param = uint32_t(idx);
       bool ok = true;
+      std::set<std::string> seen;  // O(n log n) duplicate check
       for (const toml::node& e : *a) {
         ParamValue val;
         if (!convert(e, d, &val)) {
@@ -416,9 +436,7 @@ bool resolve_config(const toml::table& t, const std::string& file, const Plugin&
           ok = false;
           continue;
         }
-        bool dup = false;
-        for (const auto& prev : axis.values) dup = dup || same_value(prev, val);
-        if (dup) {
+        if (!seen.insert(value_json(val)).second) {
           err(e.source(), "sweep." + key + " lists " + found_text(e) + " twice");
           ok = false;
           continue;

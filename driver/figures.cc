@@ -85,6 +85,15 @@ int run_tool(const std::string& exe, const std::vector<std::string>& args, const
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+// A whole PNG: the signature first and the IEND chunk (with its CRC) last.
+bool png_complete(const std::string& path) {
+  std::string data;
+  if (!read_file(path, &data, nullptr) || data.size() < 8 + 12) return false;
+  static const char sig[] = "\x89PNG\r\n\x1a\n";
+  static const char iend[] = "\0\0\0\0IEND\xae\x42\x60\x82";
+  return data.compare(0, 8, sig, 8) == 0 && data.compare(data.size() - 12, 12, iend, 12) == 0;
+}
+
 struct Tool {
   std::string exe, terminal, version, why;
 };
@@ -740,6 +749,12 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
     const size_t nl = log_text.find('\n');
     res.note = "gnuplot failed (exit " + std::to_string(rc) + ")" +
                (log_text.empty() ? "" : ": " + log_text.substr(0, nl)) + ", see " + log;
+    return res;
+  }
+  if (!png_complete(base + ".png")) {  // e.g. gnuplot ran out of disk space mid-file
+    res.note = "cannot write " + base + ".png: the file gnuplot wrote is truncated (" +
+               std::to_string(st.st_size) + " bytes, no PNG end chunk; disk full?)";
+    std::remove((base + ".png").c_str());
     return res;
   }
   if (log_text.empty()) std::remove(log.c_str());  // keep only logs that say something

@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "driver/cli.hpp"
 #include "driver/config.hpp"
+#include "driver/limits.hpp"
 #include "driver/plugins.hpp"
 #include "driver/run.hpp"
 #include "driver/text.hpp"
@@ -178,6 +180,14 @@ int cmd_check(const Args& a) {
   RunConfig cfg;
   const std::string target = a.has("--target") ? a.options.at("--target") : "";
   if (int rc = prepare(a.positional[0], target, &plugin, &cfg)) return rc;
+  std::string why;
+  if (!a.has("--force") &&
+      !check_memory(cfg, plugin,
+                    cfg.threads > 0 ? int(cfg.threads) : int(std::thread::hardware_concurrency()),
+                    &why)) {
+    std::fprintf(stderr, "%s\n", why.c_str());
+    return kExitUsage;
+  }
   std::string shape;
   for (const auto& ax : cfg.sweep) shape += std::to_string(ax.values.size()) + " " + ax.key + " x ";
   std::printf("%s: ok: plugin %s %s, %llu points (%s%zu seed%s)\n", cfg.file.c_str(),
@@ -212,6 +222,7 @@ int cmd_run(const Args& a, int argc, char** argv) {
   if (a.has("--target")) opt.target = a.options.at("--target");
   opt.resume = a.has("--resume");
   opt.quiet = a.has("--quiet");
+  opt.force = a.has("--force");
   for (int i = 0; i < argc; ++i) opt.argv.push_back(argv[i]);
   Plugin plugin;
   RunConfig cfg;

@@ -1,20 +1,39 @@
 #include "driver/outputs.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "driver/config.hpp"
+#include "driver/fsio.hpp"
 #include "driver/text.hpp"
 
 namespace pl::driver {
+namespace {
+
+// Splits off a torn last line (text not ending in a newline). Returns the dropped bytes.
+std::string drop_torn_tail(std::string* text) {
+  if (text->empty() || text->back() == '\n') return "";
+  const size_t nl = text->find_last_of('\n');
+  const size_t keep = nl == std::string::npos ? 0 : nl + 1;
+  std::string torn = text->substr(keep);
+  text->resize(keep);
+  return torn;
+}
+
+}  // namespace
 
 ResultStore::~ResultStore() { close(); }
 
 void ResultStore::close() {
+  for (File* f : {&failures_, &journal_})
+    if (f->fd >= 0) ::close(f->fd), f->fd = -1;
   for (auto& t : tables_)
-    if (t.f) std::fclose(t.f), t.f = nullptr;
-  if (failures_.f) std::fclose(failures_.f), failures_.f = nullptr;
+    if (t.fd >= 0) ::close(t.fd), t.fd = -1;
 }
 
 std::vector<std::string> ResultStore::table_files() const {
@@ -25,7 +44,8 @@ std::vector<std::string> ResultStore::table_files() const {
 
 bool ResultStore::open(const std::string& dir, const pl_plugin& plugin, const Row& key_header,
                        bool resume, const std::unordered_map<std::string, uint64_t>& key_index,
-                       std::set<uint64_t>* done, std::string* error) {
+                       std::set<uint64_t>* done, std::vector<std::string>* notes,
+                       std::string* error) {
   const size_t nkey = key_header.size();
   tables_.clear();
   for (uint32_t t = 0; t < plugin.num_tables; ++t) {
@@ -40,52 +60,89 @@ bool ResultStore::open(const std::string& dir, const pl_plugin& plugin, const Ro
   failures_.path = dir + "/failures.csv";
   failures_.header = key_header;
   failures_.header.push_back("error");
+  journal_ = File{};
+  journal_.path = dir + "/journal.csv";
+  journal_.header = key_header;
+
+  // Reads one file's records (header checked, torn last line dropped with a note). False with
+  // *error when the file cannot be used; *present false when it does not exist.
+  auto read_records = [&](const File& f, std::vector<Row>* recs, bool* present) {
+    *present = false;
+    std::string text, why;
+    if (!read_file(f.path, &text, &why)) {
+      if (errno == ENOENT) return true;
+      *error = "cannot read " + f.path + ": " + why;
+      return false;
+    }
+    *present = true;
+    const std::string torn = drop_torn_tail(&text);
+    if (!torn.empty())
+      notes->push_back("dropped a torn last row of " + f.path + " (" + std::to_string(torn.size()) +
+                       " bytes without a newline, left by a kill or a full disk); its point runs "
+                       "again");
+    if (!parse_csv(text, recs)) {
+      *error = "cannot resume: " + f.path + " is not valid CSV (unterminated quote)";
+      return false;
+    }
+    if (recs->empty()) return true;
+    if ((*recs)[0] != f.header) {
+      *error = "cannot resume: " + f.path + " has columns (" + csv_line((*recs)[0]) +
+               ") but this config writes (" + csv_line(f.header) + ")";
+      return false;
+    }
+    for (size_t r = 1; r < recs->size(); ++r) {
+      if ((*recs)[r].size() == f.header.size()) continue;
+      if (r + 1 == recs->size()) {  // a last row cut short inside a quoted field
+        notes->push_back("dropped a short last row of " + f.path + " (" +
+                         std::to_string((*recs)[r].size()) + " of " +
+                         std::to_string(f.header.size()) + " fields); its point runs again");
+        recs->pop_back();
+        break;
+      }
+      *error = "cannot resume: " + f.path + " record " + std::to_string(r + 1) + " has " +
+               std::to_string((*recs)[r].size()) + " fields, expected " +
+               std::to_string(f.header.size()) +
+               " (the file was changed by something other than phaselab)";
+      return false;
+    }
+    return true;
+  };
 
   if (resume) {
-    // results.csv decides which points are done; side rows of other points are dropped (a
-    // point's side rows are written before its results rows, so they may be left over).
+    // journal.csv decides which points are done (a point is journaled after all its rows are on
+    // disk). A folder from before the journal: results.csv decides.
+    std::vector<Row> recs;
+    bool present = false;
+    if (!read_records(journal_, &recs, &present)) return false;
+    const bool have_journal = present;
+    for (size_t r = 1; r < recs.size(); ++r) {
+      auto it = key_index.find(join_key(recs[r]));
+      if (it == key_index.end()) {
+        *error = "cannot resume: " + journal_.path + " record " + std::to_string(r + 1) + " (" +
+                 csv_line(recs[r]) + ") is not a point of this config";
+        return false;
+      }
+      if (done->insert(it->second).second)
+        journal_.lines.push_back({it->second, csv_line(recs[r])});
+    }
     for (size_t t = 0; t < tables_.size(); ++t) {
       File& f = tables_[t];
-      std::string text, why;
-      if (!read_file(f.path, &text, &why)) {
-        if (errno == ENOENT) continue;
-        *error = "cannot read " + f.path + ": " + why;
-        return false;
-      }
-      std::vector<Row> recs;
-      if (!parse_csv(text, &recs)) {
-        *error = "cannot resume: " + f.path + " is not valid CSV (unterminated quote)";
-        return false;
-      }
-      if (recs.empty()) continue;
-      if (recs[0] != f.header) {
-        *error = "cannot resume: " + f.path + " has columns (" + csv_line(recs[0]) +
-                 ") but this config writes (" + csv_line(f.header) + ")";
-        return false;
-      }
+      if (!read_records(f, &recs, &present)) return false;
       for (size_t r = 1; r < recs.size(); ++r) {
         const Row& rec = recs[r];
-        if (rec.size() != f.header.size()) {
-          *error = "cannot resume: " + f.path + " record " + std::to_string(r + 1) + " has " +
-                   std::to_string(rec.size()) + " fields, expected " +
-                   std::to_string(f.header.size());
-          return false;
-        }
-        const std::string key = join_key(Row(rec.begin(), rec.begin() + long(nkey)));
-        auto it = key_index.find(key);
+        const Row key(rec.begin(), rec.begin() + long(nkey));
+        auto it = key_index.find(join_key(key));
         if (it == key_index.end()) {
           if (t == 0) {
             *error = "cannot resume: " + f.path + " record " + std::to_string(r + 1) + " (" +
-                     csv_line(Row(rec.begin(), rec.begin() + long(nkey))) +
-                     ") is not a point of this config";
+                     csv_line(key) + ") is not a point of this config";
             return false;
           }
           continue;
         }
-        if (t == 0)
-          done->insert(it->second);
-        else if (!done->count(it->second))
-          continue;
+        if (t == 0 && !have_journal && done->insert(it->second).second)
+          journal_.lines.push_back({it->second, csv_line(key)});
+        if (!done->count(it->second)) continue;  // rows of a point that did not finish
         f.lines.push_back({it->second, csv_line(rec)});
       }
     }
@@ -93,50 +150,76 @@ bool ResultStore::open(const std::string& dir, const pl_plugin& plugin, const Ro
   // (Re)write every file with its header and kept rows, then keep it open for appending.
   for (auto& f : tables_)
     if (!rewrite(f, error)) return false;
-  std::remove(failures_.path.c_str());  // failed points are run again
-  for (auto& f : tables_) {
-    f.f = std::fopen(f.path.c_str(), "ab");
-    if (!f.f) {
-      *error = "cannot open " + f.path + ": " + std::strerror(errno);
-      return false;
-    }
+  if (!rewrite(journal_, error)) return false;
+  ::unlink(failures_.path.c_str());  // failed points are run again
+  for (auto& f : tables_)
+    if (!open_append(f, error)) return false;
+  return open_append(journal_, error);
+}
+
+bool ResultStore::open_append(File& f, std::string* error) {
+  f.fd = ::open(f.path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  struct stat st;
+  if (f.fd < 0 || ::fstat(f.fd, &st) != 0) {
+    *error = "cannot open " + f.path + ": " + errno_text(errno);
+    return false;
   }
+  f.size = st.st_size;
   return true;
 }
 
-bool ResultStore::append(File& file, uint64_t index, const std::string& line, std::string* error) {
-  if (!file.f) {  // failures.csv is created on the first failure
-    file.f = std::fopen(file.path.c_str(), "wb");
-    if (!file.f || std::fputs((csv_line(file.header) + "\n").c_str(), file.f) < 0) {
-      *error = "cannot write " + file.path + ": " + std::strerror(errno);
+bool ResultStore::append(File& file, uint64_t index, const std::vector<std::string>& lines,
+                         std::string* error) {
+  if (file.fd < 0) {  // failures.csv is created on the first failure
+    file.fd = ::open(file.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (file.fd < 0) {
+      *error = "cannot create " + file.path + ": " + errno_text(errno);
       return false;
     }
+    file.size = 0;
+    const std::string head = csv_line(file.header) + "\n";
+    int e = 0;
+    if (!write_all(file.fd, head.data(), head.size(), &e)) {
+      ::close(file.fd);
+      file.fd = -1;
+      ::unlink(file.path.c_str());  // no header-only or empty file left behind
+      *error = "cannot write " + file.path + ": " + errno_text(e);
+      return false;
+    }
+    file.size = off_t(head.size());
   }
-  file.lines.push_back({index, line});
-  if (std::fputs((line + "\n").c_str(), file.f) < 0) {
-    *error = "cannot write " + file.path + ": " + std::strerror(errno);
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  int e = 0;
+  if (!write_all(file.fd, text.data(), text.size(), &e) || ::fdatasync(file.fd) != 0) {
+    if (e == 0) e = errno;
+    // Cut back to the last whole row: a torn row never stays (if even this fails, --resume
+    // drops the torn tail).
+    if (::ftruncate(file.fd, file.size) == 0) ::fdatasync(file.fd);
+    *error = "cannot write " + file.path + ": " + errno_text(e);
     return false;
   }
+  file.size += off_t(text.size());
+  for (const auto& l : lines) file.lines.push_back({index, l});
   return true;
 }
 
 bool ResultStore::commit(uint64_t index, const Row& key_cells,
                          const std::vector<std::vector<Row>>& rows, std::string* error) {
   std::lock_guard<std::mutex> lock(mu_);
-  // Side tables first, results last (see the header comment).
+  // Side tables first, results next, the journal last (see the header comment).
   for (size_t k = 0; k < tables_.size(); ++k) {
     const size_t t = (k + 1) % tables_.size();
+    if (rows[t].empty()) continue;
+    std::vector<std::string> lines;
     for (const Row& r : rows[t]) {
       Row full = key_cells;
       full.insert(full.end(), r.begin(), r.end());
-      if (!append(tables_[t], index, csv_line(full), error)) return false;
+      lines.push_back(csv_line(full));
     }
-    if (!rows[t].empty() && std::fflush(tables_[t].f) != 0) {
-      *error = "cannot write " + tables_[t].path + ": " + std::strerror(errno);
-      return false;
-    }
+    if (!append(tables_[t], index, lines, error)) return false;
   }
-  return true;
+  return append(journal_, index, {csv_line(key_cells)}, error);
 }
 
 bool ResultStore::record_failure(uint64_t index, const Row& key_cells, const std::string& reason,
@@ -144,9 +227,7 @@ bool ResultStore::record_failure(uint64_t index, const Row& key_cells, const std
   std::lock_guard<std::mutex> lock(mu_);
   Row full = key_cells;
   full.push_back(reason);
-  if (!append(failures_, index, csv_line(full), error)) return false;
-  std::fflush(failures_.f);
-  return true;
+  return append(failures_, index, {csv_line(full)}, error);
 }
 
 bool ResultStore::rewrite(File& file, std::string* error) {
@@ -156,7 +237,7 @@ bool ResultStore::rewrite(File& file, std::string* error) {
   std::string text = csv_line(file.header) + "\n";
   for (const auto& l : file.lines) text += l.second + "\n";
   std::string why;
-  if (!write_file_atomic(file.path, text, &why)) {
+  if (!write_file_durable(file.path, text, &why)) {
     *error = "cannot write " + file.path + ": " + why;
     return false;
   }

@@ -1,5 +1,6 @@
 #include "driver/run.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #define TBB_PREVIEW_GLOBAL_CONTROL 1
@@ -24,9 +26,13 @@
 #include <tbb/task_group.h>
 
 #include "driver/figures.hpp"
+#include "driver/fsio.hpp"
 #include "driver/json.hpp"
+#include "driver/limits.hpp"
+#include "driver/lockfile.hpp"
 #include "driver/outputs.hpp"
 #include "driver/progress.hpp"
+#include "driver/run_record.hpp"
 #include "driver/text.hpp"
 #include "driver/version.h"
 #include "phaselab/kernels.hpp"
@@ -36,11 +42,16 @@ namespace {
 
 // ---------------------------------------------------------------- Ctrl-C
 std::atomic<int> g_stop{0};
+int g_abort_pipe[2] = {-1, -1};  // a second Ctrl-C writes here; the abort watcher records
 
 extern "C" void on_signal(int sig) {
-  if (g_stop.exchange(1) != 0) {  // second Ctrl-C: give up at once
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
+  if (g_stop.exchange(1) != 0) {  // second Ctrl-C: record what finished and exit at once
+    if (g_abort_pipe[1] >= 0) {
+      (void)!::write(g_abort_pipe[1], "x", 1);
+    } else {
+      std::signal(sig, SIG_DFL);
+      std::raise(sig);
+    }
     return;
   }
   static const char msg[] =
@@ -197,12 +208,13 @@ void host_fail(void* ctx, const char* reason) {
     c->fail_reason = reason && *reason ? reason : "failed (no reason given)";
 }
 
-void write_run_json(const std::string& path, const RunConfig& cfg, const Plugin& plugin,
-                    const RunOptions& opt, const std::vector<Point>& points,
-                    const std::vector<PointRecord>& recs, const pl_kernel_table& kt, int threads,
-                    const std::string& out, const std::string& start, const std::string& end,
-                    double wall, const char* status, int exit_code,
-                    const std::vector<FigureResult>& figures, const std::string& figure_tool) {
+std::string run_json_text(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt,
+                          const std::vector<Point>& points, const std::vector<PointRecord>& recs,
+                          const pl_kernel_table& kt, int threads, const std::string& out,
+                          const std::string& start, const std::string& end, double wall,
+                          const char* status, int exit_code, const std::string& error,
+                          const std::vector<FigureResult>& figures,
+                          const std::string& figure_tool) {
   JsonWriter j;
   j.begin_object();
   j.key("phaselab_version").str(PHASELAB_VERSION);
@@ -212,6 +224,7 @@ void write_run_json(const std::string& path, const RunConfig& cfg, const Plugin&
   j.end_array();
   j.key("status").str(status);
   j.key("exit_status").integer(exit_code);
+  if (!error.empty()) j.key("error").str(error);
   j.key("start_time").str(start);
   j.key("end_time").str(end);
   j.key("wall_seconds").num(wall);
@@ -295,9 +308,43 @@ void write_run_json(const std::string& path, const RunConfig& cfg, const Plugin&
   }
   j.end_array();
   j.end_object();
-  std::string why;
-  write_file_atomic(path, j.text(), &why);
+  return j.text();
 }
+
+// Space kept aside in the run folder for the last run.json: freed just before that write, so a
+// full disk still gets a run.json that says what happened.
+struct SpaceReserve {
+  std::string path;
+  bool make(const std::string& p, off_t n, std::string* error) {
+    path = p;
+    bytes = n;
+    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      *error = "cannot create " + p + ": " + errno_text(errno);
+      return false;
+    }
+    int e = ::posix_fallocate(fd, 0, bytes);
+    if (e == EOPNOTSUPP || e == EINVAL) {  // no fallocate here: write zeros
+      const std::string zeros(size_t(bytes), '\0');
+      e = 0;
+      if (!write_all(fd, zeros.data(), zeros.size(), &e)) e = e ? e : EIO;
+    } else if (e == 0) {
+      if (!fault_take(size_t(bytes))) e = ENOSPC;  // fallocate bypasses write_all's test hook
+    }
+    ::close(fd);
+    if (e != 0) {
+      ::unlink(p.c_str());
+      *error = "cannot reserve " + std::to_string(bytes) + " bytes in " + p + ": " + errno_text(e);
+      return false;
+    }
+    return true;
+  }
+  off_t bytes = 0;
+  void release() {
+    if (!path.empty() && ::unlink(path.c_str()) == 0) fault_credit(size_t(bytes));
+    path.clear();
+  }
+};
 
 // A table with the kernels this build has; the others stay null. Used only when a kernel has
 // no variant at all (a build where a kernel family is still missing). Returns their names.
@@ -373,16 +420,42 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
     out = "runs/" + cfg.name + "-" + utc_now("%Y%m%d-%H%M%S");
   }
   while (out.size() > 1 && out.back() == '/') out.pop_back();
-  if (!make_dirs(out, &why)) {
-    std::fprintf(stderr, "phaselab: error: cannot use output folder %s: %s\n", quoted(out).c_str(),
-                 why.c_str());
+  // Memory: refuse before any work unless --force.
+  {
+    int t = int(opt.threads >= 0 ? opt.threads : cfg.threads);
+    if (t <= 0) t = tbb::info::default_concurrency();
+    if (!opt.force && !check_memory(cfg, plugin, t, &why)) {
+      std::fprintf(stderr, "%s\n", why.c_str());
+      return kExitUsage;
+    }
+  }
+  // phaselab writes only into a new or empty folder, or a folder holding a phaselab run.
+  if (!out_folder_usable(out, &why)) {
+    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
     return kExitUsage;
   }
-  if (!opt.resume && exists(out + "/results.csv")) {
+  if (!make_dirs(out, &why)) {
+    std::fprintf(stderr, "phaselab: error: cannot use output folder %s: %s\n",
+                 pl::driver::quoted(out).c_str(), why.c_str());
+    return kExitUsage;
+  }
+  RunLock lock;
+  std::string lock_note;
+  if (!lock.acquire(out, &why, &lock_note)) {
+    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
+    return kExitUsage;
+  }
+  if (!opt.resume && (exists(out + "/results.csv") || exists(out + "/run.json"))) {
     std::fprintf(stderr,
                  "phaselab: error: %s already holds a run (results.csv); pass --resume to continue "
                  "it, or choose another --out\n",
                  out.c_str());
+    return kExitUsage;
+  }
+
+  if (opt.resume && exists(out + "/run.json") &&
+      !check_resume_matches(out, resolved_config(cfg, plugin, kt.target ? kt.target : ""), &why)) {
+    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
     return kExitUsage;
   }
 
@@ -395,12 +468,56 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
 
   ResultStore store;
   std::set<uint64_t> done;
-  if (!store.open(out, p, key_header, opt.resume, key_index, &done, &why)) {
-    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
-    return kExitUsage;
-  }
   std::vector<PointRecord> recs(points.size());
   std::vector<const Point*> todo;
+
+  int threads = int(opt.threads >= 0 ? opt.threads : cfg.threads);
+  if (threads <= 0) threads = tbb::info::default_concurrency();
+  threads = std::max(1, threads);
+
+  const std::string json_path = out + "/run.json";
+  SpaceReserve reserve;
+  std::mutex recs_mu;  // guards recs against the abort watcher's snapshot
+  // Writes run.json; the final one (code >= 0) first frees the reserve and, if even then the
+  // disk is full, replaces the file in place. False with *err naming the path and errno.
+  auto record = [&](const char* status, int code, const std::string& error,
+                    const std::vector<FigureResult>& figs, const std::string& tool,
+                    std::string* err) {
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    std::string text;
+    {
+      std::lock_guard<std::mutex> l(recs_mu);
+      text = run_json_text(cfg, plugin, opt, points, recs, kt, threads, out, start_time,
+                           code < 0 ? "" : utc_now(), wall, status, code < 0 ? -1 : code, error,
+                           figs, tool);
+    }
+    if (code >= 0) reserve.release();
+    std::string w;
+    if (write_file_atomic(json_path, text, &w)) return true;
+    *err = "cannot write " + json_path + ": " + w;
+    if (code >= 0 && overwrite_in_place(json_path, text, &w)) return true;
+    return false;
+  };
+  // run.json first (a new run's folder is then recognisably phaselab's), with space kept aside
+  // for the last one; on --resume the old run.json stays until the files are read back.
+  auto start_record = [&] {
+    if (record("running", -1, "", {}, "", &why) &&
+        reserve.make(out + "/run.reserve",
+                     off_t(std::max<size_t>(65536, 2 * (4096 + points.size() * 160))), &why))
+      return true;
+    std::fprintf(stderr, "phaselab: error: %s; nothing was run\n", why.c_str());
+    reserve.release();
+    return false;
+  };
+  if (!opt.resume && !start_record()) return kExitWrite;
+  std::vector<std::string> notes;
+  if (!lock_note.empty()) notes.push_back(lock_note);
+  if (!store.open(out, p, key_header, opt.resume, key_index, &done, &notes, &why)) {
+    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
+    return why.rfind("cannot resume", 0) == 0 ? kExitUsage : kExitWrite;
+  }
+  for (const auto& n : notes) std::fprintf(stderr, "phaselab: %s\n", n.c_str());
   for (const auto& pt : points) {
     if (done.count(pt.index))
       recs[pt.index].status = PointStatus::resumed;
@@ -408,19 +525,7 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
       todo.push_back(&pt);
   }
 
-  int threads = int(opt.threads >= 0 ? opt.threads : cfg.threads);
-  if (threads <= 0) threads = tbb::info::default_concurrency();
-  threads = std::max(1, threads);
-
-  const std::string json_path = out + "/run.json";
-  auto record = [&](const char* status, int code, const std::vector<FigureResult>& figs,
-                    const std::string& tool) {
-    const double wall =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-    write_run_json(json_path, cfg, plugin, opt, points, recs, kt, threads, out, start_time,
-                   code < 0 ? "" : utc_now(), wall, status, code < 0 ? -1 : code, figs, tool);
-  };
-  record("running", -1, {}, "");
+  if (opt.resume && !start_record()) return kExitWrite;
 
   // Per-worker progress fractions of the running point, for the bar.
   std::unique_ptr<std::atomic<double>[]> fractions(new std::atomic<double>[size_t(threads)]);
@@ -449,6 +554,31 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
     progress.info("phaselab: nothing to resume in " + out + ", running every point");
 
   g_stop = 0;
+  std::thread watcher;
+  if (::pipe2(g_abort_pipe, O_CLOEXEC) == 0) {
+    watcher = std::thread([&] {
+      char c = 0;
+      while (::read(g_abort_pipe[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      if (c != 'x') return;  // closed: the run ended normally
+      // Second Ctrl-C: no point is half-written once the store is frozen; record and exit.
+      store.freeze();
+      size_t kept = 0;
+      {
+        std::lock_guard<std::mutex> l(recs_mu);
+        for (const auto& r : recs)
+          kept += r.status == PointStatus::ok || r.status == PointStatus::resumed;
+      }
+      std::string e;
+      const bool ok = record("aborted", kExitInterrupted, "aborted by a second Ctrl-C", {}, "", &e);
+      std::fprintf(stderr,
+                   "phaselab: aborted: %zu of %zu points done are kept%s; continue with --resume "
+                   "--out %s\n",
+                   kept, points.size(), ok ? "" : (" (" + e + ")").c_str(), out.c_str());
+      lock.release();
+      ::_exit(kExitInterrupted);
+    });
+  }
   struct sigaction sa {
   }, old_int{}, old_term{};
   sa.sa_handler = on_signal;
@@ -462,7 +592,16 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   std::mutex io_mu;
 
   auto run_point = [&](const Point& pt, int worker) {
-    PointRecord& rec = recs[pt.index];
+    PointRecord rec;
+    struct Publish {  // recs[pt.index] = rec at every exit, under recs_mu
+      std::mutex& mu;
+      PointRecord& dst;
+      const PointRecord& src;
+      ~Publish() {
+        std::lock_guard<std::mutex> l(mu);
+        dst = src;
+      }
+    } publish{recs_mu, recs[pt.index], rec};
     PointCtx ctx;
     ctx.sh = &sh;
     ctx.pt = &pt;
@@ -511,10 +650,13 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
       for (const auto& t : ctx.rows) rec.rows += t.size();
       std::string err;
       if (!store.commit(pt.index, pt.key_cells, ctx.rows, &err)) {
-        std::lock_guard<std::mutex> lock(io_mu);
+        std::lock_guard<std::mutex> l(io_mu);
+        rec.status = PointStatus::not_run;  // its rows are not on disk: run it again
+        rec.error = err;
+        if (!io_error) io_why = err;
         io_error = true;
-        io_why = err;
         g_stop = 1;
+        return;
       }
     } else if (g_stop.load() && st != PL_OK && !io_error) {
       rec.status = PointStatus::cancelled;  // stopped by Ctrl-C: run it again on --resume
@@ -526,9 +668,9 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
                                            : "plugin reported failure without a reason";
       std::string err;
       if (!store.record_failure(pt.index, pt.key_cells, rec.error, &err)) {
-        std::lock_guard<std::mutex> lock(io_mu);
+        std::lock_guard<std::mutex> l(io_mu);
+        if (!io_error) io_why = err;
         io_error = true;
-        io_why = err;
         g_stop = 1;
       }
     }
@@ -561,13 +703,31 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   progress.stop();
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
-
-  if (io_error) {
-    store.close();
-    std::fprintf(stderr, "phaselab: error: %s\n", io_why.c_str());
-    record("error", kExitFailed, {}, "");
-    return kExitFailed;
+  if (watcher.joinable()) {
+    ::close(g_abort_pipe[1]);  // wakes the watcher with end-of-file
+    g_abort_pipe[1] = -1;
+    watcher.join();
+    ::close(g_abort_pipe[0]);
+    g_abort_pipe[0] = -1;
   }
+
+  size_t kept = 0;
+  for (const auto& r : recs)
+    kept += r.status == PointStatus::ok || r.status == PointStatus::resumed;
+  // A write that failed (disk full, I/O error) stops the run: say so loudly, keep run.json true.
+  auto write_failure = [&](const std::string& what) {
+    store.close();
+    std::string e;
+    const bool json_ok = record("write_error", kExitWrite, what, {}, "", &e);
+    std::fprintf(stderr,
+                 "phaselab: error: %s\nphaselab: the run stopped: %zu of %zu points are done and "
+                 "kept (whole rows only); free space and continue with --resume --out %s\n",
+                 what.c_str(), kept, points.size(), out.c_str());
+    if (!json_ok)
+      std::fprintf(stderr, "phaselab: error: %s (run.json may still say \"running\")\n", e.c_str());
+    return kExitWrite;
+  };
+  if (io_error) return write_failure(io_why);
   size_t failed = 0, ok = 0;
   for (const auto& r : recs) {
     failed += r.status == PointStatus::failed;
@@ -579,14 +739,14 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
     std::fprintf(stderr,
                  "phaselab: interrupted: %zu of %zu points done; continue with --resume --out %s\n",
                  ok, points.size(), out.c_str());
-    record("interrupted", kExitInterrupted, {}, "");
+    std::string e;
+    if (!record("interrupted", kExitInterrupted, "", {}, "", &e)) {
+      std::fprintf(stderr, "phaselab: error: %s\n", e.c_str());
+      return kExitWrite;
+    }
     return kExitInterrupted;
   }
-  if (!store.finalize(&why)) {
-    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
-    record("error", kExitFailed, {}, "");
-    return kExitFailed;
-  }
+  if (!store.finalize(&why)) return write_failure(why);
   int code = failed ? kExitFailed : kExitOk;
   if (p.finish) {
     pl_host host{};
@@ -627,14 +787,39 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   bool have_tool = false;
   const auto figs = render_figures(p, out, constants, &tool, &have_tool);
   size_t drawn = 0;
+  size_t empty = 0;
   for (const auto& f : figs) drawn += !f.png.empty();
-  if (!figs.empty() && !have_tool)
+  if (!figs.empty() && !have_tool) {
     progress.warn("phaselab: no figures drawn: " + tool + "; the .gp scripts are in " + out +
                   "/figures");
-  else
-    for (const auto& f : figs)
-      if (f.png.empty()) progress.warn("phaselab: figure " + f.name + " not drawn: " + f.note);
-  record(code == kExitOk ? "ok" : "failed", code, figs, tool);
+  } else {
+    for (const auto& f : figs) {
+      if (!f.png.empty()) continue;
+      if (f.note.rfind("no rows to plot", 0) == 0) {
+        ++empty;  // a figure of a sampler or mode this run does not use: not a problem
+      } else if (f.note.rfind("cannot write", 0) == 0) {
+        std::fprintf(stderr, "phaselab: error: figure %s: %s\n", f.name.c_str(), f.note.c_str());
+        code = kExitWrite;  // the results are whole; --resume redraws the figures
+      } else {
+        progress.warn("phaselab: figure " + f.name + " not drawn: " + f.note);
+      }
+    }
+    if (empty && !opt.quiet)
+      progress.info("phaselab: " + std::to_string(empty) + " figure" + (empty > 1 ? "s" : "") +
+                    " with no rows in this run (other samplers or modes) not drawn; see run.json");
+  }
+  {
+    std::string e;
+    if (!record(code == kExitOk      ? "ok"
+                : code == kExitWrite ? "write_error"
+                                     : "failed",
+                code, code == kExitWrite ? "a figure could not be written (see figures)" : "", figs,
+                tool, &e)) {
+      std::fprintf(stderr, "phaselab: error: %s\n", e.c_str());
+      return kExitWrite;
+    }
+  }
+  lock.release();
 
   if (!opt.quiet || failed) {
     std::string summary =

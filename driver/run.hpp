@@ -16,15 +16,18 @@ struct RunOptions {
   std::string target;    // --target (else the config's)
   bool resume = false;
   bool quiet = false;
+  bool force = false;             // run even if the memory estimate exceeds the machine's memory
   std::vector<std::string> argv;  // recorded in run.json
 };
 
-// Exit codes (interface.md): 0 ok, 2 usage/config, 3 plugin, 4 a point failed; 130 interrupted.
+// Exit codes: 0 ok, 2 usage/config, 3 plugin, 4 a point failed, 5 the run folder could not be
+// written (disk full, I/O error: the path and errno are named); 130 interrupted.
 enum ExitCode {
   kExitOk = 0,
   kExitUsage = 2,
   kExitPlugin = 3,
   kExitFailed = 4,
+  kExitWrite = 5,
   kExitInterrupted = 130
 };
 

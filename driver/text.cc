@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "driver/fsio.hpp"
+
 namespace pl::driver {
 
 std::string format_double(double v) {
@@ -112,7 +114,9 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   const size_t limit = std::clamp<size_t>(word.size() / 3, 1, 3);
   std::string best;
   size_t best_d = limit + 1;
+  if (word.size() > 64) return best;  // no suggestion for long words (edit distance is O(n m))
   for (const auto& c : candidates) {
+    if (c.size() > word.size() + limit || word.size() > c.size() + limit) continue;
     const size_t d = edit_distance(word, c);
     if (d < best_d) {
       best_d = d;
@@ -179,19 +183,7 @@ bool read_file(const std::string& path, std::string* text, std::string* error) {
 }
 
 bool write_file_atomic(const std::string& path, const std::string& text, std::string* error) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) {
-    if (error) *error = std::strerror(errno);
-    return false;
-  }
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    if (error) *error = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
+  return write_file_durable(path, text, error);  // checked writes, fsync, rename
 }
 
 }  // namespace pl::driver

@@ -222,6 +222,13 @@ typedef struct pl_plugin {
   const void* reserved[8];
 } pl_plugin;
 
+/* Optional second export, looked up by name: an estimate of the memory (bytes) one point with
+ * these resolved params needs while it runs. The driver refuses, before any work, a run whose
+ * points running at once would need more than 80% of the machine's memory (unless --force).
+ * Plugins without it are not checked. */
+typedef uint64_t (*pl_point_bytes_fn)(const pl_value* params, uint32_t num_params);
+#define PL_POINT_BYTES_SYMBOL "phaselab_plugin_point_bytes"
+
 #ifdef __cplusplus
 }
 #endif

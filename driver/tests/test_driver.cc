@@ -524,12 +524,19 @@ TEST_CASE("resume refuses a folder written by a different config") {
   spit(d / "b.toml", "plugin = \"toy\"\n[sweep]\nn = [2, 4]\n");
   spit(d / "c.toml", "plugin = \"toy\"\n[sweep]\nmode = [\"sum\"]\n");
   CHECK(phaselab({"run", d / "a.toml", "--out", d / "o", "--quiet"}, d).rc == 0);
+  const std::string before = slurp(d / "o/results.csv") + slurp(d / "o/run.json");
   Result r = phaselab({"run", d / "b.toml", "--out", d / "o", "--resume"}, d);
   CHECK(r.rc == 2);
-  CHECK(r.err.find("(3,0) is not a point of this config") != std::string::npos);
+  CHECK(r.err.find("the config resolves to other values than the run's (1 key differs)") !=
+        std::string::npos);
+  CHECK(r.err.find("sweep.n: run has [2,3], config has [2,4]") != std::string::npos);
   r = phaselab({"run", d / "c.toml", "--out", d / "o", "--resume"}, d);
   CHECK(r.rc == 2);
   CHECK(r.err.find("cannot resume") != std::string::npos);
+  CHECK(r.err.find("params.n: run has (absent), config has 8") != std::string::npos);
+  CHECK(r.err.find("sweep.mode: run has (absent), config has [\"sum\"]") != std::string::npos);
+  CHECK(r.err.find("sweep.n: run has [2,3], config has (absent)") != std::string::npos);
+  CHECK(slurp(d / "o/results.csv") + slurp(d / "o/run.json") == before);  // nothing touched
 }
 
 TEST_CASE("figures: drawn with gnuplot when present, the run succeeds without it") {

@@ -1,0 +1,182 @@
+#include "driver/run_record.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "driver/text.hpp"
+
+namespace pl::driver {
+namespace {
+
+json value_to_json(const ParamValue& v) {
+  switch (v.type) {
+    case PL_PARAM_INT:
+      return json(v.i);
+    case PL_PARAM_FLOAT:
+      return json(v.f);
+    case PL_PARAM_BOOL:
+      return json(v.i != 0);
+    default:
+      return json(v.s);
+  }
+}
+
+void diff(const json& a, const json& b, const std::string& path, std::vector<std::string>* out) {
+  if (a.is_object() && b.is_object()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      const std::string p = path.empty() ? it.key() : path + "." + it.key();
+      if (!b.contains(it.key()))
+        out->push_back(p);
+      else
+        diff(it.value(), b.at(it.key()), p, out);
+    }
+    for (auto it = b.begin(); it != b.end(); ++it)
+      if (!a.contains(it.key())) out->push_back(path.empty() ? it.key() : path + "." + it.key());
+    return;
+  }
+  if (a != b) out->push_back(path.empty() ? "(whole)" : path);
+}
+
+const json* at_path(const json& j, const std::string& dotted) {
+  const json* cur = &j;
+  size_t pos = 0;
+  while (pos <= dotted.size()) {
+    const size_t dot = dotted.find('.', pos);
+    const std::string k =
+        dotted.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (!cur->is_object() || !cur->contains(k)) return nullptr;
+    cur = &cur->at(k);
+    if (dot == std::string::npos) break;
+    pos = dot + 1;
+  }
+  return cur;
+}
+
+std::string shown(const json* v) {
+  if (!v) return "(absent)";
+  std::string s = v->dump();
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+}  // namespace
+
+json resolved_config(const RunConfig& cfg, const Plugin& plugin, const std::string& kernel_target) {
+  json j = json::object();
+  j["plugin"] = cfg.plugin;
+  j["seeds"] = cfg.seeds;
+  j["sweep"] = json::object();
+  for (const auto& a : cfg.sweep) {
+    json vals = json::array();
+    for (const auto& v : a.values) vals.push_back(value_to_json(v));
+    j["sweep"][a.key] = vals;
+  }
+  j["params"] = json::object();
+  for (size_t i = 0; i < cfg.base.size(); ++i) {
+    bool swept = false;
+    for (const auto& a : cfg.sweep) swept = swept || a.param == i;
+    if (!swept) j["params"][plugin.param_names[i]] = value_to_json(cfg.base[i]);
+  }
+  j["kernel_target"] = kernel_target;
+  return j;
+}
+
+json resolved_from_record(const json& r) {
+  json j = json::object();
+  const json& c = r.value("config", json::object());
+  j["plugin"] = c.value("plugin", json());
+  j["seeds"] = c.contains("run") ? c["run"].value("seeds", json()) : json();
+  j["sweep"] = c.value("sweep", json::object());
+  j["params"] = c.value("params", json::object());
+  j["kernel_target"] = r.value("kernel_target", json());
+  return j;
+}
+
+std::vector<std::string> differing_keys(const json& a, const json& b) {
+  std::vector<std::string> out;
+  diff(a, b, "", &out);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool read_run_record(const std::string& dir, json* out, std::string* error) {
+  const std::string path = dir + "/run.json";
+  std::string text, why;
+  if (!read_file(path, &text, &why)) {
+    *error = "cannot read " + path + ": " + why;
+    return false;
+  }
+  try {
+    *out = json::parse(text);
+  } catch (const std::exception& e) {
+    *error = path + " is not valid JSON (" + e.what() + ")";
+    return false;
+  }
+  if (!out->is_object() || !out->contains("phaselab_version") || !out->contains("config")) {
+    *error = path + " was not written by phaselab";
+    return false;
+  }
+  return true;
+}
+
+bool out_folder_usable(const std::string& dir, std::string* error) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return true;  // created by the run
+  if (!S_ISDIR(st.st_mode)) {
+    *error = pl::driver::quoted(dir) + " exists and is not a folder";
+    return false;
+  }
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) {
+    *error = "cannot read folder " + pl::driver::quoted(dir) + ": " + std::strerror(errno);
+    return false;
+  }
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(d);
+  if (names.empty()) return true;
+  if (names.size() == 1 && names[0] == "run.lock") return true;  // a run that died at its start
+  json rec;
+  std::string why;
+  if (read_run_record(dir, &rec, &why)) return true;
+  std::sort(names.begin(), names.end());
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) list += (i ? ", " : "") + names[i];
+  if (names.size() > 5) list += ", ... (" + std::to_string(names.size()) + " entries)";
+  *error = pl::driver::quoted(dir) + " is not empty and is not a phaselab run folder (" + why +
+           "); it holds: " + list +
+           ". phaselab does not write into it: choose a new or empty "
+           "folder with --out";
+  return false;
+}
+
+bool check_resume_matches(const std::string& dir, const json& now, std::string* error) {
+  json rec;
+  std::string why;
+  if (!read_run_record(dir, &rec, &why)) {
+    *error = "cannot resume: " + why;
+    return false;
+  }
+  const json then = resolved_from_record(rec);
+  const auto keys = differing_keys(then, now);
+  if (keys.empty()) return true;
+  std::string list;
+  for (size_t i = 0; i < keys.size() && i < 12; ++i)
+    list += "\n  " + keys[i] + ": run has " + shown(at_path(then, keys[i])) + ", config has " +
+            shown(at_path(now, keys[i]));
+  if (keys.size() > 12) list += "\n  ... and " + std::to_string(keys.size() - 12) + " more";
+  *error = "cannot resume " + dir + ": the config resolves to other values than the run's (" +
+           std::to_string(keys.size()) + " key" + (keys.size() == 1 ? " differs" : "s differ") +
+           "); resuming would mix two runs in one results.csv:" + list +
+           "\nrestore those values, or start a new run with another --out";
+  return false;
+}
+
+}  // namespace pl::driver

@@ -1,0 +1,42 @@
+// Reading a run folder back: is a folder a phaselab run, and does a config resolve to the same
+// values as the run recorded in its run.json. `--resume` (and a later `merge` of shards) refuse
+// a config whose resolved values differ from the run's, naming the keys.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "driver/config.hpp"
+#include "driver/plugins.hpp"
+
+namespace pl::driver {
+
+using json = nlohmann::json;
+
+// The values that decide a run's results, as JSON:
+//   {"plugin": ..., "seeds": [...], "sweep": {key: [values]}, "params": {key: value},
+//    "kernel_target": ...}
+// params holds every parameter that is not swept (set in the config or at its default).
+json resolved_config(const RunConfig& cfg, const Plugin& plugin, const std::string& kernel_target);
+// The same object from a run.json that phaselab wrote.
+json resolved_from_record(const json& run_json);
+
+// Dotted paths ("params.L", "sweep.P", "seeds") whose values differ between a and b, or that one
+// of them lacks; sorted. Objects are compared key by key, anything else as a whole value
+// (numbers by value: 2 and 2.0 are equal).
+std::vector<std::string> differing_keys(const json& a, const json& b);
+
+// Reads <dir>/run.json. False with *error when it is missing or not phaselab's.
+bool read_run_record(const std::string& dir, json* out, std::string* error);
+
+// Whether `dir` may be used as a new run's --out: it does not exist, is empty, or holds a
+// phaselab run (run.json written by phaselab, or only a lock file). Otherwise false with a
+// message: phaselab never writes into a folder of other files.
+bool out_folder_usable(const std::string& dir, std::string* error);
+
+// --resume: the config must resolve to the run's values. False with a message naming the keys
+// and both values.
+bool check_resume_matches(const std::string& dir, const json& now, std::string* error);
+
+}  // namespace pl::driver
