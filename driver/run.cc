@@ -503,11 +503,12 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   // for the last one; on --resume the old run.json stays until the files are read back.
   auto start_record = [&] {
     if (record("running", -1, "", {}, "", &why) &&
-        reserve.make(out + "/run.reserve",
-                     off_t(std::max<size_t>(65536, 2 * (4096 + points.size() * 160))), &why))
+        reserve.make(out + "/run.reserve", off_t(8192 + 2 * (4096 + points.size() * 200)), &why))
       return true;
     std::fprintf(stderr, "phaselab: error: %s; nothing was run\n", why.c_str());
     reserve.release();
+    std::string e;  // run.json says so where it could be written at all
+    if (exists(json_path)) record("write_error", kExitWrite, why + "; nothing was run", {}, "", &e);
     return false;
   };
   if (!opt.resume && !start_record()) return kExitWrite;

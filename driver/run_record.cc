@@ -141,8 +141,13 @@ bool out_folder_usable(const std::string& dir, std::string* error) {
     if (n != "." && n != "..") names.push_back(n);
   }
   ::closedir(d);
+  // phaselab's own transient files (a run starting or one that died at its start) do not count.
+  names.erase(std::remove_if(names.begin(), names.end(),
+                             [](const std::string& n) {
+                               return n == "run.lock" || n == "run.reserve" || n == "run.json.tmp";
+                             }),
+              names.end());
   if (names.empty()) return true;
-  if (names.size() == 1 && names[0] == "run.lock") return true;  // a run that died at its start
   json rec;
   std::string why;
   if (read_run_record(dir, &rec, &why)) return true;

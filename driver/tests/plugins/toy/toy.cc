@@ -78,6 +78,8 @@ const pl_param_decl kParams[] = {
     pl::sdk::int_param("fail_at", -1, "n at which the point fails with a reason (-1: never)"),
     pl::sdk::int_param("sleep_ms", 0, "sleep this long per point, polling cancellation", 0, 600000),
     pl::sdk::int_param("steps", 3, "rows per point in history.csv", 1, 1000),
+    pl::sdk::int_param("mem_mb", 0, "memory the point claims to need (MB; not allocated)", 0,
+                       1000000000),
 #ifdef PL_TOY_V2
     pl::sdk::float_param("extra", 0.0, "a key added by a later version; not used", 0, 0.0),
 #endif
@@ -96,6 +98,12 @@ const pl_plot_decl kPlots[] = {
 };
 
 }  // namespace
+
+// The memory estimate the driver checks before a run: n floats twice, plus mem_mb.
+extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point_bytes(
+    const pl_value* p, uint32_t) {
+  return uint64_t(p[0].i) * 8 + uint64_t(p[9].i) * (uint64_t(1) << 20);
+}
 
 #ifdef PL_TOY_V2
 PL_DEFINE_PLUGIN(Toy, "toy_v2", "0.2", "the toy with one more parameter (driver tests)", kParams,
