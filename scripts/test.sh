@@ -34,6 +34,36 @@ if [[ "${PHASELAB_SKIP_SANITIZE:-0}" != 1 ]]; then
     run_suite build-sanitize "address,undefined sanitizer"
 fi
 
+# libFuzzer on config checking, a short fixed time (PHASELAB_FUZZ_SECONDS, default 25) from the
+# shipped configs as seeds; counts as one test case. Longer runs: see README (Fuzzing).
+if [[ "${PHASELAB_SKIP_FUZZ:-0}" != 1 ]]; then
+  echo "== fuzz (config checking, ${PHASELAB_FUZZ_SECONDS:-25} s)"
+  fuzz_built=0
+  if command -v clang++ >/dev/null; then
+    [[ -f build-fuzz/build.ninja ]] || CC=clang CXX=clang++ meson setup build-fuzz -Dfuzz=true \
+      -Dtests=false -Dbench=false --buildtype=debugoptimized >/dev/null
+    # Only the fuzz target (no kernels or plugins are built in this tree).
+    ninja -C build-fuzz driver/fuzz/phaselab_config_fuzz >/dev/null && fuzz_built=1
+  fi
+  if ((fuzz_built)); then
+    corpus=$(mktemp -d)
+    if build-fuzz/driver/fuzz/phaselab_config_fuzz -max_total_time="${PHASELAB_FUZZ_SECONDS:-25}" \
+         -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$corpus" configs \
+         >build-fuzz/fuzz.log 2>&1; then
+      echo "fuzz 1 0 0" >>"$counts"
+      grep -E "^stat::number_of_executed_units" build-fuzz/fuzz.log || true
+    else
+      tail -40 build-fuzz/fuzz.log
+      echo "fuzz 0 1 0" >>"$counts"
+      status=1
+    fi
+    rm -rf "$corpus"
+  else
+    echo "fuzz: clang or its libFuzzer runtime missing (scripts/setup.sh installs them): skipped"
+    echo "fuzz 0 0 1" >>"$counts"
+  fi
+fi
+
 if [[ "${PHASELAB_ARM:-0}" == 1 ]]; then
   bash scripts/test-aarch64.sh "$counts" || status=1
 fi

@@ -907,7 +907,7 @@ TEST_CASE("up-front limits: exit 2 before any work, short messages") {
     Result r = phaselab({"check", f}, d);
     CHECK(r.rc == 2);
     CHECK(r.err.find("error: this run needs about") != std::string::npos);
-    CHECK(r.err.find("per point (at n=8) x 2 threads") != std::string::npos);
+    CHECK(r.err.find("per point (at n=8) x 2 points at once") != std::string::npos);
     CHECK(r.err.find("pass --force to try anyway") != std::string::npos);
     r = phaselab({"run", f, "--out", d / "never"}, d);
     CHECK(r.rc == 2);

@@ -32,7 +32,8 @@ const pl_param_decl kParams[] = {
     pl::sdk::int_param("L", 16, "sequence length", 2, 1024),
     pl::sdk::int_param("V", 4, "vocabulary size", 2, 4096),
     pl::sdk::int_param("P", 1000, "training sequences", 1, 100000000),
-    pl::sdk::int_param("P_test", 10000, "held-out test sequences (0: none)", 0, 100000000),
+    pl::sdk::int_param("P_test", 10000, "held-out test sequences (0: none, test_mse is left empty)",
+                       0, 100000000),
     pl::sdk::float_param("kappa", 1.0, "likelihood noise variance (temperature)", kPos, 0),
     pl::sdk::float_param("sw2", 1.0, "prior variance of the read-out W", kPos, 0),
     pl::sdk::float_param("sg2", 1.0, "prior variance of the attention scores G", kPos, 0),
@@ -53,8 +54,10 @@ const pl_param_decl kParams[] = {
                          "copy init G = copy_logit S; 0 = auto (3 ln L softmax, 1 linear)", kNonNeg,
                          0),
     pl::sdk::float_param("lr", 1e-2, "Adam learning rate", kPos, 0),
-    pl::sdk::float_param("beta1", 0.9, "Adam beta1", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
-    pl::sdk::float_param("beta2", 0.999, "Adam beta2", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
+    pl::sdk::float_param("beta1", 0.9, "Adam beta1 (1 would never move the first moment)",
+                         PL_RANGE_MIN | PL_RANGE_MAX | PL_RANGE_MAX_EXCLUSIVE, 0, 1),
+    pl::sdk::float_param("beta2", 0.999, "Adam beta2 (1: bias correction divides by zero)",
+                         PL_RANGE_MIN | PL_RANGE_MAX | PL_RANGE_MAX_EXCLUSIVE, 0, 1),
     pl::sdk::float_param("adam_eps", 1e-8, "Adam epsilon", kPos, 0),
     pl::sdk::int_param("max_steps", 20000, "Adam step limit", 1, INT64_MAX),
     pl::sdk::float_param(
@@ -336,12 +339,13 @@ class CopyTask {
     r.op = pl::copy::order_params(a_.data(), cfg_.L);
     r.spectrum = pl::copy::circulant_spectrum(a_.data(), cfg_.L);
     r.train_mse = net_.train_mse(theta_.data());
-    r.test_mse = net_.mse_on(theta_.data(), test_tokens_.data(), size_t(P_test_));
+    if (P_test_ > 0) r.test_mse = net_.mse_on(theta_.data(), test_tokens_.data(), size_t(P_test_));
   }
 
   void run_adam(pl::sdk::Context& cx, BranchResult& r) {
     init_theta(cx, r.init, 0);
     const auto res = adam_->train(theta_.data(), k_, [&] { return cx.cancelled(); });
+    if (cx.cancelled()) return;  // skip the full-data evaluations: the point is run again
     r.ok = res.finite;
     r.steps = res.steps;
     r.converged = res.converged;
@@ -453,7 +457,7 @@ class CopyTask {
                          r.steps,
                          r.objective,
                          r.train_mse,
-                         r.test_mse,
+                         P_test_ > 0 ? pl::sdk::Cell(r.test_mse) : empty,  // P_test = 0: none
                          r.op.c1,
                          r.op.cG,
                          std::fabs(r.op.cG),
@@ -506,6 +510,24 @@ class CopyTask {
 };
 
 }  // namespace
+
+// The driver's memory check before a run (phaselab_plugin.h): an estimate of the bytes one point
+// holds. Training tokens and their targets (8 P L), test tokens (4 P_test L), the token-count
+// statistics of the counts loss path (16 L^2 V^2 when used), parameters with Adam/sampler
+// buffers (~32 (V^2 + L^2)), and for the exact-marginal sampler its own token copies and V^2 L^2
+// counts. Within a factor ~1.5 of the peak resident size measured at P = 1e6.
+extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point_bytes(
+    const pl_value* v, uint32_t) {
+  const double L = double(param(v, "L").i), V = double(param(v, "V").i);
+  const double P = double(param(v, "P").i), Pt = double(param(v, "P_test").i);
+  const std::string path = param(v, "loss_path").s ? param(v, "loss_path").s : "auto";
+  const std::string method = param(v, "method").s ? param(v, "method").s : "adam";
+  const double LLVV = L * L * V * V;
+  double b = 8 * P * L + 4 * Pt * L + 32 * (V * V + L * L) + (1 << 20);
+  if (path != "direct" && LLVV <= double(1 << 24)) b += 16 * LLVV;
+  if (method == "langevin") b += 8 * P * L + 64 * V * V + (LLVV <= double(1 << 24) ? 16 * LLVV : 0);
+  return uint64_t(b);
+}
 
 PL_DEFINE_PLUGIN(CopyTask, "copy_task", "0.1.0",
                  "copy task: softmax vs linear positional attention, MAP (Adam) and posterior "

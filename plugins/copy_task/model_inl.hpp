@@ -26,6 +26,10 @@ AdamResult AdamTrainer::train(float* theta, const pl_kernel_table& k, Stop&& sto
   int64_t t0 = 0;  // Adam's bias correction counts from the last (re)start
   const bool flip_allowed = cfg_.flip && !c.softmax && !c.causal && cfg_.train_attention;
   for (int64_t t = 1; t <= cfg_.max_steps; ++t) {
+    if (stop()) {  // every step (not only every window): Ctrl-C waits one step at most
+      r.steps = t - 1;
+      return r;
+    }
     const size_t b = size_t(t - 1) % nb, mu0 = b * B, n = std::min(B, size_t(P) - mu0);
     const double sse = net_.data_sse(theta, mu0, n, grad_.data(), data_scale * double(P) / n);
     if (full && !std::isfinite(sse)) {

@@ -54,6 +54,7 @@ class SgldSampler {
     size_t pos = nb_;  // position in the current epoch's batch order
     int64_t kept = 0;
     for (int64_t t = 1; t <= total; ++t) {
+      if (stop()) return false;  // every step, burn-in included: Ctrl-C waits one step at most
       ++steps_;
       if (automatic && t <= cfg_.burn_in)
         eta_ = std::min(eta_, cfg_.auto_margin / net_.curvature_bound(theta));
@@ -138,6 +139,7 @@ class Mala {
     int64_t kept = 0;
     accepted_ = proposed_ = 0;
     for (int64_t t = 1; t <= total; ++t) {
+      if (stop()) return false;  // every step, burn-in included
       // Proposal x' = x - eps grad U + sqrt(2 eps T) xi.
       k.gaussian(xi_.data(), n_, seed, noise_stream, counter);
       counter += n_;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -66,7 +67,13 @@ inline std::map<std::string, double> parse_mults(const std::string& s) {
       x.erase(x.find_last_not_of(' ') + 1);
       return x;
     };
-    m[trim(item.substr(0, eq))] = std::stod(item.substr(eq + 1));
+    // A whole finite number after '=' ("wte=abc", "wte=1.5x", "wte=" are refused by name).
+    const std::string key = trim(item.substr(0, eq)), num = trim(item.substr(eq + 1));
+    char* end = nullptr;
+    const double v = num.empty() ? NAN : std::strtod(num.c_str(), &end);
+    if (num.empty() || *end != 0 || !std::isfinite(v))
+      throw std::invalid_argument("the value of " + key + " must be a number, got '" + num + "'");
+    m[key] = v;
   }
   return m;
 }

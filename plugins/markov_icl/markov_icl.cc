@@ -36,8 +36,10 @@ const pl_param_decl kParams[] = {
     pl::sdk::bool_param("tied", false, "unembedding tied to the token embedding"),
     pl::sdk::float_param("lr", 1e-3, "AdamW learning rate", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE,
                          0),
-    pl::sdk::float_param("beta1", 0.9, "AdamW beta1", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
-    pl::sdk::float_param("beta2", 0.95, "AdamW beta2", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
+    pl::sdk::float_param("beta1", 0.9, "AdamW beta1 (1 would never move the first moment)",
+                         PL_RANGE_MIN | PL_RANGE_MAX | PL_RANGE_MAX_EXCLUSIVE, 0, 1),
+    pl::sdk::float_param("beta2", 0.95, "AdamW beta2 (1: bias correction divides by zero)",
+                         PL_RANGE_MIN | PL_RANGE_MAX | PL_RANGE_MAX_EXCLUSIVE, 0, 1),
     pl::sdk::float_param("weight_decay", 0.0, "AdamW decoupled weight decay (matrices only)",
                          PL_RANGE_MIN, 0),
     pl::sdk::int_param("warmup", 0, "linear learning-rate warm-up steps", 0),
@@ -227,6 +229,7 @@ class MarkovIcl {
           return cx.fail("non-finite training loss at step " + std::to_string(step));
       }
       if (next < ckpt_.size() && ckpt_[next] == step) {
+        if (cx.cancelled()) return PL_CANCELLED;  // before an evaluation (n_eval sequences)
         ++next;
         const pl::markov::EvalResult r = tr.evaluate();
         if (!std::isfinite(r.loss[0]) || !std::isfinite(r.loss[1]))
@@ -250,10 +253,8 @@ class MarkovIcl {
         row.push_back(step == tc_.steps ? 1 : 0);
         cx.emit(0, row);
       }
-      if ((step & 15) == 0) {
-        cx.progress(double(step) / double(tc_.steps));
-        if (cx.cancelled()) return PL_CANCELLED;
-      }
+      if ((step & 15) == 0) cx.progress(double(step) / double(tc_.steps));
+      if (cx.cancelled()) return PL_CANCELLED;  // every step: Ctrl-C waits one step at most
     }
     return PL_OK;
   }
@@ -273,6 +274,28 @@ pl_status finish(const pl_host* host, const char* run_dir) {
 }
 
 }  // namespace
+
+// The driver's memory check before a run (phaselab_plugin.h): an estimate of the bytes one point
+// holds. Parameters with their gradient, Adam moments and one gradient per chunk
+// (4 (4 + chunks) n_params), activations kept for the backward pass
+// (4 batch layers N (12 d + mlp d + 2 heads N)), the two evaluation sets with their predictor
+// probabilities (8 n_eval N (1 + C)) and the K transition matrices (8 K C^2).
+extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point_bytes(
+    const pl_value* v, uint32_t n) {
+  auto get = [&](const char* name) -> double {
+    for (uint32_t j = 0; j < PL_SDK_COUNT(kParams) && j < n; ++j)
+      if (!std::strcmp(kParams[j].name, name)) return double(v[j].i);
+    return 0;
+  };
+  const double d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
+  const double heads = get("heads"), C = get("C"), K = get("K"), batch = get("batch");
+  const double chunks = get("chunks"), n_eval = get("n_eval");
+  const double n_params = layers * (4 * d * d + 2 * mlp * d * d + 4 * d) + (2 * C + N) * d;
+  const double b = 4 * (4 + chunks) * n_params +
+                   4 * batch * layers * N * (12 * d + mlp * d + 2 * heads * N) +
+                   8 * n_eval * N * (1 + C) + 8 * K * C * C + double(1 << 20);
+  return uint64_t(b);
+}
 
 PL_DEFINE_PLUGIN(
     MarkovIcl, "markov_icl", "0.1.0",
