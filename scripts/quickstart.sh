@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 [[ -f build/build.ninja ]] || meson setup build --buildtype=release >/dev/null
+echo "quickstart: building phaselab (the first build takes a few minutes; later ones seconds)"
 ninja -C build -j "$(nproc)" >/dev/null
 out=${1:-runs/copy_default-$(date +%Y%m%d-%H%M%S)}
 # phaselab prints where results.csv, run.json and the figures are when the run ends.

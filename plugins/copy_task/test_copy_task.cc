@@ -669,3 +669,33 @@ TEST_CASE("plugin: SGLD with the automatic step stays finite for linear attentio
   cfg["step"] = "0.1";
   CHECK(h.run(cfg, 1) == PL_FAILED);
 }
+
+TEST_CASE("plugin: P_test = 0 (documented as none) runs and leaves test_mse empty") {
+  // Was: test_mse = 0/0 = NaN, which the driver rejects, so every point failed.
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
+  std::map<std::string, std::string> cfg = {
+      {"L", "6"}, {"V", "3"}, {"P", "40"}, {"P_test", "0"}, {"max_steps", "200"}};
+  REQUIRE(h.run(cfg, 1) == PL_OK);
+  const int it = column("test_mse"), ir = column("train_mse");
+  REQUIRE(h.rows[0].size() == 2);
+  for (const auto& row : h.rows[0]) {
+    CHECK(row[it].empty());
+    CHECK(std::isfinite(std::stod(row[ir])));
+  }
+  cfg["P_test"] = "50";
+  REQUIRE(h.run(cfg, 1) == PL_OK);
+  CHECK(std::isfinite(std::stod(h.rows[0][0][it])));
+}
+
+TEST_CASE("plugin: Adam beta ranges exclude 1 (bias correction 1 - beta^t would be 0)") {
+  for (const char* key : {"beta1", "beta2"}) {
+    const pl_param_decl* d = nullptr;
+    for (uint32_t i = 0; i < phaselab_plugin_entry.num_params; ++i)
+      if (std::string(phaselab_plugin_entry.params[i].name) == key)
+        d = &phaselab_plugin_entry.params[i];
+    REQUIRE(d != nullptr);
+    CHECK((d->range_flags & PL_RANGE_MAX) != 0);
+    CHECK((d->range_flags & PL_RANGE_MAX_EXCLUSIVE) != 0);
+    CHECK(d->max == 1.0);
+  }
+}
