@@ -659,7 +659,7 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
         g_stop = 1;
         return;
       }
-    } else if (g_stop.load() && st != PL_OK && !io_error) {
+    } else if (g_stop.load() && (st == PL_CANCELLED || (st != PL_OK && ctx.fail_reason.empty()))) {
       rec.status = PointStatus::cancelled;  // stopped by Ctrl-C: run it again on --resume
       return;
     } else {
