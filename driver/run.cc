@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -788,26 +789,40 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   bool have_tool = false;
   const auto figs = render_figures(p, out, constants, &tool, &have_tool);
   size_t drawn = 0;
-  size_t empty = 0;
   for (const auto& f : figs) drawn += !f.png.empty();
   if (!figs.empty() && !have_tool) {
     progress.warn("phaselab: no figures drawn: " + tool + "; the .gp scripts are in " + out +
                   "/figures");
   } else {
+    // Figures for samplers, modes or swept keys this run does not have are not a problem: one
+    // info line. Other reasons: one warning per distinct reason, naming its figures.
+    std::vector<std::string> not_here;
+    std::vector<std::pair<std::string, std::string>> reasons;  // (note, figure names)
     for (const auto& f : figs) {
       if (!f.png.empty()) continue;
-      if (f.note.rfind("no rows to plot", 0) == 0) {
-        ++empty;  // a figure of a sampler or mode this run does not use: not a problem
+      if (f.note.rfind("no rows to plot", 0) == 0 ||
+          f.note.find("excludes this run") != std::string::npos) {
+        not_here.push_back(f.name);
       } else if (f.note.rfind("cannot write", 0) == 0) {
         std::fprintf(stderr, "phaselab: error: figure %s: %s\n", f.name.c_str(), f.note.c_str());
         code = kExitWrite;  // the results are whole; --resume redraws the figures
       } else {
-        progress.warn("phaselab: figure " + f.name + " not drawn: " + f.note);
+        auto it = std::find_if(reasons.begin(), reasons.end(),
+                               [&](const auto& r) { return r.first == f.note; });
+        if (it == reasons.end())
+          reasons.push_back({f.note, f.name});
+        else
+          it->second += ", " + f.name;
       }
     }
-    if (empty && !opt.quiet)
-      progress.info("phaselab: " + std::to_string(empty) + " figure" + (empty > 1 ? "s" : "") +
-                    " with no rows in this run (other samplers or modes) not drawn; see run.json");
+    for (const auto& r : reasons)
+      progress.warn("phaselab: figure" +
+                    std::string(r.second.find(',') != std::string::npos ? "s " : " ") + r.second +
+                    " not drawn: " + r.first);
+    if (!not_here.empty() && !opt.quiet)
+      progress.info("phaselab: " + std::to_string(not_here.size()) + " figure" +
+                    (not_here.size() > 1 ? "s" : "") +
+                    " for samplers or modes this run does not use not drawn (see run.json)");
   }
   {
     std::string e;
