@@ -344,6 +344,7 @@ class CopyTask {
 
   void run_adam(pl::sdk::Context& cx, BranchResult& r) {
     init_theta(cx, r.init, 0);
+    net_.set_cancel([&] { return cx.cancelled() != 0; });
     const auto res = adam_->train(theta_.data(), k_, [&] { return cx.cancelled(); });
     if (cx.cancelled()) return;  // skip the full-data evaluations: the point is run again
     r.ok = res.finite;
@@ -376,6 +377,7 @@ class CopyTask {
       init_theta(cx, r.init, c);
       const uint64_t base = 100 + 8 * (uint64_t(c) * 2 + init_id);
       auto stop = [&] { return cx.cancelled(); };
+      net_.set_cancel([&] { return cx.cancelled() != 0; });
       if (method_ == "sgld") {
         r.ok = sgld_->run(
             theta_.data(), k_, cx.seed(), cx.point_stream(base), cx.point_stream(base + 1),

@@ -1,6 +1,7 @@
 #include "copy_task/model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -57,12 +58,36 @@ double CopyNet::data_sse(const float* theta, size_t mu0, size_t n, float* grad, 
   // h = A X, r = h W^T - Y, SSE = sum r^2 and (with grad) dSSE/dA, dSSE/dW, fused on the token
   // indices (X, Y one-hot): see posattn_onehot_sse in kernels.def.
   float* dW = grad ? grad + w_off() : nullptr;
-  const double sse =
-      uses_stats() && mu0 == 0 && n == size_t(P_)
-          ? k_.posattn_gram_sse(a_.data(), W, stats_c_.data(), stats_d_.data(),
-                                grad ? da_.data() : nullptr, dW, L, V)
-          : k_.posattn_onehot_sse(a_.data(), W, tokens_.data() + mu0 * L, targets_.data() + mu0 * L,
-                                  grad ? da_.data() : nullptr, dW, n, L, V);
+  const bool stats = uses_stats() && mu0 == 0 && n == size_t(P_);
+  const double per_seq = double(L) * double(V) * double(V) + double(L) * double(L) * double(V);
+  double sse = 0;
+  if (stats) {
+    sse = k_.posattn_gram_sse(a_.data(), W, stats_c_.data(), stats_d_.data(),
+                              grad ? da_.data() : nullptr, dW, L, V);
+  } else if (double(n) * per_seq <= chunk_cost_) {
+    sse = k_.posattn_onehot_sse(a_.data(), W, tokens_.data() + mu0 * L, targets_.data() + mu0 * L,
+                                grad ? da_.data() : nullptr, dW, n, L, V);
+  } else {
+    // Chunks of sequences with cancellation between them (see set_chunk_cost).
+    const size_t chunk = std::max<size_t>(1, size_t(chunk_cost_ / per_seq));
+    if (grad) {
+      da_tmp_.resize(L * L);
+      dw_tmp_.resize(V * V);
+    }
+    for (size_t c0 = 0; c0 < n; c0 += chunk) {
+      if (cancel_ && cancel_()) return NAN;
+      const size_t m = std::min(chunk, n - c0), off = (mu0 + c0) * L;
+      const bool first = c0 == 0;
+      float* da = grad ? (first ? da_.data() : da_tmp_.data()) : nullptr;
+      float* dw = grad ? (first ? dW : dw_tmp_.data()) : nullptr;
+      sse += k_.posattn_onehot_sse(a_.data(), W, tokens_.data() + off, targets_.data() + off, da,
+                                   dw, m, L, V);
+      if (grad && !first) {
+        for (size_t i = 0; i < L * L; ++i) da_[i] += da_tmp_[i];
+        for (size_t i = 0; i < V * V; ++i) dW[i] += dw_tmp_[i];
+      }
+    }
+  }
   if (!grad) return sse;
   float* dG = grad + g_off();
   if (c_.softmax) {

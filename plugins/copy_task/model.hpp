@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "copy_common/data.hpp"
@@ -71,6 +72,14 @@ class CopyNet {
   // True when full-data sse calls go through the token counts (NetConfig::loss_path).
   bool uses_stats() const { return !stats_c_.empty(); }
 
+  // Ctrl-C inside one step: a per-sequence sse call whose cost n L V^2 exceeds `chunk_cost`
+  // multiply-adds is split into chunks of sequences, `cancel` polled between them (a cancelled
+  // call returns NaN). Calls under the limit (every shipped config) are one kernel call as
+  // before, so their results are unchanged; chunked calls add the chunks' gradients in chunk
+  // order (deterministic, but rounded differently from one call).
+  void set_cancel(std::function<bool()> cancel) { cancel_ = std::move(cancel); }
+  void set_chunk_cost(double chunk_cost) { chunk_cost_ = chunk_cost; }
+
  private:
   // y (n x L) = target token of each position, -1 where the position is not in the loss.
   void fill_targets(const int32_t* tokens, size_t n, int32_t* y) const;
@@ -83,6 +92,9 @@ class CopyNet {
   std::vector<float> a_, da_;              // L x L
   std::vector<int32_t> yt_;                // test_chunk x L targets of held-out data
   std::vector<double> stats_c_, stats_d_;  // L^2 V^2 token counts (posattn_onehot_stats) or empty
+  std::function<bool()> cancel_;
+  double chunk_cost_ = 8e9;             // ~ a second of kernel time on one core
+  std::vector<float> da_tmp_, dw_tmp_;  // chunk gradients (allocated on first chunked call)
 };
 
 // ---------------------------------------------------------------- Adam on the MAP objective

@@ -699,3 +699,44 @@ TEST_CASE("plugin: Adam beta ranges exclude 1 (bias correction 1 - beta^t would 
     CHECK(d->max == 1.0);
   }
 }
+
+TEST_CASE(
+    "chunked per-sequence sse (Ctrl-C inside a step) matches one call and the double oracle") {
+  // A call over more than chunk_cost multiply-adds is split into chunks of sequences with the
+  // cancel check between them: the same sse and gradient to float rounding, and the double
+  // objective as the independent oracle; a cancel after the first chunk returns NaN at once.
+  const pl_kernel_table k = pl::test_host::kernel_table();
+  const int L = 6, V = 4, P = 23;
+  pl::copy::task::NetConfig c;
+  c.L = L;
+  c.V = V;
+  c.loss_path = pl::copy::task::NetConfig::LossPath::direct;
+  const auto tok = pl::copy::make_tokens(k, 3, 17, P, L, V);
+  pl::copy::task::CopyNet one(k, c, tok, P), chunked(k, c, tok, P);
+  chunked.set_chunk_cost(3.0 * (L * V * V + L * L * V));  // 3 sequences per chunk: 8 chunks
+  int polls = 0;
+  chunked.set_cancel([&] { return ++polls < 0; });
+  std::mt19937 g(4);
+  std::normal_distribution<float> N(0, 0.7f);
+  std::vector<float> th(one.n_params()), g1(th.size()), g2(th.size());
+  for (auto& x : th) x = N(g);
+  const double o1 = one.objective(th.data(), g1.data());
+  const double o2 = chunked.objective(th.data(), g2.data());
+  CHECK(polls == 8);
+  std::vector<double> thd(th.begin(), th.end());
+  CHECK(close(o2, objective_double(c, tok, P, thd), 1e-6, 1e-5));
+  CHECK(close(o2, o1, 1e-7, 1e-6));
+  for (size_t i = 0; i < th.size(); ++i) {
+    CAPTURE(i);
+    CHECK(close(g2[i], g1[i], 1e-6, 1e-5));
+  }
+  // Deterministic: the same chunks, the same bits.
+  std::vector<float> g3(th.size());
+  CHECK(chunked.objective(th.data(), g3.data()) == o2);
+  CHECK(g3 == g2);
+  // Cancelled after the first chunk.
+  polls = 0;
+  chunked.set_cancel([&] { return ++polls > 1; });
+  CHECK(std::isnan(chunked.data_sse(th.data(), 0, size_t(P), g3.data(), 1.0)));
+  CHECK(polls == 2);
+}
