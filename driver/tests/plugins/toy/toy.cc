@@ -34,6 +34,8 @@ struct Toy {
       cx.progress(double(t) / double(sleep_ms));
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(10, sleep_ms - t)));
     }
+    // A long computation that cannot be interrupted (a second Ctrl-C is the way out).
+    std::this_thread::sleep_for(std::chrono::milliseconds(cx.i("deaf_ms")));
     if (n == cx.i("fail_at")) return cx.fail("requested failure at n = " + std::to_string(n));
     cx.k.exp(x.data(), y.data(), size_t(n));
     const std::string mode = cx.s("mode");
@@ -80,6 +82,8 @@ const pl_param_decl kParams[] = {
     pl::sdk::int_param("steps", 3, "rows per point in history.csv", 1, 1000),
     pl::sdk::int_param("mem_mb", 0, "memory the point claims to need (MB; not allocated)", 0,
                        1000000000),
+    pl::sdk::int_param("deaf_ms", 0, "sleep this long per point without polling cancellation", 0,
+                       600000),
 #ifdef PL_TOY_V2
     pl::sdk::float_param("extra", 0.0, "a key added by a later version; not used", 0, 0.0),
 #endif
