@@ -962,3 +962,29 @@ TEST_CASE("a second Ctrl-C still records what finished; --resume completes the r
       0);
   CHECK(slurp(d / "o/results.csv") == slurp(d / "full/results.csv"));
 }
+
+TEST_CASE("a PNG that gnuplot could not finish is not counted as drawn: exit 5") {
+  // A stand-in gnuplot that answers the probe and then writes half a PNG, as a full disk would
+  // leave it (signature, no IEND chunk).
+  TempDir d;
+  spit(d / "gnuplot",
+       "#!/bin/sh\n"
+       "if [ \"$1\" = -e ]; then echo 5.4; exit 0; fi\n"
+       "printf '\\211PNG\\r\\n\\032\\nhalf a picture' > \"${1%.gp}.png\"\n");
+  ::chmod((d / "gnuplot").c_str(), 0755);
+  spit(d / "good.toml", kGood);
+  const std::string old = env_or("PHASELAB_GNUPLOT", "");
+  ::setenv("PHASELAB_GNUPLOT", (d / "gnuplot").c_str(), 1);
+  const Result r = phaselab({"run", d / "good.toml", "--out", d / "o", "--quiet"}, d, true);
+  ::setenv("PHASELAB_GNUPLOT", old.c_str(), 1);
+  CAPTURE(r.err);
+  CHECK(r.rc == 5);
+  CHECK(r.err.find("error: figure value_vs_n: cannot write " + d / "o/figures/value_vs_n.png" +
+                   ": the file gnuplot wrote is truncated (22 bytes, no PNG end chunk") !=
+        std::string::npos);
+  CHECK_FALSE(exists(d / "o/figures/value_vs_n.png"));
+  const std::string json = slurp(d / "o/run.json");
+  CHECK(json.find("\"status\": \"write_error\"") != std::string::npos);
+  CHECK(json.find("\"png\": ") == std::string::npos);        // none counted as drawn
+  CHECK(count_lines(slurp(d / "o/results.csv")) == 1 + 12);  // the results are whole
+}
