@@ -517,7 +517,7 @@ class CopyTask {
 // holds. Training tokens and their targets (8 P L), test tokens (4 P_test L), the token-count
 // statistics of the counts loss path (16 L^2 V^2 when used), parameters with Adam/sampler
 // buffers (~32 (V^2 + L^2)), and for the exact-marginal sampler its own token copies and V^2 L^2
-// counts. Within a factor ~1.5 of the peak resident size measured at P = 1e6.
+// counts. A formula from the allocations, not a measurement of the resident size.
 extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point_bytes(
     const pl_value* v, uint32_t) {
   const double L = double(param(v, "L").i), V = double(param(v, "V").i);
