@@ -171,7 +171,7 @@ bool load_plugin(const PluginFile& file, Plugin* out, std::string* error) {
   if (abi != PL_PLUGIN_ABI_VERSION) {
     *error = file.path + " was built for plugin ABI version " + std::to_string(abi) +
              ", this phaselab speaks version " + std::to_string(PL_PLUGIN_ABI_VERSION) +
-             "; rebuild the plugin against this phaselab";
+             "; rebuild the plugin against this phaselab's SDK (pkg-config phaselab)";
     return false;
   }
   uint32_t size = 0;

@@ -270,7 +270,7 @@ std::string run_json_text(const RunConfig& cfg, const Plugin& plugin, const RunO
   j.key("kernel_target").str(kt.target ? kt.target : "");
   j.key("kernels").begin_object();
 #define PL_KERNEL(name, Camel, ret, params) \
-  j.key(#name).str(kt.variant.name ? kt.variant.name : "");
+  j.key(#name).str(kt.variant->name ? kt.variant->name : "");
 #include "phaselab/kernels.def"
 #undef PL_KERNEL
   j.end_object();
@@ -361,12 +361,12 @@ std::vector<std::string> fill_kernel_table(const std::string& target, pl_kernel_
 #define PL_KERNEL(kname, Camel, ret, params)                                       \
   if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), tg)) { \
     t->kname = reinterpret_cast<ret(*) params>(v->fn);                             \
-    t->variant.kname = v->name.c_str();                                            \
   } else {                                                                         \
     missing.push_back(#kname);                                                     \
   }
 #include "phaselab/kernels.def"
 #undef PL_KERNEL
+  t->variant = pl::selected_names(tg);
   return missing;
 }
 

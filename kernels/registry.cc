@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "phaselab/kernels.hpp"
 
@@ -236,11 +239,12 @@ void add(std::vector<Variant>& out, KernelId k, const char* backend, const char*
 #else
 #define PL_HWY_EMU128(k, C)
 #endif
-#define PL_HWY(k, C)                                                                        \
-  PL_HWY_AVX3_DL(k, C)                                                                      \
-  PL_HWY_AVX3(k, C)                                                                         \
-  PL_HWY_AVX2(k, C) PL_HWY_SSE4(k, C) PL_HWY_SSSE3(k, C) PL_HWY_SVE2(k, C) PL_HWY_SVE(k, C) \
-      PL_HWY_SVE_256(k, C) PL_HWY_SVE2_128(k, C) PL_HWY_NEON(k, C) PL_HWY_EMU128(k, C)
+#define PL_HWY(k, C)                                                                           \
+  PL_HWY_AVX3_DL(k, C)                                                                         \
+  PL_HWY_AVX3(k, C)                                                                            \
+  PL_HWY_AVX2(k, C)                                                                            \
+  PL_HWY_SSE4(k, C) PL_HWY_SSSE3(k, C) PL_HWY_SVE2(k, C) PL_HWY_SVE(k, C) PL_HWY_SVE_256(k, C) \
+      PL_HWY_SVE2_128(k, C) PL_HWY_NEON(k, C) PL_HWY_EMU128(k, C)
 
 std::vector<Variant> build_variants() {
   std::vector<Variant> out;
@@ -350,11 +354,28 @@ bool select_kernels(const std::string& target, pl_kernel_table* table, std::stri
       return false;                                                              \
     }                                                                            \
     table->kname = reinterpret_cast<ret(*) params>(sel->fn);                     \
-    table->variant.kname = sel->name.c_str();                                    \
   }
 #include "phaselab/kernels.def"
 #undef PL_KERNEL
+  table->variant = selected_names(t);
   return true;
+}
+
+const pl_kernel_names* selected_names(const std::string& target) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<pl_kernel_names>> cache;
+  const std::string t = target == "best" ? std::string() : target;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = cache[t];
+  if (!slot) {
+    slot = std::make_unique<pl_kernel_names>();
+#define PL_KERNEL(kname, Camel, ret, params)                                     \
+  if (const Variant* v = selected_variant(static_cast<int>(KernelId::kname), t)) \
+    slot->kname = v->name.c_str();
+#include "phaselab/kernels.def"
+#undef PL_KERNEL
+  }
+  return slot.get();
 }
 
 }  // namespace pl

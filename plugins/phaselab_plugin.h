@@ -7,7 +7,10 @@
  * sweep point. Allocation belongs in create(); run() is the hot loop and must not allocate per
  * step.
  *
- * Growth: new fields go at the end and the host checks struct_size; reserved slots are zero. */
+ * Growth: new fields go at the end and the host checks struct_size; reserved slots are zero.
+ * Kernels are appended to the kernel table (kernels.def order); the SDK checks the host's table is
+ * at least as long as the one the plugin was compiled with. A change that moves an existing field
+ * raises PL_PLUGIN_ABI_VERSION, and the driver refuses plugins built for another version. */
 #ifndef PHASELAB_PLUGIN_H
 #define PHASELAB_PLUGIN_H
 
@@ -20,7 +23,9 @@
 extern "C" {
 #endif
 
-#define PL_PLUGIN_ABI_VERSION 1u
+/* Version history: 1, the first; 2, the kernel table's variant names moved behind a pointer
+ * (pl_kernel_table::variant), so that appending a kernel no longer moves them. */
+#define PL_PLUGIN_ABI_VERSION 2u
 #define PL_PLUGIN_ENTRY phaselab_plugin_entry
 #define PL_PLUGIN_ENTRY_NAME "phaselab_plugin_entry"
 

@@ -275,8 +275,10 @@ TEST_CASE("bad configs: exit status and message, nothing run") {
                    "mode=max)");
   }
   SUBCASE("plugin with a wrong ABI version") {
-    expect_bad(d, "plugin = \"badabi\"\n", 3,
-               "was built for plugin ABI version 42, this phaselab speaks version 1");
+    expect_bad(
+        d, "plugin = \"badabi\"\n", 3,
+        "was built for plugin ABI version 1, this phaselab speaks version 2; rebuild the plugin "
+        "against this phaselab's SDK");
   }
   SUBCASE("library without the entry symbol") {
     expect_bad(d, "plugin = \"noentry\"\n", 3,

@@ -92,8 +92,8 @@ int main(int argc, char** argv) {
   std::sort(ms.begin(), ms.end());
   std::sort(cpu.begin(), cpu.end());
   std::printf("target %s posattn %s\n", k.target,
-              net.uses_stats() ? (std::string("gram:") + k.variant.posattn_gram_sse).c_str()
-                               : k.variant.posattn_onehot_sse);
+              net.uses_stats() ? (std::string("gram:") + k.variant->posattn_gram_sse).c_str()
+                               : k.variant->posattn_onehot_sse);
   std::printf("setup_cpu_ms %.4f\n", setup_ms);
   std::printf("median_ms %.4f\n", ms[ms.size() / 2]);
   std::printf("median_cpu_ms %.4f\n", cpu[cpu.size() / 2]);

@@ -1,21 +1,24 @@
 // phaselab plugin SDK: a small C++ layer over phaselab_plugin.h for experiment authors.
-// Header-only. Typed parameter declarations and access, result rows, per-point RNG streams,
-// and PL_DEFINE_PLUGIN, which turns an Experiment class into the exported C entry struct
-// (exceptions are caught at the boundary and turned into PL_FAILED with the message).
+// Header-only. Typed parameter declarations, named parameter access (also in validate), result
+// rows, buffered random streams from the kernels, and PL_DEFINE_PLUGIN, which turns an Experiment
+// class into the exported C entry struct (exceptions are caught at the boundary and turned into
+// PL_FAILED with the message). The guide with a complete example: docs/plugins.md.
 //
 //   struct MyExperiment {
 //     explicit MyExperiment(pl::sdk::Context& cx);  // allocate everything here
 //     pl_status run(pl::sdk::Context& cx);          // hot loop, emit rows
 //   };
-//   static const pl_param_decl kParams[] = { pl::sdk::int_param("L", 16, "sequence length", 2,
-//   4096),
-//   ... }; static const char* const kCols[] = {"train_mse", "test_mse"}; static const pl_table_decl
-//   kTables[] = { pl::sdk::table("results", kCols) }; static const pl_plot_decl kPlots[] = { ... };
+//   const pl_param_decl kParams[] = {pl::sdk::int_param("L", 16, "sequence length", 2, 4096)};
+//   const char* const kCols[] = {"train_mse", "test_mse"};
+//   const pl_table_decl kTables[] = {pl::sdk::table("results", kCols)};
+//   const pl_plot_decl kPlots[] = {pl::sdk::plot("mse", "MSE vs L", "results", "L", "test_mse")};
+//   std::string check(const pl::sdk::Params& p);  // "" when the point is fine
 //   PL_DEFINE_PLUGIN(MyExperiment, "my_exp", "0.1", "one line", kParams, kTables, kPlots,
-//                    nullptr /* validate */, nullptr /* finish */)
+//                    pl::sdk::validate_with<check> /* or nullptr */, nullptr /* finish */)
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -133,6 +136,78 @@ inline uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 inline uint64_t derive(uint64_t a, uint64_t b) { return mix64(a ^ mix64(b)); }
+// FNV-1a of a text, for naming a purpose: cx.rng("init") is cx.rng(pl::sdk::purpose("init")).
+constexpr uint64_t purpose(const char* text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (; *text; ++text) h = (h ^ uint64_t(uint8_t(*text))) * 0x100000001b3ull;
+  return h;
+}
+
+// A buffered random stream drawn from the kernel table: Gaussian sample j is sample j of the
+// `gaussian` kernel's stream (seed, stream), uniform number j comes from word j of the
+// `uniform_bits` kernel's stream (seed, uniform_stream()) with uniform_stream() = derive(stream, 1)
+// (a different stream: the two kernels read the same Philox words for one stream id). The
+// counters are kept here: drawing one at a time, in blocks, or through the kernels directly at
+// gaussian_counter() gives the same numbers, on every kernel target.
+class Rng {
+ public:
+  static constexpr size_t kBuffer = 256;
+
+  Rng(const pl_kernel_table& k, uint64_t seed, uint64_t stream)
+      : k_(&k), seed_(seed), stream_(stream), ustream_(derive(stream, 1)) {}
+
+  // N(0, 1).
+  float gaussian() {
+    if (g_next_ - g_start_ >= g_fill_) refill_gaussian();
+    return g_buf_[g_next_++ - g_start_];
+  }
+  // Uniform in [0, 1): the top 24 bits of a word, times 2^-24 (every float is exact).
+  float uniform() { return float(bits() >> 8) * 0x1.0p-24f; }
+  // Uniform in [lo, hi).
+  float uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
+  // A raw 32-bit word.
+  uint32_t bits() {
+    if (u_next_ - u_start_ >= u_fill_) refill_uniform();
+    return u_buf_[u_next_++ - u_start_];
+  }
+  // An integer in [0, n), n >= 1 (Lemire's multiply-shift; bias below 2^-32 * n).
+  uint32_t below(uint32_t n) { return uint32_t((uint64_t(bits()) * n) >> 32); }
+  // n Gaussians / uniforms at once, the same numbers as n single draws.
+  void gaussian(float* out, size_t n) {
+    for (; n && g_next_ - g_start_ < g_fill_; --n) *out++ = g_buf_[g_next_++ - g_start_];
+    if (n) k_->gaussian(out, n, seed_, stream_, g_next_), g_next_ += n;
+  }
+  void uniform(float* out, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[i] = uniform();
+  }
+  // Skips n Gaussians (e.g. after handing gaussian_counter() to the sgld kernel, which draws
+  // its noise from the same stream).
+  void skip_gaussian(uint64_t n) { g_next_ += n; }
+
+  uint64_t seed() const { return seed_; }
+  uint64_t stream() const { return stream_; }  // the Gaussian stream
+  uint64_t uniform_stream() const { return ustream_; }
+  uint64_t gaussian_counter() const { return g_next_; }  // number of the next Gaussian
+  uint64_t uniform_counter() const { return u_next_; }   // number of the next uniform word
+
+ private:
+  void refill_gaussian() {
+    k_->gaussian(g_buf_, kBuffer, seed_, stream_, g_next_);
+    g_start_ = g_next_;
+    g_fill_ = kBuffer;
+  }
+  void refill_uniform() {
+    k_->uniform_bits(u_buf_, kBuffer, seed_, ustream_, u_next_);
+    u_start_ = u_next_;
+    u_fill_ = kBuffer;
+  }
+  const pl_kernel_table* k_;
+  uint64_t seed_, stream_, ustream_;
+  uint64_t g_next_ = 0, g_start_ = 0, u_next_ = 0, u_start_ = 0;
+  size_t g_fill_ = 0, u_fill_ = 0;
+  float g_buf_[kBuffer];
+  uint32_t u_buf_[kBuffer];
+};
 
 // ---------------------------------------------------------------- cells and rows
 struct Cell {
@@ -155,6 +230,99 @@ struct Cell {
   Cell(const std::string& s) : c{PL_CELL_STR, 0, 0, s.c_str()} {}  // NOLINT (s must outlive emit)
 };
 
+// ---------------------------------------------------------------- named parameters
+inline const char* type_name(pl_param_type t) {
+  switch (t) {
+    case PL_PARAM_INT:
+      return "int";
+    case PL_PARAM_FLOAT:
+      return "float";
+    case PL_PARAM_BOOL:
+      return "bool";
+    case PL_PARAM_STRING:
+      return "string";
+    case PL_PARAM_ENUM:
+      return "enum";
+  }
+  return "unknown";
+}
+
+// The resolved values of one point by declared name: what Context reads, and what a validate
+// function gets through validate_with. Throws std::invalid_argument on an undeclared name or a
+// read with the wrong type (naming both types).
+class Params {
+ public:
+  Params(const pl_param_decl* decls, uint32_t num_decls, const pl_value* values,
+         uint32_t num_values)
+      : decls_(decls), n_(num_decls < num_values ? num_decls : num_values), values_(values) {}
+
+  int64_t i(const char* name) const { return typed(name, PL_PARAM_INT).i; }
+  // Floats; an int parameter is given converted.
+  double f(const char* name) const {
+    const pl_value& v = find(name);
+    if (v.type != PL_PARAM_FLOAT && v.type != PL_PARAM_INT) bad_type(name, v.type, PL_PARAM_FLOAT);
+    return v.f;
+  }
+  bool b(const char* name) const { return typed(name, PL_PARAM_BOOL).i != 0; }
+  // Strings and enums (the choice's text).
+  std::string s(const char* name) const {
+    const pl_value& v = find(name);
+    if (v.type != PL_PARAM_STRING && v.type != PL_PARAM_ENUM)
+      bad_type(name, v.type, PL_PARAM_STRING);
+    return v.s ? v.s : "";
+  }
+  bool is(const char* name, const char* choice) const { return s(name) == choice; }
+  bool has(const char* name) const { return index(name) >= 0; }
+  const pl_value& value(const char* name) const { return find(name); }
+  uint32_t size() const { return n_; }
+  const pl_param_decl& decl(uint32_t j) const { return decls_[j]; }
+  const pl_value& at(uint32_t j) const { return values_[j]; }
+
+ private:
+  int64_t index(const char* name) const {
+    for (uint32_t j = 0; j < n_; ++j)
+      if (!std::strcmp(decls_[j].name, name)) return j;
+    return -1;
+  }
+  const pl_value& find(const char* name) const {
+    const int64_t j = index(name);
+    if (j < 0)
+      throw std::invalid_argument(std::string("plugin asked for undeclared parameter '") + name +
+                                  "'");
+    return values_[j];
+  }
+  const pl_value& typed(const char* name, pl_param_type t) const {
+    const pl_value& v = find(name);
+    if (v.type != t) bad_type(name, v.type, t);
+    return v;
+  }
+  [[noreturn]] static void bad_type(const char* name, pl_param_type declared, pl_param_type read) {
+    static const char* const reader[] = {"", "i()", "f()", "b()", "s()", "s() or is()"};
+    throw std::invalid_argument(
+        std::string("parameter '") + name + "' is declared " + type_name(declared) +
+        " but was read as " + type_name(read) + " (read it with " +
+        (declared >= PL_PARAM_INT && declared <= PL_PARAM_ENUM ? reader[declared] : "?") + ")");
+  }
+  const pl_param_decl* decls_;
+  uint32_t n_;
+  const pl_value* values_;
+};
+
+// Why this plugin cannot run on `host` ("" when it can): the host's kernel table must be at least
+// as long as the one the plugin was compiled with (kernels are only appended).
+inline std::string host_mismatch(const pl_host* host) {
+  if (!host || !host->kernels) return "the host gave no kernel table";
+  const pl_kernel_table& k = *host->kernels;
+  if (k.struct_size < sizeof(pl_kernel_table) || !k.variant)
+    return "the host's kernel table has " + std::to_string(k.num_kernels) + " kernels (" +
+           std::to_string(k.struct_size) + " bytes), this plugin was compiled with " +
+           std::to_string((sizeof(pl_kernel_table) - offsetof(pl_kernel_table, exp)) /
+                          sizeof(void (*)())) +
+           " (" + std::to_string(sizeof(pl_kernel_table)) +
+           " bytes): run it with a phaselab at least as new as the SDK it was built with";
+  return "";
+}
+
 // ---------------------------------------------------------------- per-point context
 class Context {
  public:
@@ -162,19 +330,14 @@ class Context {
       : plugin_(plugin), host_(host), point_(point), k(*host->kernels) {}
 
   // Parameter access by declared name (throws std::invalid_argument on a wrong name or type).
-  int64_t i(const char* name) const { return value(name, PL_PARAM_INT).i; }
-  double f(const char* name) const {
-    const pl_value& v = find(name);
-    if (v.type != PL_PARAM_FLOAT && v.type != PL_PARAM_INT) bad_type(name);
-    return v.f;
+  Params params() const {
+    return Params(plugin_->params, plugin_->num_params, point_->params, point_->num_params);
   }
-  bool b(const char* name) const { return value(name, PL_PARAM_BOOL).i != 0; }
-  std::string s(const char* name) const {
-    const pl_value& v = find(name);
-    if (v.type != PL_PARAM_STRING && v.type != PL_PARAM_ENUM) bad_type(name);
-    return v.s ? v.s : "";
-  }
-  bool is(const char* name, const char* choice) const { return s(name) == choice; }
+  int64_t i(const char* name) const { return params().i(name); }
+  double f(const char* name) const { return params().f(name); }
+  bool b(const char* name) const { return params().b(name); }
+  std::string s(const char* name) const { return params().s(name); }
+  bool is(const char* name, const char* choice) const { return params().is(name, choice); }
 
   uint64_t seed() const { return point_->seed; }
   uint64_t point_index() const { return point_->index; }
@@ -187,6 +350,12 @@ class Context {
   uint64_t point_stream(uint64_t purpose) const {
     return derive(derive(point_->seed, point_->point_key), purpose);
   }
+  // Buffered random streams with their counters kept (see Rng): rng(purpose) on point_stream,
+  // seed_rng(purpose) on seed_stream. Same config + seed -> the same numbers on every target.
+  Rng rng(uint64_t purpose) const { return Rng(k, point_->seed, point_stream(purpose)); }
+  Rng rng(const char* purpose) const { return rng(sdk::purpose(purpose)); }
+  Rng seed_rng(uint64_t purpose) const { return Rng(k, point_->seed, seed_stream(purpose)); }
+  Rng seed_rng(const char* purpose) const { return seed_rng(sdk::purpose(purpose)); }
 
   void emit(uint32_t table, std::initializer_list<Cell> cells) const {
     std::vector<pl_cell> v;
@@ -223,22 +392,6 @@ class Context {
   const pl_host* host_;
   const pl_point* point_;
   const pl_kernel_table& k;  // the kernels: cx.k.gemm(...), cx.k.softmax_rows(...)
-
- private:
-  const pl_value& find(const char* name) const {
-    for (uint32_t j = 0; j < plugin_->num_params && j < point_->num_params; ++j)
-      if (!std::strcmp(plugin_->params[j].name, name)) return point_->params[j];
-    throw std::invalid_argument(std::string("plugin asked for undeclared parameter '") + name +
-                                "'");
-  }
-  const pl_value& value(const char* name, pl_param_type t) const {
-    const pl_value& v = find(name);
-    if (v.type != t) bad_type(name);
-    return v;
-  }
-  [[noreturn]] static void bad_type(const char* name) {
-    throw std::invalid_argument(std::string("parameter '") + name + "' read with the wrong type");
-  }
 };
 
 // ---------------------------------------------------------------- glue
@@ -256,6 +409,11 @@ struct Glue {
 
   static pl_status create(const pl_host* host, const pl_point* point, void** state) {
     *state = nullptr;
+    const std::string mismatch = host_mismatch(host);
+    if (!mismatch.empty()) {
+      host->fail(host->ctx, mismatch.c_str());
+      return PL_FAILED;
+    }
     try {
       *state = new State(self, host, point);
       return PL_OK;
@@ -283,6 +441,29 @@ struct Glue {
 };
 template <typename Experiment>
 const pl_plugin* Glue<Experiment>::self = nullptr;
+
+}  // namespace pl::sdk
+
+extern "C" PL_EXPORT const pl_plugin PL_PLUGIN_ENTRY;
+
+namespace pl::sdk {
+
+// A validate hook that reads parameters by name: Fn returns "" when the point is fine, else the
+// message (name the keys: "N = 8 must be <= L = 4"). Exceptions become the message.
+//   std::string check(const pl::sdk::Params& p) { return p.i("N") <= p.i("L") ? "" : "..."; }
+//   PL_DEFINE_PLUGIN(..., pl::sdk::validate_with<check>, nullptr)
+template <std::string (*Fn)(const Params&)>
+int validate_with(const pl_value* values, uint32_t num_values, char* err, size_t err_len) {
+  std::string msg;
+  try {
+    msg = Fn(Params(PL_PLUGIN_ENTRY.params, PL_PLUGIN_ENTRY.num_params, values, num_values));
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  if (msg.empty()) return 0;
+  if (err && err_len) std::snprintf(err, err_len, "%s", msg.c_str());
+  return 1;
+}
 
 }  // namespace pl::sdk
 

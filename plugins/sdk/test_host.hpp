@@ -1,7 +1,12 @@
 // Test support for plugin suites: a kernel table from the registry and an in-process host that
 // drives a plugin's C entry (validate, create, run, destroy) the way the driver does, keeping the
-// emitted rows as text. Header-only; used by the plugins' doctest executables (which link the
-// kernels library), never by the plugins themselves.
+// emitted rows as text. Header-only; used by plugin test executables, in the tree and out of it
+// (link the kernel library: `pkg-config --cflags --libs phaselab`), never by the plugins
+// themselves. docs/plugins.md shows a complete test.
+//
+//   pl::test_host::FakeHost h(PL_PLUGIN_ENTRY);      // kernels: the best this CPU runs
+//   CHECK(h.run({{"L", "16"}}, /*seed=*/1) == PL_OK); // defaults with L = 16
+//   h.rows[0]   // results.csv rows, cells as text;   h.column(0, "mse") as numbers
 #pragma once
 
 #include <stdlib.h>  // mkdtemp
@@ -9,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -29,10 +35,10 @@ inline pl_kernel_table kernel_table(const std::string& target = "") {
   t.struct_size = sizeof t;
   t.num_kernels = pl::kNumKernels;
   t.target = "test";
+  t.variant = pl::selected_names(target);
 #define PL_KERNEL(kname, Camel, ret, params)                                           \
   if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), target)) { \
     t.kname = reinterpret_cast<ret(*) params>(v->fn);                                  \
-    t.variant.kname = v->name.c_str();                                                 \
   }
 #include "phaselab/kernels.def"
 #undef PL_KERNEL
@@ -143,6 +149,23 @@ struct FakeHost {
     if (st == PL_OK) st = p.run(state, &host, &pt);
     if (state) p.destroy(state);
     return st;
+  }
+
+  // The numbers of one column of `table` over the rows kept (NaN for text cells).
+  std::vector<double> column(uint32_t table, const std::string& name) const {
+    uint32_t c = 0;
+    while (c < plugin.tables[table].num_columns && name != plugin.tables[table].columns[c]) ++c;
+    if (c == plugin.tables[table].num_columns)
+      throw std::invalid_argument("table " + std::string(plugin.tables[table].name) +
+                                  " has no column " + name);
+    std::vector<double> out;
+    if (table < rows.size())
+      for (const auto& r : rows[table]) {
+        char* end = nullptr;
+        const double x = std::strtod(r[c].c_str(), &end);
+        out.push_back(end && *end == 0 && !r[c].empty() ? x : NAN);
+      }
+    return out;
   }
 
   // Index of `value` in a '|'-separated choice list, -1 if absent.

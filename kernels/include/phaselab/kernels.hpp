@@ -53,6 +53,10 @@ std::string best_target();
 // means best. Returns false with a message if the target is unknown or unsupported here.
 bool select_kernels(const std::string& target, pl_kernel_table* table, std::string* error);
 
+// The selected variant's name of every kernel under `target` ("" or "best": the best), NULL where
+// a kernel has none; static storage, one struct per target (what pl_kernel_table::variant holds).
+const pl_kernel_names* selected_names(const std::string& target);
+
 // The selected variant for one kernel under `target` (nullptr if none).
 const Variant* selected_variant(int kernel, const std::string& target);
 

@@ -1,20 +1,7 @@
-/* A plugin built for another ABI version: the driver must refuse it before reading further. */
+/* A plugin built for ABI version 1 (before the kernel table's variant names moved behind a
+ * pointer): the driver must refuse it before reading further, saying what to do. */
 #include "phaselab_plugin.h"
 
-PL_EXPORT const pl_plugin PL_PLUGIN_ENTRY = {PL_PLUGIN_ABI_VERSION + 41u,
-                                             sizeof(pl_plugin),
-                                             "badabi",
-                                             "0",
-                                             "wrong ABI version",
-                                             0,
-                                             0,
-                                             0,
-                                             0,
-                                             0,
-                                             0,
-                                             0,
-                                             0,
-                                             0,
-                                             0,
-                                             0,
-                                             {0}};
+PL_EXPORT const pl_plugin PL_PLUGIN_ENTRY = {
+    1u, sizeof(pl_plugin), "badabi", "0", "wrong ABI version", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    {0}};

@@ -52,7 +52,7 @@ struct Toy {
     }
     if (mode == "mean") value /= double(n), ref /= double(n);
     if (n == cx.i("nan_at")) value = std::numeric_limits<double>::quiet_NaN();
-    cx.emit(0, {value, ref, cx.s("label"), cx.k.variant.exp});
+    cx.emit(0, {value, ref, cx.s("label"), cx.k.variant->exp});
     const int64_t steps = cx.i("steps");
     for (int64_t k = 1; k <= steps; ++k) cx.emit(1, {k, value * double(k) / double(steps)});
     cx.progress(1.0);
@@ -60,13 +60,11 @@ struct Toy {
   }
 };
 
-int validate(const pl_value* p, uint32_t, char* err, size_t len) {
-  // params in declaration order: p[3] is shift, p[2] is mode (index 2 = max)
-  if (p[3].i && p[2].i == 2) {
-    std::snprintf(err, len, "toy.shift = true cannot be combined with toy.mode = \"max\"");
-    return 1;
-  }
-  return 0;
+// Reads the point by name (validate_with builds the view from the declarations).
+std::string validate(const pl::sdk::Params& p) {
+  if (p.b("shift") && p.is("mode", "max"))
+    return "toy.shift = true cannot be combined with toy.mode = \"max\"";
+  return "";
 }
 
 const pl_param_decl kParams[] = {
@@ -111,8 +109,8 @@ extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point
 
 #ifdef PL_TOY_V2
 PL_DEFINE_PLUGIN(Toy, "toy_v2", "0.2", "the toy with one more parameter (driver tests)", kParams,
-                 kTables, kPlots, validate, nullptr)
+                 kTables, kPlots, pl::sdk::validate_with<validate>, nullptr)
 #else
 PL_DEFINE_PLUGIN(Toy, "toy", "0.1", "tiny deterministic plugin for the driver tests", kParams,
-                 kTables, kPlots, validate, nullptr)
+                 kTables, kPlots, pl::sdk::validate_with<validate>, nullptr)
 #endif
