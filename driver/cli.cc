@@ -14,7 +14,7 @@ struct OptionSpec {
 struct CommandSpec {
   const char* name;
   const char* synopsis;
-  int positional;  // expected positional arguments
+  int positional;  // expected positional arguments (-1: zero or one)
   std::vector<OptionSpec> options;
   const char* help;
 };
@@ -22,12 +22,14 @@ struct CommandSpec {
 const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> c = {
       {"list",
-       "phaselab list",
-       0,
+       "phaselab list [NAME]",
+       -1,
        {{"--help", false}},
-       "Lists the plugins found on the search path (the build's plugin folder, then the folders\n"
-       "of PHASELAB_PLUGIN_PATH, colon-separated) with their version, description, the config\n"
-       "keys they accept (type, default, range, help), result tables and figures.\n"},
+       "Lists the plugins found on the search path (the folders of PHASELAB_PLUGIN_PATH,\n"
+       "colon-separated, then the plugin folder of this phaselab: the build's, or the installed\n"
+       "one) with their file, version, description, the config keys they accept (type, default,\n"
+       "range, help), result tables and figures; with NAME only that plugin (exit 3 if absent).\n"
+       "A name found in two folders is reported: the first folder on the path wins.\n"},
       {"kernels",
        "phaselab kernels [--json]",
        0,
@@ -96,7 +98,7 @@ void print_usage(std::FILE* f) {
       "usage: phaselab COMMAND [ARGS]\n"
       "\n"
       "commands:\n"
-      "  list                      plugins found, with their config keys\n"
+      "  list [NAME]               plugins found, with their config keys\n"
       "  kernels [--json]          every kernel variant: supported here? selected?\n"
       "  check CONFIG.toml         validate a config without running it\n"
       "  run CONFIG.toml [...]     run a config (--out --threads --target --resume --quiet)\n"
@@ -106,7 +108,7 @@ void print_usage(std::FILE* f) {
       "\n"
       "exit status: 0 ok, 2 usage or config error, 3 plugin load or ABI error,\n"
       "4 a point failed (the others still ran), 130 interrupted.\n"
-      "plugin search path: the build's plugin folder, then PHASELAB_PLUGIN_PATH.\n");
+      "plugin search path: PHASELAB_PLUGIN_PATH, then this phaselab's plugin folder.\n");
 }
 
 bool print_command_help(const std::string& command) {
@@ -180,6 +182,7 @@ bool parse_args(int argc, char** argv, Args* out) {
     out->options[a] = value;
   }
   if (out->has("--help")) return true;
+  if (spec->positional == -1 && out->positional.size() <= 1) return true;
   if (int(out->positional.size()) != spec->positional) {
     if (spec->positional == 1 && out->positional.empty())
       std::fprintf(stderr, "phaselab %s: error: missing CONFIG.toml\nusage: %s\n", spec->name,

@@ -69,11 +69,32 @@ const char* type_name(pl_param_type t) {
   }
 }
 
-int cmd_list() {
+// Warnings about the search path and name clashes, on stderr.
+void warn_search(const std::vector<SearchDir>& path, const std::vector<std::string>& clashes) {
+  for (const auto& w : search_path_problems(path))
+    std::fprintf(stderr, "phaselab: warning: %s\n", w.c_str());
+  for (const auto& w : clashes) std::fprintf(stderr, "phaselab: warning: %s\n", w.c_str());
+}
+
+std::string not_found(const std::string& name, const std::vector<PluginFile>& files,
+                      const std::vector<SearchDir>& path) {
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(f.name);
+  std::string msg = "plugin " + quoted(name) + " not found";
+  const std::string dym = did_you_mean(name, names);
+  if (!dym.empty()) msg += " (did you mean " + quoted(dym) + "?)";
+  return msg + "; searched " + search_path_text(path) +
+         " (set PHASELAB_PLUGIN_PATH to add folders)";
+}
+
+int cmd_list(const std::string& only) {
   const auto path = plugin_search_path();
-  const auto files = discover_plugins(path);
+  std::vector<std::string> clashes;
+  const auto files = discover_plugins(path, &clashes);
+  warn_search(path, clashes);
   int shown = 0;
   for (const auto& f : files) {
+    if (!only.empty() && f.name != only) continue;
     Plugin p;
     std::string why;
     if (!load_plugin(f, &p, &why)) {
@@ -111,11 +132,14 @@ int cmd_list() {
     }
     ++shown;
   }
-  if (!shown) {
-    std::string dirs;
-    for (const auto& d : path) dirs += (dirs.empty() ? "" : ", ") + d;
-    std::printf("no plugins found (searched: %s)\n", dirs.empty() ? "nothing" : dirs.c_str());
+  if (!only.empty() && !shown) {
+    bool exists = false;
+    for (const auto& f : files) exists = exists || f.name == only;
+    if (exists) return kExitPlugin;  // found but not loadable: the warning said why
+    std::fprintf(stderr, "phaselab list: error: %s\n", not_found(only, files, path).c_str());
+    return kExitPlugin;
   }
+  if (!shown) std::printf("no plugins found (searched: %s)\n", search_path_text(path).c_str());
   return 0;
 }
 
@@ -139,22 +163,17 @@ int prepare(const std::string& file, const std::string& cli_target, Plugin* plug
     return kExitUsage;
   }
   const auto path = plugin_search_path();
-  const auto files = discover_plugins(path);
+  std::vector<std::string> clashes, mine;
+  const auto files = discover_plugins(path, &clashes);
   const PluginFile* found = nullptr;
-  std::vector<std::string> names;
-  for (const auto& f : files) {
-    names.push_back(f.name);
+  for (const auto& f : files)
     if (f.name == name) found = &f;
-  }
+  // Only the clash of the plugin this config uses is worth a warning here.
+  for (const auto& c : clashes)
+    if (c.rfind("plugin " + quoted(name) + " ", 0) == 0) mine.push_back(c);
+  warn_search(path, mine);
   if (!found) {
-    std::string msg = at + ": error: plugin " + quoted(name) + " not found";
-    const std::string dym = did_you_mean(name, names);
-    if (!dym.empty()) msg += " (did you mean " + quoted(dym) + "?)";
-    std::string dirs;
-    for (const auto& d : path) dirs += (dirs.empty() ? "" : ":") + d;
-    msg += "; searched " + (dirs.empty() ? std::string("nothing") : dirs) +
-           " (set PHASELAB_PLUGIN_PATH to add folders)";
-    std::fprintf(stderr, "%s\n", msg.c_str());
+    std::fprintf(stderr, "%s: error: %s\n", at.c_str(), not_found(name, files, path).c_str());
     return kExitPlugin;
   }
   std::string why;
@@ -254,7 +273,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (a.command == "kernels") return cmd_kernels(a.has("--json"));
-  if (a.command == "list") return cmd_list();
+  if (a.command == "list") return cmd_list(a.positional.empty() ? "" : a.positional[0]);
   if (a.command == "check") return cmd_check(a);
   return cmd_run(a, argc, argv);
 }

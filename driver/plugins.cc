@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -14,6 +15,15 @@
 
 #ifndef PHASELAB_PLUGIN_BUILD_DIR
 #define PHASELAB_PLUGIN_BUILD_DIR ""
+#endif
+#ifndef PHASELAB_BUILD_EXE
+#define PHASELAB_BUILD_EXE ""
+#endif
+#ifndef PHASELAB_INSTALL_BINDIR
+#define PHASELAB_INSTALL_BINDIR "bin"
+#endif
+#ifndef PHASELAB_INSTALL_PLUGINDIR
+#define PHASELAB_INSTALL_PLUGINDIR "lib/phaselab/plugins"
 #endif
 
 namespace pl::driver {
@@ -113,38 +123,91 @@ std::string check_declarations(const pl_plugin& p) {
 
 }  // namespace
 
-std::vector<std::string> plugin_search_path() {
-  std::vector<std::string> path;
-  if (*PHASELAB_PLUGIN_BUILD_DIR) path.push_back(PHASELAB_PLUGIN_BUILD_DIR);
+std::vector<SearchDir> plugin_search_path() {
+  std::vector<SearchDir> path;
   if (const char* env = std::getenv("PHASELAB_PLUGIN_PATH")) {
     std::string s = env;
     size_t start = 0;
     while (start <= s.size()) {
       const size_t end = std::min(s.find(':', start), s.size());
-      if (end > start) path.push_back(s.substr(start, end - start));
+      if (end > start) path.push_back({s.substr(start, end - start), "PHASELAB_PLUGIN_PATH"});
       start = end + 1;
     }
+  }
+  // The folder that comes with this binary: the build tree's when this is the build tree's
+  // binary, else the installed one relative to the binary (<prefix>/<bindir>/phaselab ->
+  // <prefix>/<libdir>/phaselab/plugins).
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  const std::string exe = n > 0 ? std::string(buf, size_t(n)) : std::string();
+  const std::string build_exe = PHASELAB_BUILD_EXE, bindir = PHASELAB_INSTALL_BINDIR;
+  const std::string exe_dir =
+      exe.substr(0, exe.rfind('/') == std::string::npos ? 0 : exe.rfind('/'));
+  char* real_build = ::realpath(build_exe.c_str(), nullptr);
+  const bool in_build = !exe.empty() && real_build && exe == real_build;
+  std::free(real_build);
+  if (in_build || exe.empty()) {
+    if (*PHASELAB_PLUGIN_BUILD_DIR)
+      path.push_back({PHASELAB_PLUGIN_BUILD_DIR, "the build's plugin folder"});
+  } else if (exe_dir.size() > bindir.size() &&
+             exe_dir.compare(exe_dir.size() - bindir.size(), bindir.size(), bindir) == 0) {
+    path.push_back({exe_dir.substr(0, exe_dir.size() - bindir.size()) + PHASELAB_INSTALL_PLUGINDIR,
+                    "the installed plugin folder"});
+  } else if (*PHASELAB_PLUGIN_BUILD_DIR) {
+    path.push_back({PHASELAB_PLUGIN_BUILD_DIR, "the build's plugin folder"});
   }
   return path;
 }
 
-std::vector<PluginFile> discover_plugins(const std::vector<std::string>& path) {
+std::vector<std::string> search_path_problems(const std::vector<SearchDir>& path) {
+  std::vector<std::string> out;
+  for (const auto& d : path) {
+    if (d.origin != "PHASELAB_PLUGIN_PATH") continue;
+    if (is_file(d.dir)) {
+      const size_t slash = d.dir.rfind('/');
+      out.push_back("PHASELAB_PLUGIN_PATH entry " + quoted(d.dir) +
+                    " is a file; entries must be folders (holding phaselab_<name>.so or "
+                    "<name>/phaselab_<name>.so): use " +
+                    quoted(slash == std::string::npos ? std::string(".") : d.dir.substr(0, slash)));
+    } else if (!is_dir(d.dir)) {
+      out.push_back("PHASELAB_PLUGIN_PATH entry " + quoted(d.dir) + " is not a folder");
+    }
+  }
+  return out;
+}
+
+std::string search_path_text(const std::vector<SearchDir>& path) {
+  std::string dirs;
+  for (const auto& d : path) dirs += (dirs.empty() ? "" : ":") + d.dir;
+  return dirs.empty() ? std::string("nothing") : dirs;
+}
+
+std::vector<PluginFile> discover_plugins(const std::vector<SearchDir>& path,
+                                         std::vector<std::string>* clashes) {
   std::vector<PluginFile> out;
-  std::set<std::string> seen;
-  auto consider = [&](const std::string& dir, const std::string& file) {
+  auto consider = [&](const SearchDir& sd, const std::string& dir, const std::string& file) {
     const std::string name = plugin_name_of(file);
-    if (name.empty() || seen.count(name) || !is_file(dir + "/" + file)) return;
-    seen.insert(name);
-    out.push_back({name, dir + "/" + file});
+    if (name.empty() || !is_file(dir + "/" + file)) return;
+    const std::string path_here = dir + "/" + file;
+    for (const auto& f : out)
+      if (f.name == name) {
+        if (clashes && f.path != path_here)
+          clashes->push_back("plugin " + quoted(name) + " found twice: using " + f.path + " (" +
+                             f.origin + ", searched " +
+                             (f.origin == sd.origin ? "earlier" : "first") + "), not " + path_here +
+                             " (" + sd.origin + ")");
+        return;
+      }
+    out.push_back({name, path_here, sd.origin});
   };
-  for (const auto& dir : path) {
-    if (!is_dir(dir)) continue;
-    for (const auto& entry : list_dir(dir)) {
-      const std::string sub = dir + "/" + entry;
+  for (const auto& sd : path) {
+    if (!is_dir(sd.dir)) continue;
+    for (const auto& entry : list_dir(sd.dir)) {
+      const std::string sub = sd.dir + "/" + entry;
       if (is_dir(sub))
-        consider(sub, "phaselab_" + entry + ".so");  // <dir>/<name>/phaselab_<name>.so
+        consider(sd, sub, "phaselab_" + entry + ".so");  // <dir>/<name>/phaselab_<name>.so
       else
-        consider(dir, entry);  // <dir>/phaselab_<name>.so
+        consider(sd, sd.dir, entry);  // <dir>/phaselab_<name>.so
     }
   }
   std::sort(out.begin(), out.end(),

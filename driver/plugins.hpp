@@ -1,7 +1,9 @@
-// Finding and loading experiment plugins. Search path: the build's plugin folder, then the
-// folders of PHASELAB_PLUGIN_PATH (colon-separated). In each folder a plugin is
-// <dir>/<name>/phaselab_<name>.so or <dir>/phaselab_<name>.so; the first folder that has a
-// name wins. Loading checks the ABI version before touching anything else in the entry.
+// Finding and loading experiment plugins. Search path: the folders of PHASELAB_PLUGIN_PATH
+// (colon-separated, in order), then the plugin folder that comes with this phaselab (the build's
+// plugins/ when run from a build tree, <libdir>/phaselab/plugins when installed). In each folder a
+// plugin is <dir>/<name>/phaselab_<name>.so or <dir>/phaselab_<name>.so; the first folder that
+// has a name wins, and every later file of that name is reported as a clash. Loading checks the
+// ABI version before touching anything else in the entry.
 #pragma once
 
 #include <string>
@@ -11,9 +13,15 @@
 
 namespace pl::driver {
 
+struct SearchDir {
+  std::string dir;
+  std::string origin;  // "PHASELAB_PLUGIN_PATH", "the build's plugin folder", ...
+};
+
 struct PluginFile {
   std::string name;  // from the file name phaselab_<name>.so
   std::string path;
+  std::string origin;  // the SearchDir's origin
 };
 
 struct Plugin {
@@ -22,9 +30,16 @@ struct Plugin {
   std::vector<std::string> param_names;
 };
 
-std::vector<std::string> plugin_search_path();
-// Every plugin file on the path, first occurrence of each name, sorted by name.
-std::vector<PluginFile> discover_plugins(const std::vector<std::string>& path);
+std::vector<SearchDir> plugin_search_path();
+// Problems with the search path worth a warning: a PHASELAB_PLUGIN_PATH entry that is a file (it
+// must be a folder) or does not exist.
+std::vector<std::string> search_path_problems(const std::vector<SearchDir>& path);
+// "dir1:dir2" for messages.
+std::string search_path_text(const std::vector<SearchDir>& path);
+// Every plugin file on the path, first occurrence of each name, sorted by name. `clashes` (if
+// given) gets one line per later file with a name already found: which file wins and why.
+std::vector<PluginFile> discover_plugins(const std::vector<SearchDir>& path,
+                                         std::vector<std::string>* clashes = nullptr);
 // Opens `file`, checks ABI version, struct size, name (must equal `expected_name` when not
 // empty) and the declarations. On failure returns false with a one-line reason.
 bool load_plugin(const PluginFile& file, Plugin* out, std::string* error);

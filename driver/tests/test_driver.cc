@@ -71,13 +71,19 @@ struct Result {
   std::string out, err;
 };
 
+// PHASELAB_PLUGIN_PATH for the next commands (empty: the test plugins' folder).
+std::string g_plugin_path;
+
 // Starts phaselab with `args`; stdout and stderr go to files in `dir`.
 pid_t spawn(const std::vector<std::string>& args, const TempDir& dir, const std::string& tag,
             bool with_gnuplot) {
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    ::setenv("PHASELAB_PLUGIN_PATH", env_or("PHASELAB_TEST_PLUGINS", "").c_str(), 1);
+    ::setenv(
+        "PHASELAB_PLUGIN_PATH",
+        g_plugin_path.empty() ? env_or("PHASELAB_TEST_PLUGINS", "").c_str() : g_plugin_path.c_str(),
+        1);
     if (!with_gnuplot) ::setenv("PHASELAB_GNUPLOT", "", 1);  // figures are tested once
     const int o = ::open((dir / (tag + ".out")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int e = ::open((dir / (tag + ".err")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -152,6 +158,40 @@ TEST_CASE("list shows the toy plugin with its keys and warns about broken ones")
   CHECK(r.out.find("one of \"sum\", \"mean\", \"max\"") != std::string::npos);
   CHECK(r.err.find("skipping badabi") != std::string::npos);
   CHECK(r.err.find("skipping noentry") != std::string::npos);
+}
+
+TEST_CASE("list NAME, a plugin file on the path, and a name found in two folders") {
+  TempDir d;
+  Result r = phaselab({"list", "toy"}, d);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("toy 0.1") == 0);
+  CHECK(r.out.find("toy_v2") == std::string::npos);
+  CHECK(r.err.empty());  // the broken test plugins are not loaded
+  r = phaselab({"list", "toi"}, d);
+  CHECK(r.rc == 3);
+  CHECK(r.err.find("phaselab list: error: plugin \"toi\" not found (did you mean \"toy\"?)") == 0);
+
+  const std::string plugins = env_or("PHASELAB_TEST_PLUGINS", "");
+  const std::string so = plugins + "/toy/phaselab_toy.so";
+  g_plugin_path = so;
+  r = phaselab({"list", "toy"}, d);
+  CHECK(r.rc == 3);
+  CHECK(r.err.find("PHASELAB_PLUGIN_PATH entry \"" + so +
+                   "\" is a file; entries must be folders (holding phaselab_<name>.so or "
+                   "<name>/phaselab_<name>.so): use \"" +
+                   plugins + "/toy\"") != std::string::npos);
+
+  // A copy of the toy in a folder searched first: it wins, and the clash says so.
+  REQUIRE(::mkdir((d / "first").c_str(), 0755) == 0);
+  REQUIRE(std::system(("cp '" + so + "' '" + d / "first" + "/'").c_str()) == 0);
+  g_plugin_path = d / "first" + ":" + plugins;
+  r = phaselab({"list", "toy"}, d);
+  g_plugin_path.clear();
+  CHECK(r.rc == 0);
+  CHECK(r.out.find(d / "first/phaselab_toy.so") != std::string::npos);
+  CHECK(r.err.find("plugin \"toy\" found twice: using " + d / "first/phaselab_toy.so" +
+                   " (PHASELAB_PLUGIN_PATH, searched earlier), not " + so +
+                   " (PHASELAB_PLUGIN_PATH)") != std::string::npos);
 }
 
 TEST_CASE("help, version and usage errors") {
