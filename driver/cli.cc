@@ -36,6 +36,17 @@ const std::vector<CommandSpec>& commands() {
        {{"--json", false}, {"--help", false}},
        "Lists every kernel with every compiled variant, whether this CPU supports it, and the\n"
        "one dispatch selects (marked *). --json prints the same as JSON.\n"},
+      {"new",
+       "phaselab new NAME [--dir DIR]",
+       1,
+       {{"--dir", true}, {"--help", false}},
+       "Writes a new plugin folder (DIR, default NAME) from the template: NAME.cc (a working\n"
+       "experiment, Ornstein-Uhlenbeck particles, showing parameters, validate, tables, plots,\n"
+       "random streams, kernels and finish), test_NAME.cc (tests through the SDK's test host),\n"
+       "NAME.toml (a config) and meson.build (finds the installed SDK with pkg-config). Then:\n"
+       "  cd DIR && meson setup build && meson test -C build\n"
+       "  PHASELAB_PLUGIN_PATH=build phaselab run NAME.toml\n"
+       "The guide: docs/plugins.md.\n"},
       {"check",
        "phaselab check CONFIG.toml [--target NAME]",
        1,
@@ -101,6 +112,7 @@ void print_usage(std::FILE* f) {
       "  list [NAME]               plugins found, with their config keys\n"
       "  kernels [--json]          every kernel variant: supported here? selected?\n"
       "  check CONFIG.toml         validate a config without running it\n"
+      "  new NAME [--dir DIR]      write a new plugin folder from the template\n"
       "  run CONFIG.toml [...]     run a config (--out --threads --target --resume --quiet)\n"
       "\n"
       "  phaselab COMMAND --help   help for one command\n"
@@ -137,7 +149,8 @@ bool parse_args(int argc, char** argv, Args* out) {
     for (const auto& c : commands()) names.push_back(c.name);
     const std::string dym = did_you_mean(first, names);
     std::fprintf(
-        stderr, "phaselab: error: unknown command %s%s (commands: list, kernels, check, run)\n",
+        stderr,
+        "phaselab: error: unknown command %s%s (commands: list, kernels, check, run, new)\n",
         quoted(first).c_str(), dym.empty() ? "" : (" (did you mean " + dym + "?)").c_str());
     return false;
   }
@@ -185,8 +198,8 @@ bool parse_args(int argc, char** argv, Args* out) {
   if (spec->positional == -1 && out->positional.size() <= 1) return true;
   if (int(out->positional.size()) != spec->positional) {
     if (spec->positional == 1 && out->positional.empty())
-      std::fprintf(stderr, "phaselab %s: error: missing CONFIG.toml\nusage: %s\n", spec->name,
-                   spec->synopsis);
+      std::fprintf(stderr, "phaselab %s: error: missing %s\nusage: %s\n", spec->name,
+                   std::string(spec->name) == "new" ? "NAME" : "CONFIG.toml", spec->synopsis);
     else
       std::fprintf(stderr, "phaselab %s: error: unexpected argument %s\nusage: %s\n", spec->name,
                    quoted(out->positional.back()).c_str(), spec->synopsis);

@@ -9,6 +9,7 @@
 #include "driver/cli.hpp"
 #include "driver/config.hpp"
 #include "driver/limits.hpp"
+#include "driver/new_plugin.hpp"
 #include "driver/plugins.hpp"
 #include "driver/run.hpp"
 #include "driver/text.hpp"
@@ -275,5 +276,7 @@ int main(int argc, char** argv) {
   if (a.command == "kernels") return cmd_kernels(a.has("--json"));
   if (a.command == "list") return cmd_list(a.positional.empty() ? "" : a.positional[0]);
   if (a.command == "check") return cmd_check(a);
+  if (a.command == "new")
+    return cmd_new(a.positional[0], a.has("--dir") ? a.options.at("--dir") : "");
   return cmd_run(a, argc, argv);
 }

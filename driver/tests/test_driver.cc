@@ -194,6 +194,26 @@ TEST_CASE("list NAME, a plugin file on the path, and a name found in two folders
                    " (PHASELAB_PLUGIN_PATH)") != std::string::npos);
 }
 
+TEST_CASE("new writes a renamed plugin folder from the template and refuses to overwrite") {
+  TempDir d;
+  Result r = phaselab({"new", "ising_1d", "--dir", d / "ising"}, d);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("wrote " + d / "ising" +
+                   "/: ising_1d.cc, test_ising_1d.cc, ising_1d.toml, meson.build") == 0);
+  const std::string src = slurp(d / "ising/ising_1d.cc");
+  CHECK(src.find("struct Ising1d {") != std::string::npos);
+  CHECK(src.find("PL_DEFINE_PLUGIN(Ising1d, \"ising_1d\"") != std::string::npos);
+  CHECK(src.find("ou_process") == std::string::npos);
+  CHECK(slurp(d / "ising/ising_1d.toml").find("plugin = \"ising_1d\"") != std::string::npos);
+  CHECK(slurp(d / "ising/meson.build").find("shared_module('ising_1d'") != std::string::npos);
+  r = phaselab({"new", "ising_1d", "--dir", d / "ising"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("already exists") != std::string::npos);
+  r = phaselab({"new", "Ising"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("must be a lower-case letter") != std::string::npos);
+}
+
 TEST_CASE("help, version and usage errors") {
   TempDir d;
   Result r = phaselab({"--help"}, d);

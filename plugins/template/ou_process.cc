@@ -1,0 +1,117 @@
+// ou_process: n independent particles of the Ornstein-Uhlenbeck process
+//   dx = -theta x dt + sqrt(2 T) dW,
+// integrated with Euler-Maruyama: x <- a x + s xi, a = 1 - theta dt, s = sqrt(2 T dt), xi ~ N(0,1).
+// That chain's stationary variance is s^2 / (1 - a^2) = T / (theta (1 - theta dt / 2)), which
+// results.csv sets beside the measured one. Written by `phaselab new`; docs/plugins.md explains
+// every part. Rename things, keep the shape.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sdk/phaselab_sdk.hpp"
+
+namespace {
+
+struct OuProcess {
+  std::vector<float> x, noise;  // the particles, one step's Gaussians
+
+  // create(): allocate everything here; run() must not allocate per step.
+  explicit OuProcess(pl::sdk::Context& cx)
+      : x(size_t(cx.i("particles"))), noise(size_t(cx.i("particles"))) {}
+
+  pl_status run(pl::sdk::Context& cx) {
+    const int64_t steps = cx.i("steps"), every = cx.i("record_every");
+    const double theta = cx.f("theta"), temp = cx.f("T"), dt = cx.f("dt");
+    const float a = float(1 - theta * dt), s = float(std::sqrt(2 * temp * dt));
+    // Gaussians from the kernel table, stream (seed, this point, "noise"), counters kept.
+    pl::sdk::Rng rng = cx.rng("noise");
+    if (cx.is("start", "spread"))
+      rng.gaussian(x.data(), x.size());  // x0 ~ N(0, 1)
+    else
+      std::fill(x.begin(), x.end(), 0.f);
+    const size_t n = x.size();
+    double var = 0;
+    for (int64_t t = 1; t <= steps; ++t) {
+      rng.gaussian(noise.data(), n);
+      for (size_t i = 0; i < n; ++i) x[i] = a * x[i] + s * noise[i];
+      if (t % every == 0 || t == steps) {
+        var = cx.k.dot(x.data(), x.data(), n) / double(n);  // fixed-order sum in double
+        cx.emit(1, {t, var});                               // a row of history.csv
+        if (cx.cancelled()) return PL_CANCELLED;
+        cx.progress(double(t) / double(steps));
+      }
+    }
+    if (!std::isfinite(var)) return cx.fail("the variance is not finite at the last step");
+    const double theory = temp / (theta * (1 - theta * dt / 2));
+    cx.emit(0, {var, theory, var / theory - 1, cx.k.variant->gaussian});  // results.csv
+    return PL_OK;
+  }
+};
+
+// Cross-parameter check of one resolved point, by name: "" if fine, else the message.
+std::string check(const pl::sdk::Params& p) {
+  const double theta_dt = p.f("theta") * p.f("dt");
+  if (theta_dt >= 2)
+    return "ou_process.theta * ou_process.dt = " + std::to_string(theta_dt) +
+           " must be below 2 (the Euler-Maruyama step diverges)";
+  if (p.i("record_every") > p.i("steps")) return "ou_process.record_every exceeds steps";
+  return "";
+}
+
+// After all points: summary.txt with the largest |rel_err| over results.csv.
+pl_status finish(const pl_host* host, const char* run_dir) {
+  std::ifstream in(std::string(run_dir) + "/results.csv");
+  std::string line;
+  std::getline(in, line);  // header: sweep keys, seed, then our columns
+  std::vector<std::string> header;
+  std::stringstream hs(line);
+  for (std::string c; std::getline(hs, c, ',');) header.push_back(c);
+  const size_t col = size_t(std::find(header.begin(), header.end(), "rel_err") - header.begin());
+  double worst = 0;
+  size_t rows = 0;
+  while (std::getline(in, line)) {
+    std::stringstream ls(line);
+    std::string cell;
+    for (size_t c = 0; c <= col && std::getline(ls, cell, ','); ++c) {
+    }
+    worst = std::max(worst, std::fabs(std::atof(cell.c_str())));
+    ++rows;
+  }
+  if (col == header.size() || rows == 0) {
+    host->fail(host->ctx, "results.csv has no rel_err rows");
+    return PL_FAILED;
+  }
+  std::ofstream out(std::string(run_dir) + "/summary.txt");
+  out << rows << " points, largest |var / var_theory - 1| = " << worst << "\n";
+  return PL_OK;
+}
+
+const pl_param_decl kParams[] = {
+    pl::sdk::int_param("particles", 4000, "independent particles", 1, 10000000),
+    pl::sdk::int_param("steps", 1000, "Euler-Maruyama steps", 1, 100000000),
+    pl::sdk::float_param("dt", 0.01, "time step", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+    pl::sdk::float_param("theta", 1.0, "restoring rate", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+    pl::sdk::float_param("T", 1.0, "temperature", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+    pl::sdk::enum_param("start", "zero", "zero|spread", "x0 = 0, or x0 ~ N(0, 1)"),
+    pl::sdk::int_param("record_every", 10, "steps between history rows", 1),
+};
+const char* const kResults[] = {"var", "var_theory", "rel_err", "gaussian_variant"};
+const char* const kHistory[] = {"step", "var"};
+const pl_table_decl kTables[] = {pl::sdk::table("results", kResults),
+                                 pl::sdk::table("history", kHistory)};
+const pl_plot_decl kPlots[] = {
+    // x, y (several: "a,b"), one curve per value of group_by, rows kept by filter "col=value".
+    pl::sdk::plot("var_vs_T", "stationary variance: measured and theory", "results", "T",
+                  "var,var_theory", "theta", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("relaxation", "variance vs step at T = 1", "history", "step", "var", "theta",
+                  "T=1"),
+};
+
+}  // namespace
+
+PL_DEFINE_PLUGIN(OuProcess, "ou_process", "0.1", "Ornstein-Uhlenbeck particles (template)", kParams,
+                 kTables, kPlots, pl::sdk::validate_with<check>, finish)
