@@ -25,6 +25,13 @@ run_suite() {  # run_suite DIR LABEL
 
 build build --buildtype=release -Dbench=false || { echo "build failed"; status=1; }
 [[ -f build/build.ninja ]] && run_suite build release
+# The SDK out of tree: install into a temporary prefix, build the plugin guide's example with
+# pkg-config, test and run it with the installed phaselab (one counted case).
+if [[ -f build/build.ninja ]]; then
+  echo "== SDK out of tree (scripts/test-sdk.sh)"
+  if bash scripts/test-sdk.sh build; then echo "sdk-out-of-tree 1 0 0" >> "$counts"
+  else echo "sdk-out-of-tree 0 1 0" >> "$counts"; status=1; fi
+fi
 
 if [[ "${PHASELAB_SKIP_SANITIZE:-0}" != 1 ]]; then
   build build-sanitize --buildtype=debugoptimized -Db_sanitize=address,undefined \
