@@ -1,56 +1,246 @@
 #!/usr/bin/env python3
-"""Scalar vs selected variant, every kernel: runs phaselab_bench on the scalar reference and on
-the variant dispatch selects (from `phaselab kernels --json`), plus the FMA peak loop, and prints
-a markdown table of medians (ns/item or GFLOP/s) and the speed-up.
+"""Kernel benchmark tables: every variant compiled for this machine side by side, per kernel and
+size, with the speed-up over the scalar reference; optionally joined with another machine's file.
 
-    python3 bench/summary.py [--build build] [--reps 5] [--min-time 0.1]
+    python3 bench/summary.py [KERNEL...] [--build build-bench] [--json FILE] [--baseline FILE]
+                             [--reps 3] [--min-time 0.1] [--size REGEX]
+                             [--exe-wrapper "qemu-aarch64 -cpu max"] [--emulated]
+    python3 bench/summary.py --load FILE [--baseline FILE]     # tables from a saved file
+
+KERNEL: kernel names as in `phaselab kernels` (default: all). Each cell is the median over
+--reps repetitions of Google Benchmark's measurement: ns per element (or sample, parameter) for
+the elementwise kernels, GFLOP/s for GEMM and attention; the ratio is always "times faster than
+scalar" (scalar time / variant time), so > 1 is a gain whatever the unit.
+
+--json FILE writes the results with kernel, backend, isa, variant, size, value, unit,
+ratio_to_scalar per row and, once per file, CPU model, commit, date and whether the run was
+emulated. --baseline FILE joins such a file from another machine (an ARM laptop, or the aarch64
+build under qemu) by (kernel, size, backend): per backend the best ISA of each machine, with its
+ratio to that machine's scalar. Variant names embed the ISA (hwy.avx512 vs hwy.sve2), so the
+backend is the common key. Timings under emulation (qemu) say nothing about real ARM speed; such
+files are labelled "emulated" wherever they are shown.
 """
 import argparse
+import datetime
 import json
+import os
+import platform
 import re
+import shlex
 import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--min-time", default="0.1")
-    a = ap.parse_args()
-    kernels = json.loads(subprocess.run([f"{a.build}/driver/phaselab", "kernels", "--json"],
-                                        check=True, capture_output=True, text=True).stdout)
-    selected = {k["kernel"]: k["selected"] for k in kernels["kernels"]}
-    names = sorted({re.escape(v) for v in selected.values()} |
-                   {re.escape(k + ".scalar") for k in selected})
-    regex = "^(peak/|(" + "|".join(names) + ")/)"
-    out = subprocess.run([f"{a.build}/bench/phaselab_bench", f"--benchmark_filter={regex}",
-                          f"--benchmark_repetitions={a.reps}", f"--benchmark_min_time={a.min_time}",
-                          "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
-                         check=True, capture_output=True, text=True).stdout
-    med = {}
-    for b in json.loads(out)["benchmarks"]:
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def commit():
+    try:
+        return subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--abbrev=12"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def split_name(run_name):
+    """'gemm.hwy.avx512/nn/m:64/n:64/k:64' -> (kernel, backend, isa, variant, size)."""
+    variant, _, size = run_name.partition("/")
+    parts = variant.split(".")
+    if len(parts) == 2 and parts[1] == "scalar":
+        return parts[0], "scalar", "scalar", variant, size
+    if len(parts) != 3:
+        return None
+    return parts[0], parts[1], parts[2], variant, size
+
+
+def value_of(b):
+    """(value, unit, higher_is_better) of one Google Benchmark JSON entry, or None."""
+    if "GFLOPS" in b:
+        # A rate counter of flops * 1e-9 per iteration: already GFLOP/s.
+        return b["GFLOPS"], "GFLOP/s", True
+    if "ns_per_item" in b:
+        # An inverted rate counter (bench/support.hpp set_items): seconds per item, whatever its
+        # size (1.2 ms per item is 1.2e-3, not a nanosecond count).
+        return b["ns_per_item"] * 1e9, "ns/elem", False
+    return None
+
+
+def run_bench(a):
+    exe = os.path.join(a.build, "bench", "phaselab_bench")
+    if not os.path.exists(exe):
+        sys.exit(f"summary.py: {exe} not found: configure with -Dbench=true and build it")
+    kernels = "|".join(re.escape(k) for k in a.kernels) if a.kernels else "[a-z0-9_]+"
+    regex = f"^({kernels})\\.[a-z0-9_.]+/"
+    if a.size:
+        regex += f".*({a.size})"
+    cmd = shlex.split(a.exe_wrapper) + [exe, f"--benchmark_filter={regex}",
+                                        f"--benchmark_repetitions={a.reps}",
+                                        f"--benchmark_min_time={a.min_time}",
+                                        "--benchmark_report_aggregates_only=true",
+                                        "--benchmark_format=json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    data = json.loads(out)
+    rows = []
+    for b in data["benchmarks"]:
         # With one repetition Google Benchmark reports the run itself, not aggregates.
         if b.get("aggregate_name", "median" if a.reps == 1 else "") != "median":
             continue
-        if "GFLOPS" in b:
-            med[b["run_name"]] = (b["GFLOPS"] / 1e9 if b["GFLOPS"] > 1e6 else b["GFLOPS"], "GFLOP/s")
-        elif "ns_per_item" in b:
-            med[b["run_name"]] = (b["ns_per_item"] * 1e9 if b["ns_per_item"] < 1e-3 else b["ns_per_item"], "ns/item")
-    for n, (v, u) in med.items():
-        if n.startswith("peak/"):
-            print(f"FMA peak {n}: {v:.1f} {u}")
-    print("\n| kernel | size | scalar | selected variant | selected | speed-up |")
-    print("|---|---|---|---|---|---|")
-    for k, sel in selected.items():
-        for n, (v, u) in med.items():
-            if not n.startswith(sel + "/"):
-                continue
-            size = n[len(sel) + 1:]
-            ref = med.get(f"{k}.scalar/{size}")
-            if not ref:
-                continue
-            sp = (v / ref[0]) if u == "GFLOP/s" else (ref[0] / v)
-            print(f"| {k} | {size} | {ref[0]:.3g} {u} | {sel} | {v:.3g} {u} | {sp:.1f}x |")
+        name = split_name(b["run_name"])
+        val = value_of(b)
+        if not name or not val:
+            continue
+        kernel, backend, isa, variant, size = name
+        rows.append({"kernel": kernel, "backend": backend, "isa": isa, "variant": variant,
+                     "size": size, "value": val[0], "unit": val[1], "higher_is_better": val[2]})
+    if not rows:
+        sys.exit(f"summary.py: no benchmark matched {regex}")
+    for r in rows:
+        ref = next((s for s in rows if s["kernel"] == r["kernel"] and s["size"] == r["size"]
+                    and s["backend"] == "scalar"), None)
+        r["ratio_to_scalar"] = None if not ref else (
+            r["value"] / ref["value"] if r["higher_is_better"] else ref["value"] / r["value"])
+    emulated = a.emulated or bool(a.exe_wrapper)
+    arch = platform.machine()
+    m = re.search(r"qemu-(\w+)", a.exe_wrapper or "")
+    if m:
+        arch = m.group(1)
+    return {"cpu": (f"{a.exe_wrapper} (emulated) on {cpu_model()}" if a.exe_wrapper
+                    else cpu_model()),
+            "arch": arch, "emulated": emulated, "commit": commit(),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "best_target": data.get("context", {}).get("phaselab.best_target", ""),
+            "reps": a.reps, "results": rows}
+
+
+def fmt(v):
+    return f"{v:.3g}" if v < 1000 else f"{v:.0f}"
+
+
+def label(doc):
+    return f"{doc['arch']}{' (emulated)' if doc.get('emulated') else ''}"
+
+
+def order(rows):
+    kernels = []
+    for r in rows:
+        if r["kernel"] not in kernels:
+            kernels.append(r["kernel"])
+    return kernels
+
+
+def print_tables(doc):
+    print(f"CPU: {doc['cpu']}; {label(doc)}; commit {doc['commit']}; {doc['date']}; "
+          f"median of {doc['reps']}")
+    rows = doc["results"]
+    for k in order(rows):
+        kr = [r for r in rows if r["kernel"] == k]
+        variants = sorted({r["variant"] for r in kr},
+                          key=lambda v: (v != k + ".scalar", v.split(".")[1:]))
+        sizes = []
+        for r in kr:
+            if r["size"] not in sizes:
+                sizes.append(r["size"])
+        unit = kr[0]["unit"]
+        better = "higher" if kr[0]["higher_is_better"] else "lower"
+        print(f"\n### {k}: {unit} ({better} is better), (x) = times faster than scalar\n")
+        print("| size | " + " | ".join(v[len(k) + 1:] for v in variants) + " |")
+        print("|---" * (len(variants) + 1) + "|")
+        for s in sizes:
+            cells = []
+            for v in variants:
+                r = next((r for r in kr if r["variant"] == v and r["size"] == s), None)
+                if not r:
+                    cells.append("")
+                elif r["backend"] == "scalar" or r["ratio_to_scalar"] is None:
+                    cells.append(fmt(r["value"]))
+                else:
+                    cells.append(f"{fmt(r['value'])} ({r['ratio_to_scalar']:.1f}x)")
+            print(f"| {s} | " + " | ".join(cells) + " |")
+
+
+def best_per_backend(rows):
+    """(kernel, size, backend) -> the row of the fastest ISA."""
+    best = {}
+    for r in rows:
+        key = (r["kernel"], r["size"], r["backend"])
+        cur = best.get(key)
+        if cur is None or (r["ratio_to_scalar"] or 0) > (cur["ratio_to_scalar"] or 0):
+            best[key] = r
+    return best
+
+
+def print_joined(doc, base):
+    a, b = best_per_backend(doc["results"]), best_per_backend(base["results"])
+    la, lb = label(doc), label(base)
+    print(f"\nJoined by (kernel, size, backend), the best ISA of each backend per machine:\n"
+          f"  A = {la}: {doc['cpu']}, commit {doc['commit']}\n"
+          f"  B = {lb}: {base['cpu']}, commit {base['commit']}")
+    if base.get("emulated") or doc.get("emulated"):
+        print("  (emulated timings measure the emulator, not the hardware: compare the ratios "
+              "to scalar within a machine, not the absolute numbers across)")
+    for k in order(doc["results"] + base["results"]):
+        keys = sorted({key for key in list(a) + list(b) if key[0] == k},
+                      key=lambda t: (t[1], t[2] != "scalar", t[2]))
+        if not keys:
+            continue
+        unit = (a.get(keys[0]) or b.get(keys[0]))["unit"]
+        print(f"\n### {k}: {unit}, (x) = times faster than that machine's scalar\n")
+        print(f"| size | backend | A isa | A | B isa | B |")
+        print("|---|---|---|---|---|---|")
+        for key in keys:
+            def cell(r):
+                if not r:
+                    return "", "-"
+                if r["backend"] == "scalar" or r["ratio_to_scalar"] is None:
+                    return r["isa"], fmt(r["value"])
+                return r["isa"], f"{fmt(r['value'])} ({r['ratio_to_scalar']:.1f}x)"
+            ia, va = cell(a.get(key))
+            ib, vb = cell(b.get(key))
+            print(f"| {key[1]} | {key[2]} | {ia} | {va} | {ib} | {vb} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("kernels", nargs="*", help="kernels to run (default: all)")
+    ap.add_argument("--build", default="build-bench", help="build folder with bench/phaselab_bench")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--min-time", default="0.1", help="seconds per repetition (Google Benchmark)")
+    ap.add_argument("--size", help="only sizes matching this regex (e.g. '256x64|m:64/')")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--baseline", help="join with this file from another machine")
+    ap.add_argument("--load", help="read results from this file instead of running")
+    ap.add_argument("--exe-wrapper", default="", help="run the benchmark binary through this "
+                    "(e.g. qemu-aarch64 -cpu max for a cross build); marks the file emulated")
+    ap.add_argument("--emulated", action="store_true", help="mark the results as emulated")
+    a = ap.parse_args()
+    if a.load:
+        with open(a.load) as f:
+            doc = json.load(f)
+        if a.kernels:
+            doc["results"] = [r for r in doc["results"] if r["kernel"] in a.kernels]
+    else:
+        doc = run_bench(a)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+    print_tables(doc)
+    if a.baseline:
+        with open(a.baseline) as f:
+            base = json.load(f)
+        if a.kernels:
+            base["results"] = [r for r in base["results"] if r["kernel"] in a.kernels]
+        print_joined(doc, base)
 
 
 if __name__ == "__main__":
