@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Side-by-side speed of the copy-task Adam training: phaselab vs PyTorch and JAX (CPU, float32).
 
-Same model and objective in both (spec copy-task.md): A = row-softmax(G), F = A X W^T,
+Same model and objective in both (docs/copy-task.md): A = row-softmax(G), F = A X W^T,
 obj = (1/(P L)) sum ||F - Y||^2 + kappa/(P sw2) ||W||^2 + kappa/(P sg2) ||G||^2 with the priors as
 Adam's L2 weight decay, full batch, lr 1e-2, a fixed number of steps, one thread each.
 

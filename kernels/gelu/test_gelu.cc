@@ -2,8 +2,8 @@
 // oracle against the textbook tanh form, and the backward pass against central finite
 // differences of the double forward.
 //
-// Budget (kernels.md): relative error <= 1e-6 per element, as atol + rtol |ref| with rtol = 1e-6
-// and atol = 1e-35: for x < -9.5 gelu(x) falls below ~1e-35, within a factor ~1000 of float's
+// Budget (docs/kernels.md): relative error <= 1e-6 per element, as atol + rtol |ref| with rtol =
+// 1e-6 and atol = 1e-35: for x < -9.5 gelu(x) falls below ~1e-35, within a factor ~1000 of float's
 // subnormal range (1.2e-38), where relative accuracy is not possible.
 #include <cmath>
 #include <limits>

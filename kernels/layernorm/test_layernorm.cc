@@ -1,9 +1,9 @@
 // layernorm / layernorm_bwd: every runnable variant against a double-precision oracle written
 // here, and the backward pass against central finite differences of the double forward.
 //
-// Budget (kernels.md): relative error <= 1e-6 per element. y = xhat gamma + beta and the backward
-// formulas are sums of terms that may cancel, so each element's budget is 1e-6 of the magnitude
-// of its terms (for y: |xhat gamma| + |beta|); where nothing cancels this is 1e-6 |ref|.
+// Budget (docs/kernels.md): relative error <= 1e-6 per element. y = xhat gamma + beta and the
+// backward formulas are sums of terms that may cancel, so each element's budget is 1e-6 of the
+// magnitude of its terms (for y: |xhat gamma| + |beta|); where nothing cancels this is 1e-6 |ref|.
 #include <algorithm>
 #include <cmath>
 

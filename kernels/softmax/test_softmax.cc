@@ -2,7 +2,7 @@
 // written here (not the scalar variant), and the backward pass against central finite
 // differences of the double forward.
 //
-// Budget (kernels.md): relative error <= 1e-6 per element, checked as atol + rtol |ref| with
+// Budget (docs/kernels.md): relative error <= 1e-6 per element, checked as atol + rtol |ref| with
 // rtol = 1e-6 and atol = 1e-35: probabilities that small lie within a factor ~1000 of float's
 // subnormal range (1.2e-38), where e^t underflows and no relative accuracy is possible.
 #include <algorithm>

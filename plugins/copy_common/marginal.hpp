@@ -1,5 +1,5 @@
 // Exact marginal posterior of the copy task over the attention matrix (read-out W integrated out).
-// See the spec copy-task.md, "Theory: exact marginal posterior over A". Double precision.
+// See docs/copy-task.md, "Theory", exact marginal. Double precision.
 //
 //   H (R P x V): rows h_l^mu = (A X^mu)_l for the R positions in the loss, Y the one-hot targets,
 //   C = w H^T H, B = w H^T Y (V x V), M = I/sw2 + beta C   (w: multiplicity of every sequence, 1)

@@ -1,5 +1,5 @@
 // Order parameters of an attention matrix A (L x L, row-major; for softmax A is after the softmax)
-// and of an ensemble of them (seeds or posterior samples). Definitions: spec copy-task.md.
+// and of an ensemble of them (seeds or posterior samples). Definitions: docs/copy-task.md.
 #pragma once
 
 #include <cstddef>

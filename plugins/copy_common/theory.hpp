@@ -1,5 +1,5 @@
-// Population (large-P) action of the copy task and its reduced forms (spec copy-task.md,
-// "Theory: population (large-P) form and reduced actions"). Everything in double, O(1) per call.
+// Population (large-P) action of the copy task and its reduced forms (docs/copy-task.md,
+// "Theory": population form and reduced actions). Everything in double, O(1) per call.
 //
 // With i.i.d. uniform tokens C and B concentrate in span{I, J}; over the R loss rows
 //   c_perp = P Q / V, c_par = P sum s^2 / V, b_perp = P D / V, b_par = P sum s / V,
@@ -24,12 +24,12 @@ struct Model {
   double kappa = 1, sw2 = 1, sg2 = 1;
   BetaConv beta_conv = BetaConv::per_position;
   Wrap wrap = Wrap::cyclic;
-  // Softmax reduced action: variance of the L-1 off-copy logits. < 0: sg2 (the spec's
+  // Softmax reduced action: variance of the L-1 off-copy logits. < 0: sg2 (the quoted
   // prior-typical logits); 0: all zero (uniform attention at Delta = 0, closer to a MAP/Adam run).
   double rest_var = -1;
-  // false: the marginal posterior (W integrated out; the spec). true: the MAP profile, W minimised
-  // out instead of integrated: the same action without the log-det (W entropy) terms, the reduced
-  // theory of Adam runs.
+  // false: the marginal posterior (W integrated out; the quoted theory). true: the MAP profile, W
+  // minimised out instead of integrated: the same action without the log-det (W entropy) terms, the
+  // reduced theory of Adam runs.
   bool map = false;
   double rest_variance() const { return rest_var < 0 ? sg2 : rest_var; }
   int R() const { return loss_rows(L, wrap); }
@@ -56,10 +56,10 @@ PopStats linear_plane_stats(const Model& m, double c1, double cG);
 double linear_action(const Model& m, double P, double c1, double cG, double* grad = nullptr);
 // Hessian of linear_action at A = 0 in (c1, cG) (analytic; the action is stationary there).
 void linear_hessian0(const Model& m, double P, double H[2][2]);
-// The spec's closed form: where the pure shift direction A = cG S loses stability,
-// P = V^2/(2 beta R) [1 + sqrt(1 + 4 R/(sw2 sg2 V^3))]  (= (kappa V^2/2)[...] for per_position).
-// MAP profile: P = sqrt(V/(sw2 sg2 R))/beta  (= kappa sqrt(L V/(sw2 sg2)) for per_position,
-// cyclic).
+// The quoted closed form (docs/copy-task.md): where the pure shift direction A = cG S loses
+// stability, P = V^2/(2 beta R) [1 + sqrt(1 + 4 R/(sw2 sg2 V^3))]  (= (kappa V^2/2)[...] for
+// per_position). MAP profile: P = sqrt(V/(sw2 sg2 R))/beta  (= kappa sqrt(L V/(sw2 sg2)) for
+// per_position, cyclic).
 double linear_threshold_closed(const Model& m);
 // Where A = 0 really loses stability: smallest P with lambda_min(linear_hessian0) = 0 (the shift
 // mode couples to the uniform mode J/L through the row sums, so this lies below the closed form
@@ -69,7 +69,7 @@ double linear_threshold_plane(const Model& m, double rel_tol = 1e-10);
 // ---------------------------------------------------------------- softmax attention
 // One copy logit Delta per row, the other L-1 logits i.i.d. N(0, s2), self-averaged:
 // Z = e^Delta + (L-1) e^{s2/2}, a = e^Delta/Z, q_rest = (L-1) e^{2 s2}/Z^2, s2 = rest_variance()
-// (the spec: s2 = sg2).
+// (the quoted theory: s2 = sg2).
 struct SoftRow {
   double a, q_rest, da, dq_rest;  // and their Delta-derivatives
 };

@@ -1,7 +1,7 @@
 // copy_task: emergence of the copy head, softmax vs linear positional attention.
 // One sweep point = one (attention, L, V, P, ..., seed): trains with Adam from both
 // initialisations (MAP branches, hysteresis), or samples the posterior with SGLD on (W, G) or
-// Langevin/MALA on G with W integrated out (exact marginal). Spec: copy-task.md.
+// Langevin/MALA on G with W integrated out (exact marginal). Science: docs/copy-task.md.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// The copy-task network and its MAP objective on the kernel table (spec: copy-task.md).
+// The copy-task network and its MAP objective on the kernel table (docs/copy-task.md).
 //   A = softmax_rows(G) (softmax) or G (linear), optional causal mask;   A: L x L
 //   h^mu = A X^mu, f^mu = h^mu W^T;                                       X, h, f: P x L x V
 //   SSE = sum_{mu, l in loss} ||f_l - y_l||^2, y_l = x_{l-1 mod L}

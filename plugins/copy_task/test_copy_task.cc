@@ -149,7 +149,7 @@ TEST_CASE("tokens: range, uniform frequencies, stream determinism; targets") {
 
 namespace {
 
-// Independent double-precision MAP objective (spec formula), straight from the tokens.
+// Independent double-precision MAP objective (docs/copy-task.md), straight from the tokens.
 double objective_double(const pl::copy::task::NetConfig& c, const std::vector<int32_t>& tok, int P,
                         const std::vector<double>& th) {
   const int L = c.L, V = c.V;

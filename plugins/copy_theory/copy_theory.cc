@@ -1,4 +1,4 @@
-// copy_theory: Bayesian theory of the copy task (spec copy-task.md, theory sections).
+// copy_theory: Bayesian theory of the copy task (docs/copy-task.md, theory sections).
 // One sweep point = one (attention, L, V, kappa, sw2, sg2, conventions) and seed:
 //  * every local minimum of the reduced action on a log grid of P (softmax: S(Delta); linear:
 //    S(c1, cG) on the plane incl. A = 0), with order parameters, action, predicted training MSE
@@ -53,7 +53,7 @@ const pl_param_decl kParams[] = {
         "marginal posterior over A (W integrated out) or MAP profile (W minimised out)"),
     pl::sdk::enum_param(
         "rest_logits", "prior", "prior|zero",
-        "softmax reduced action: off-copy logits N(0, sg2) self-averaged (spec) or 0"),
+        "softmax reduced action: off-copy logits N(0, sg2) self-averaged (quoted) or 0"),
     pl::sdk::float_param("P_min", 10.0, "smallest P of the branch grid", kPos, 0),
     pl::sdk::float_param("P_max", 1e5, "largest P of the branch grid", kPos, 0),
     pl::sdk::int_param("num_P", 41, "points of the log-spaced P grid (0: no branch rows)", 0,

@@ -104,8 +104,8 @@ inline LineFit fit_line(const std::vector<double>& x, const std::vector<double>&
 }
 
 // Escape time vs context length: the power law log tau = a + p log N (p = power.b) and the
-// one-parameter law tau = c N / ln N (spec claim 3), both by least squares in log tau; the RMS
-// log residuals say which describes the points better.
+// one-parameter law tau = c N / ln N (a claim quoted in docs/markov-icl.md), both by least squares
+// in log tau; the RMS log residuals say which describes the points better.
 struct TauFit {
   LineFit power;
   double c_nlogn = NAN, rms_nlogn = NAN;
