@@ -239,12 +239,11 @@ void add(std::vector<Variant>& out, KernelId k, const char* backend, const char*
 #else
 #define PL_HWY_EMU128(k, C)
 #endif
-#define PL_HWY(k, C)                                                                           \
-  PL_HWY_AVX3_DL(k, C)                                                                         \
-  PL_HWY_AVX3(k, C)                                                                            \
-  PL_HWY_AVX2(k, C)                                                                            \
-  PL_HWY_SSE4(k, C) PL_HWY_SSSE3(k, C) PL_HWY_SVE2(k, C) PL_HWY_SVE(k, C) PL_HWY_SVE_256(k, C) \
-      PL_HWY_SVE2_128(k, C) PL_HWY_NEON(k, C) PL_HWY_EMU128(k, C)
+#define PL_HWY(k, C)                                                                        \
+  PL_HWY_AVX3_DL(k, C)                                                                      \
+  PL_HWY_AVX3(k, C)                                                                         \
+  PL_HWY_AVX2(k, C) PL_HWY_SSE4(k, C) PL_HWY_SSSE3(k, C) PL_HWY_SVE2(k, C) PL_HWY_SVE(k, C) \
+      PL_HWY_SVE_256(k, C) PL_HWY_SVE2_128(k, C) PL_HWY_NEON(k, C) PL_HWY_EMU128(k, C)
 
 std::vector<Variant> build_variants() {
   std::vector<Variant> out;
