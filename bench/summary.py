@@ -188,9 +188,19 @@ def print_joined(doc, base):
     if base.get("emulated") or doc.get("emulated"):
         print("  (emulated timings measure the emulator, not the hardware: compare the ratios "
               "to scalar within a machine, not the absolute numbers across)")
+    sizes = []  # in the order of first appearance
+    for r in doc["results"] + base["results"]:
+        if r["size"] not in sizes:
+            sizes.append(r["size"])
+    left_out = 0
     for k in order(doc["results"] + base["results"]):
         keys = sorted({key for key in list(a) + list(b) if key[0] == k},
-                      key=lambda t: (t[1], t[2] != "scalar", t[2]))
+                      key=lambda t: (sizes.index(t[1]), t[2] != "scalar", t[2]))
+        # Sizes measured on both machines only (another machine may have run a subset).
+        both = {key[1] for key in keys if (key[0], key[1], "scalar") in a
+                and (key[0], key[1], "scalar") in b}
+        left_out += len({key[1] for key in keys} - both)
+        keys = [key for key in keys if key[1] in both]
         if not keys:
             continue
         unit = (a.get(keys[0]) or b.get(keys[0]))["unit"]
@@ -207,6 +217,8 @@ def print_joined(doc, base):
             ia, va = cell(a.get(key))
             ib, vb = cell(b.get(key))
             print(f"| {key[1]} | {key[2]} | {ia} | {va} | {ib} | {vb} |")
+    if left_out:
+        print(f"\n({left_out} kernel sizes measured on one machine only are left out)")
 
 
 def main():
