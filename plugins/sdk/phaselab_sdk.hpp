@@ -153,8 +153,13 @@ class Rng {
  public:
   static constexpr size_t kBuffer = 256;
 
+  // Keeps the two kernels' function pointers, not the table: `k` may be a temporary.
   Rng(const pl_kernel_table& k, uint64_t seed, uint64_t stream)
-      : k_(&k), seed_(seed), stream_(stream), ustream_(derive(stream, 1)) {}
+      : gaussian_(k.gaussian),
+        uniform_bits_(k.uniform_bits),
+        seed_(seed),
+        stream_(stream),
+        ustream_(derive(stream, 1)) {}
 
   // N(0, 1).
   float gaussian() {
@@ -175,7 +180,7 @@ class Rng {
   // n Gaussians / uniforms at once, the same numbers as n single draws.
   void gaussian(float* out, size_t n) {
     for (; n && g_next_ - g_start_ < g_fill_; --n) *out++ = g_buf_[g_next_++ - g_start_];
-    if (n) k_->gaussian(out, n, seed_, stream_, g_next_), g_next_ += n;
+    if (n) gaussian_(out, n, seed_, stream_, g_next_), g_next_ += n;
   }
   void uniform(float* out, size_t n) {
     for (size_t i = 0; i < n; ++i) out[i] = uniform();
@@ -192,16 +197,17 @@ class Rng {
 
  private:
   void refill_gaussian() {
-    k_->gaussian(g_buf_, kBuffer, seed_, stream_, g_next_);
+    gaussian_(g_buf_, kBuffer, seed_, stream_, g_next_);
     g_start_ = g_next_;
     g_fill_ = kBuffer;
   }
   void refill_uniform() {
-    k_->uniform_bits(u_buf_, kBuffer, seed_, ustream_, u_next_);
+    uniform_bits_(u_buf_, kBuffer, seed_, ustream_, u_next_);
     u_start_ = u_next_;
     u_fill_ = kBuffer;
   }
-  const pl_kernel_table* k_;
+  decltype(pl_kernel_table::gaussian) gaussian_;
+  decltype(pl_kernel_table::uniform_bits) uniform_bits_;
   uint64_t seed_, stream_, ustream_;
   uint64_t g_next_ = 0, g_start_ = 0, u_next_ = 0, u_start_ = 0;
   size_t g_fill_ = 0, u_fill_ = 0;
