@@ -72,10 +72,11 @@ namespace {
 
 enum Tag { kTagRequest = 1, kTagAssign = 2, kTagResult = 3, kTagDone = 4 };
 
-bool g_active = false;   // MPI_Init was called
-bool g_go_done = false;  // the start broadcast happened
-bool g_go = false;       // ... and said go
-std::mutex g_mpi_mu;     // worker ranks: one thread in MPI at a time (MPI_THREAD_SERIALIZED)
+bool g_active = false;     // MPI_Init was called
+bool g_go_done = false;    // the start broadcast happened
+bool g_go = false;         // ... and said go
+bool g_abandoned = false;  // rank 0 stopped waiting for the workers (a rank died)
+std::mutex g_mpi_mu;       // worker ranks: one thread in MPI at a time (MPI_THREAD_SERIALIZED)
 
 // Byte buffers for the messages: u64, f64 and length-prefixed strings, host byte order (the
 // ranks of one job run the same binary).
@@ -210,7 +211,19 @@ bool mpi_coordinate(const std::vector<uint64_t>& todo, const std::string& out,
   std::thread local(run_local);
   int done_ranks = 0;
   bool bad = false;
+  std::chrono::steady_clock::time_point stop_seen{};
   while (done_ranks < g_size - 1) {
+    if (stop_requested()) {
+      // After a stop the workers send their cancelled points and finish within moments; a rank
+      // that was killed never does. The launcher kills the job soon after, so rank 0 does not
+      // wait long: what finished is already on disk.
+      const auto now = std::chrono::steady_clock::now();
+      if (stop_seen == std::chrono::steady_clock::time_point{}) stop_seen = now;
+      if (now - stop_seen > std::chrono::milliseconds(250)) {
+        g_abandoned = true;
+        break;
+      }
+    }
     int flag = 0;
     MPI_Status st;
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
@@ -250,7 +263,8 @@ bool mpi_coordinate(const std::vector<uint64_t>& todo, const std::string& out,
     } else {
       *error = "an unexpected MPI message (tag " + std::to_string(st.MPI_TAG) + ") from rank " +
                std::to_string(src);
-      return false;  // the protocol is broken: mpi_end aborts the job
+      g_abandoned = bad = true;
+      break;  // the protocol is broken: mpi_end aborts the job
     }
   }
   local.join();
@@ -315,6 +329,7 @@ int mpi_end(int code) {
       MPI_Send(&dummy, 1, MPI_INT, 0, kTagDone, MPI_COMM_WORLD);
     }
   }
+  if (g_abandoned) MPI_Abort(MPI_COMM_WORLD, code);  // some rank will not reach MPI_Finalize
   MPI_Finalize();
   return code;
 }
