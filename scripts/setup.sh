@@ -9,6 +9,10 @@ if [[ "${PHASELAB_ARM:-0}" == 1 ]]; then
   pkgs+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libtbb-dev:arm64 libtomlplusplus-dev:arm64
          libbenchmark-dev:arm64 libxsimd-dev:arm64 libstdc++-12-dev:arm64)
 fi
+# PHASELAB_SLURM=1 (CI): a one-node Slurm for the sweep.sbatch test (scripts/slurm/local-cluster.sh).
+if [[ "${PHASELAB_SLURM:-0}" == 1 ]]; then
+  pkgs+=(slurm-wlm munge)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
