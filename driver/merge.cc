@@ -282,10 +282,12 @@ int execute_merge(const MergeOptions& opt) {
   {
     std::string missing;
     std::vector<const Point*> pts;
+    const std::vector<uint64_t> shard = shard_of_points(all.size(), n);
     for (uint64_t i = 0; i < n; ++i) {
       if (by_index.count(i)) continue;
       missing += (missing.empty() ? "" : ", ") + std::to_string(i);
-      for (size_t j = i; j < all.size(); j += n) pts.push_back(&all[j]);
+      for (size_t j = 0; j < all.size(); ++j)
+        if (shard[j] == i) pts.push_back(&all[j]);
     }
     if (!missing.empty()) {
       ShardSpec first{std::stoull(missing.substr(0, missing.find(','))), n, ""};

@@ -1,5 +1,6 @@
 #include "driver/shard.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -139,10 +140,31 @@ std::string shard_dir_name(const ShardSpec& s) {
   return "shard-" + i + "-of-" + std::to_string(s.count);
 }
 
+std::vector<uint64_t> shard_of_points(uint64_t num_points, uint64_t count) {
+  // Deal the points in a fixed pseudo-random order (sorted by a 64-bit mix of the index):
+  // round-robin over that order keeps the sizes within one of each other, and unlike
+  // round-robin in run order it cannot alias with the sweep grid (with 12 shards over a
+  // K x 4 N x 3 seeds grid, round-robin would give each shard a single N).
+  auto mix = [](uint64_t z) {  // splitmix64's finaliser
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  std::vector<std::pair<uint64_t, uint64_t>> order(num_points);
+  for (uint64_t i = 0; i < num_points; ++i) order[i] = {mix(i), i};
+  std::sort(order.begin(), order.end());
+  std::vector<uint64_t> shard(num_points);
+  for (uint64_t j = 0; j < num_points; ++j) shard[order[j].second] = j % count;
+  return shard;
+}
+
 std::vector<Point> shard_points(const std::vector<Point>& all, const ShardSpec& s) {
   if (s.count == 0) return all;
+  const std::vector<uint64_t> shard = shard_of_points(all.size(), s.count);
   std::vector<Point> out;
-  for (size_t j = s.index; j < all.size(); j += s.count) out.push_back(all[j]);
+  for (size_t j = 0; j < all.size(); ++j)
+    if (shard[j] == s.index) out.push_back(all[j]);
   return out;
 }
 

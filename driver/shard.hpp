@@ -1,9 +1,9 @@
 // Sharding a run for job arrays: `phaselab run CFG --shard I/N` runs a fixed 1/N of the points
-// into <out>/shard-I-of-N, `phaselab merge` (driver/merge.hpp) joins the shards. Points are dealt
-// round-robin in run order (point j goes to shard j mod N): shard sizes differ by at most one and
-// every axis of the sweep is spread over the shards, so the expensive end of an axis (large P,
-// K, d_model) does not land in one shard. The plugin ABI has no cost estimate; the balance is by
-// count.
+// into <out>/shard-I-of-N, `phaselab merge` (driver/merge.hpp) joins the shards. The points are
+// dealt round-robin in a fixed pseudo-random order of their indices: shard sizes differ by at
+// most one, and every shard gets a random mix of the sweep's cheap and expensive points (large
+// P, N, d_model), whatever the grid's shape. The plugin ABI has no cost estimate; the balance is
+// by count.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,8 @@ bool parse_shard(const std::string& text, const char* (*env)(const char*), Shard
 // "shard-03-of-16": the index zero-padded to the width of N - 1, so a glob sorts by index.
 std::string shard_dir_name(const ShardSpec& s);
 
+// The shard (0..count-1) of each of num_points points.
+std::vector<uint64_t> shard_of_points(uint64_t num_points, uint64_t count);
 // The points of shard s, in run order (indices keep their place in the whole run).
 std::vector<Point> shard_points(const std::vector<Point>& all, const ShardSpec& s);
 

@@ -196,11 +196,17 @@ TEST_CASE("shards merged equal the one-process run byte for byte, for N = 1, 2, 
     CHECK(rec.find("\"ok\": 16,") != std::string::npos);
     CHECK(rec.find("\"failed\": 4,") != std::string::npos);
   }
-  // Shard i of N holds points i, i + N, ...: with N = 3, shard 1 starts with point 1
-  // (n=4, sum, seed 1) and does not hold point 3 (n=4, mean, seed 1).
-  const std::string s1 = slurp(dir / "sh3/shard-1-of-3/results.csv");
-  CHECK(s1.find("\n4,sum,1,") != std::string::npos);
-  CHECK(s1.find("\n4,mean,1,") == std::string::npos);
+  // The shards partition the points, their sizes within one of each other: 7, 7, 6 of 20.
+  size_t total = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::string d = dir / ("sh3/shard-" + std::to_string(i) + "-of-3");
+    const size_t ok = count_lines(slurp(d + "/results.csv")) - 1;
+    const size_t failed =
+        exists(d + "/failures.csv") ? count_lines(slurp(d + "/failures.csv")) - 1 : 0;
+    CHECK(ok + failed == (i < 2 ? 7u : 6u));
+    total += ok + failed;
+  }
+  CHECK(total == 20);
   // N > points: shard 24 of 25 has no point, only the header.
   CHECK(count_lines(slurp(dir / "sh25/shard-24-of-25/results.csv")) == 1);
 }
@@ -223,8 +229,26 @@ TEST_CASE("merge refuses missing, duplicated, foreign and unfinished shards") {
   SUBCASE("missing: the shard and its points are named") {
     const Result r = merge(dir, dir / "m", {s0, s2});
     CHECK(r.rc == 2);
-    CHECK(r.err.find("missing shard 1 of 3") != std::string::npos);
-    CHECK(r.err.find("7 points: n=4 mode=sum seed=1; n=16 mode=sum seed=0;") != std::string::npos);
+    CHECK(r.err.find("missing shard 1 of 3 (7 points: ") != std::string::npos);
+    // The points named are shard 1's: "n=16 mode=sum seed=0" is the row "16,sum,0,".
+    const size_t from = r.err.find("points: ") + 8, to = r.err.find(')', from);
+    REQUIRE(to != std::string::npos);
+    std::string names = r.err.substr(from, to - from) + "; ";
+    size_t named = 0;
+    for (size_t at = 0, next; (next = names.find("; ", at)) != std::string::npos; at = next + 2) {
+      std::string label = names.substr(at, next - at);  // n=16 mode=sum seed=0
+      std::string row = "\n";
+      for (size_t f = 0, e; f < label.size(); f = e + 1) {
+        e = std::min(label.find(' ', f), label.size());
+        row += label.substr(label.find('=', f) + 1, e - label.find('=', f) - 1) + ",";
+      }
+      INFO(label);
+      CHECK(slurp(s1 + "/results.csv").find(row) != std::string::npos);
+      CHECK(slurp(s0 + "/results.csv").find(row) == std::string::npos);
+      CHECK(slurp(s2 + "/results.csv").find(row) == std::string::npos);
+      ++named;
+    }
+    CHECK(named == 7);
     CHECK(r.err.find("--shard 1/3") != std::string::npos);
     CHECK(!exists(dir / "m/results.csv"));
   }
@@ -249,11 +273,17 @@ TEST_CASE("merge refuses missing, duplicated, foreign and unfinished shards") {
   SUBCASE("unfinished: a lost row and an interrupted record; --resume on the shard finishes it") {
     // Drop the last point of shard 1 from its results (as if the run had stopped before it).
     std::string res = slurp(s1 + "/results.csv");
-    res.erase(res.rfind('\n', res.size() - 2) + 1);
+    const size_t last = res.rfind('\n', res.size() - 2) + 1;
+    std::string row = res.substr(last);  // n,mode,seed,...
+    res.erase(last);
     spit(s1 + "/results.csv", res);
+    const size_t c1 = row.find(','), c2 = row.find(',', c1 + 1), c3 = row.find(',', c2 + 1);
+    const std::string label = "n=" + row.substr(0, c1) +
+                              " mode=" + row.substr(c1 + 1, c2 - c1 - 1) +
+                              " seed=" + row.substr(c2 + 1, c3 - c2 - 1);
     Result r = merge(dir, dir / "m", {s0, s1, s2});
     CHECK(r.rc == 2);
-    CHECK(r.err.find("lacks 1 of its points (n=1024 mode=mean seed=1)") != std::string::npos);
+    CHECK(r.err.find("lacks 1 of its points (" + label + ")") != std::string::npos);
     std::string rec = slurp(s1 + "/run.json");
     const size_t at = rec.find("\"status\": \"ok\"");
     REQUIRE(at != std::string::npos);
