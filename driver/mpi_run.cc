@@ -127,6 +127,7 @@ std::string encode(uint64_t index, const PointOutcome& o) {
   w.u64(uint64_t(o.status));
   w.f64(o.seconds);
   w.u64(o.stop_seen ? 1 : 0);
+  w.u64(uint64_t(o.rank));
   w.str(o.fail_reason);
   w.u64(o.rows.size());
   for (const auto& table : o.rows) {
@@ -145,6 +146,7 @@ bool decode(const std::string& b, uint64_t* index, PointOutcome* o) {
   o->status = int(r.u64());
   o->seconds = r.f64();
   o->stop_seen = r.u64() != 0;
+  o->rank = int(r.u64());
   o->fail_reason = r.str();
   const uint64_t nt = r.u64();
   if (!r.ok || nt > 1u << 20) return false;
