@@ -353,7 +353,10 @@ int execute_merge(const MergeOptions& opt) {
     if (s.rec.contains("points"))
       for (const json& pr : s.rec["points"]) {
         const uint64_t i = pr.value("index", uint64_t(all.size()));
-        if (i < all.size()) point_recs[i] = pr;
+        if (i < all.size()) {
+          point_recs[i] = pr;
+          point_recs[i]["shard"] = s.spec.index;
+        }
       }
   }
 
@@ -429,7 +432,8 @@ int execute_merge(const MergeOptions& opt) {
       {"merge_seconds",
        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()},
       {"parts", parts}};
-  r["wall_seconds"] = nullptr;  // the shards' wall times are in merged_from.parts
+  r["wall_seconds"] = nullptr;  // the shards' wall times and threads are in merged_from.parts
+  r["threads"] = nullptr;
   r["counts"] = {{"points", all.size()}, {"ok", ok},       {"failed", nfailed},
                  {"done_before", 0},     {"cancelled", 0}, {"not_run", all.size() - ok - nfailed}};
   r["figure_tool"] = tool;
