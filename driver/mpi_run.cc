@@ -1,5 +1,6 @@
 #include "driver/mpi_run.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -238,12 +239,17 @@ bool mpi_coordinate(const std::vector<uint64_t>& todo, const std::string& out,
     if (st.MPI_TAG == kTagRequest) {
       int dummy = 0;
       MPI_Recv(&dummy, 1, MPI_INT, src, kTagRequest, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      int64_t idx = -1;
+      // Guided self-scheduling: a block of about 1/(8 R) of the points left (at most 64), so
+      // short points cost few round trips while the last points go out one at a time.
+      std::vector<int64_t> block;
       if (!stop_requested()) {
-        const size_t j = (*next)++;
-        if (j < todo.size()) idx = int64_t(todo[j]);
+        const size_t taken = next->load();
+        const size_t left = taken < todo.size() ? todo.size() - taken : 0;
+        const size_t k = std::max<size_t>(1, std::min<size_t>(64, left / (8 * size_t(g_size))));
+        const size_t j = next->fetch_add(k);
+        for (size_t i = j; i < j + k && i < todo.size(); ++i) block.push_back(int64_t(todo[i]));
       }
-      MPI_Send(&idx, 1, MPI_INT64_T, src, kTagAssign, MPI_COMM_WORLD);
+      MPI_Send(block.data(), int(block.size()), MPI_INT64_T, src, kTagAssign, MPI_COMM_WORLD);
     } else if (st.MPI_TAG == kTagResult) {
       int n = 0;
       MPI_Get_count(&st, MPI_BYTE, &n);
@@ -297,19 +303,28 @@ int mpi_worker(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt
       for (int w = 0; w < threads; ++w)
         g.run([&, w] {
           while (!stop_requested()) {
-            int64_t idx = -1;
+            std::vector<int64_t> block;  // empty: no points left
             {
               std::lock_guard<std::mutex> lock(g_mpi_mu);
-              int dummy = 0;
+              int dummy = 0, n = 0;
               MPI_Send(&dummy, 1, MPI_INT, 0, kTagRequest, MPI_COMM_WORLD);
-              MPI_Recv(&idx, 1, MPI_INT64_T, 0, kTagAssign, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+              MPI_Status st;
+              MPI_Probe(0, kTagAssign, MPI_COMM_WORLD, &st);
+              MPI_Get_count(&st, MPI_INT64_T, &n);
+              block.resize(size_t(n));
+              MPI_Recv(block.data(), n, MPI_INT64_T, 0, kTagAssign, MPI_COMM_WORLD,
+                       MPI_STATUS_IGNORE);
             }
-            if (idx < 0 || uint64_t(idx) >= points.size()) break;
-            const PointOutcome o = compute_point(plugin.entry, points[size_t(idx)], kt, out,
-                                                 threads, &progress, &fractions[size_t(w)]);
-            const std::string buf = encode(uint64_t(idx), o);
-            std::lock_guard<std::mutex> lock(g_mpi_mu);
-            MPI_Send(buf.data(), int(buf.size()), MPI_BYTE, 0, kTagResult, MPI_COMM_WORLD);
+            if (block.empty()) break;
+            for (const int64_t idx : block) {
+              if (stop_requested()) break;  // the rest is run again on --resume
+              if (idx < 0 || uint64_t(idx) >= points.size()) continue;
+              const PointOutcome o = compute_point(plugin.entry, points[size_t(idx)], kt, out,
+                                                   threads, &progress, &fractions[size_t(w)]);
+              const std::string buf = encode(uint64_t(idx), o);
+              std::lock_guard<std::mutex> lock(g_mpi_mu);
+              MPI_Send(buf.data(), int(buf.size()), MPI_BYTE, 0, kTagResult, MPI_COMM_WORLD);
+            }
           }
         });
       g.wait();

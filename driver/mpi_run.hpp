@@ -1,8 +1,10 @@
 // `mpirun -n R phaselab run CFG`: the ranks share one run. Rank 0 writes the run folder (as a
 // one-process run does, each point flushed when it arrives) and runs points with its own threads;
-// it hands the others out one at a time to the threads of ranks 1..R-1 as they ask, so a long
-// point never holds back the rest. Every rank reads the config itself; rank 0 sends the run
-// folder and the kernel target, so every rank computes with the same kernel variants.
+// it hands the others to the threads of ranks 1..R-1 as they ask, in blocks of about 1/(8 R) of
+// the points left (at most 64; guided self-scheduling), so short points cost few round trips and
+// the last points go out one at a time: a long point never holds back the rest. Every rank reads
+// the config itself; rank 0 sends the run folder and the kernel target, so every rank computes with
+// the same kernel variants.
 //
 // Built when meson finds MPI (option -Dmpi=auto|enabled|disabled). MPI is initialised only when
 // the process was started by an MPI launcher with more than one rank; a build without MPI
