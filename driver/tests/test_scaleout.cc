@@ -365,7 +365,7 @@ TEST_CASE("a single Markov point: the same results at 1 and 2 threads") {
 // Skipped (and counted so) in a build without MPI.
 TEST_CASE("mpirun -n 3 equals the one-process run" * doctest::skip(kMpirun.empty())) {
   TempDir dir;
-  spit(dir / "s.toml", sweep_toml("fail_at = 64\nsleep_ms = 50\n"));
+  spit(dir / "s.toml", sweep_toml("fail_at = 64\nsleep_ms = 100\n"));
   REQUIRE(phaselab({"run", dir / "s.toml", "--out", dir / "one", "--quiet"}, dir).rc == 4);
   const std::string tag = "mpi" + std::to_string(g_counter++);
   const Result r = finish(spawn(kMpirun,
@@ -378,7 +378,7 @@ TEST_CASE("mpirun -n 3 equals the one-process run" * doctest::skip(kMpirun.empty
   expect_same_tables(dir / "one", dir / "mpi");
   const std::string rec = slurp(dir / "mpi/run.json");
   CHECK(rec.find("\"mpi_ranks\": 3") != std::string::npos);
-  // Every point ran once, on some rank; rank 0 (one thread of 50 ms points) did not run them
+  // Every point ran once, on some rank; rank 0 (one thread of 100 ms points) did not run them
   // all: the worker ranks took some.
   CHECK(count_of(rec, "\"rank\": ") == 20);
   CHECK(count_of(rec, "\"rank\": 0") < 20);
