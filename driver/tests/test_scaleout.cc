@@ -443,3 +443,27 @@ TEST_CASE("a rank killed mid-run: finished points kept, --resume without mpirun 
   CHECK(rec.find("\"done_before\": " + std::to_string(kept)) != std::string::npos);
   CHECK(rec.find("\"ok\": " + std::to_string(20 - kept)) != std::string::npos);
 }
+
+TEST_CASE("markov_icl: the plugin's summaries are made once, from the merged files") {
+  TempDir dir;
+  spit(dir / "m.toml",
+       "plugin = \"markov_icl\"\n[run]\nseeds = [0, 1]\n[sweep]\nK = [1, 4, 16]\n[markov_icl]\n"
+       "C = 3\nN = 16\nd_model = 8\nbatch = 8\nsteps = 20\nn_eval = 16\ncheckpoints = 2\n"
+       "chunks = 4\n");
+  REQUIRE(phaselab({"run", dir / "m.toml", "--out", dir / "one", "--quiet"}, dir).rc == 0);
+  std::vector<std::string> shards;
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(phaselab({"run", dir / "m.toml", "--shard", std::to_string(i) + "/4", "--out",
+                      dir / "sh", "--quiet"},
+                     dir)
+                .rc == 0);
+    shards.push_back(dir / ("sh/shard-" + std::to_string(i) + "-of-4"));
+    CHECK(!exists(shards.back() + "/summary.csv"));  // finish() does not run on a shard
+  }
+  REQUIRE(merge(dir, dir / "sh", shards).rc == 0);
+  for (const char* f : {"results.csv", "summary.csv", "summary.txt", "summary_fits.csv"}) {
+    INFO(f);
+    REQUIRE(exists(dir / ("one/" + std::string(f))));
+    CHECK(slurp(dir / ("one/" + std::string(f))) == slurp(dir / ("sh/" + std::string(f))));
+  }
+}
