@@ -13,6 +13,7 @@ stop() {
 }
 if [[ $cmd == stop ]]; then stop; exit 0; fi
 mkdir -p "$state"/{spool,ctld,munge,log}
+chmod 755 "$state"  # mktemp makes it 0700; munged (its own user) must reach munge/
 
 chown munge: "$state/munge"
 chmod 755 "$state/munge"
