@@ -270,7 +270,7 @@ TEST_CASE("merge refuses missing, duplicated, foreign and unfinished shards") {
     CHECK(r.rc == 2);
     CHECK(r.err.find("is not a shard") != std::string::npos);
   }
-  SUBCASE("unfinished: a lost row and an interrupted record; --resume on the shard finishes it") {
+  SUBCASE("unfinished: a lost point and an interrupted record; --resume on the shard finishes it") {
     // Drop the last point of shard 1 from its results (as if the run had stopped before it).
     std::string res = slurp(s1 + "/results.csv");
     const size_t last = res.rfind('\n', res.size() - 2) + 1;
@@ -278,6 +278,14 @@ TEST_CASE("merge refuses missing, duplicated, foreign and unfinished shards") {
     res.erase(last);
     spit(s1 + "/results.csv", res);
     const size_t c1 = row.find(','), c2 = row.find(',', c1 + 1), c3 = row.find(',', c2 + 1);
+    // The run's journal (which points finished) loses it too, as if the run stopped before it.
+    if (exists(s1 + "/journal.csv")) {
+      std::string journal = slurp(s1 + "/journal.csv");
+      const size_t at = journal.find("\n" + row.substr(0, c3) + "\n");
+      REQUIRE(at != std::string::npos);
+      journal.erase(at + 1, c3 + 1);
+      spit(s1 + "/journal.csv", journal);
+    }
     const std::string label = "n=" + row.substr(0, c1) +
                               " mode=" + row.substr(c1 + 1, c2 - c1 - 1) +
                               " seed=" + row.substr(c2 + 1, c3 - c2 - 1);
