@@ -14,7 +14,7 @@ struct OptionSpec {
 struct CommandSpec {
   const char* name;
   const char* synopsis;
-  int positional;  // expected positional arguments (-1: zero or one)
+  int positional;  // expected positional arguments (-1: zero or one; -n, n >= 2: at least n)
   std::vector<OptionSpec> options;
   const char* help;
 };
@@ -56,10 +56,11 @@ const std::vector<CommandSpec>& commands() {
        "sweep point. Prints the number of points. Exit 0 if valid, 2 if not, 3 if the plugin\n"
        "cannot be loaded.\n"},
       {"run",
-       "phaselab run CONFIG.toml [--out DIR] [--threads N] [--target NAME] [--resume] [--quiet] "
-       "[--force]",
+       "phaselab run CONFIG.toml [--out DIR] [--threads N] [--target NAME] [--resume] [--quiet]\n"
+       "             [--force] [--shard I/N|auto|auto/N]",
        1,
        {{"--out", true},
+        {"--shard", true},
         {"--threads", true},
         {"--target", true},
         {"--resume", false},
@@ -85,12 +86,35 @@ const std::vector<CommandSpec>& commands() {
        "                 run again those that failed or were not run\n"
        "  --quiet        no progress output (warnings, errors and failures still print)\n"
        "  --force        run even if the run's memory estimate exceeds 80% of this machine's\n"
+       "                 memory\n"
+       "  --shard I/N    run shard I (0-based) of N, a fixed 1/N of the points, into\n"
+       "                 DIR/shard-I-of-N (--out DIR is required); `phaselab merge` joins them.\n"
+       "                 auto: I and N from a job array's environment (SLURM_ARRAY_TASK_ID/_MIN/\n"
+       "                 _COUNT); auto/N: the index from SGE_TASK_ID, PBS_ARRAY_INDEX, "
+       "PBS_ARRAYID,\n"
+       "                 LSB_JOBINDEX, JOB_COMPLETION_INDEX (Kubernetes) or PARALLEL_SEQ (GNU\n"
+       "                 parallel), the count N given (or PHASELAB_SHARD_COUNT)\n"
+       "Under mpirun (a build with MPI) the ranks share the run: rank 0 writes the folder and\n"
+       "hands points to the other ranks as they ask; each rank uses --threads threads.\n"
        "Ctrl-C stops cleanly: finished points stay in results.csv, run.json says interrupted\n"
        "(exit 130); a second Ctrl-C aborts at once, still recording in run.json which points\n"
        "finished. One phaselab at a time writes a run folder (run.lock).\n"
        "exit status: 0 ok, 2 usage or config error, 3 plugin load or ABI error, 4 a point failed\n"
        "(recorded with its reason; the other points still ran), 5 the run folder could not be\n"
        "written (disk full, I/O error: path and errno printed; --resume continues).\n"},
+      {"merge",
+       "phaselab merge OUT SHARD_DIR... [--quiet]",
+       -2,
+       {{"--quiet", false}, {"--help", false}},
+       "Joins the shard folders of `phaselab run --shard I/N` into the run folder OUT, as if the\n"
+       "run had not been sharded: results.csv, the side tables and failures.csv byte-identical to\n"
+       "an unsharded run's, run.json for every point (with the shards it came from), and the\n"
+       "plugin's summaries and figures made once from the merged files. Refused (exit 2, nothing\n"
+       "written) when a folder is not a finished shard (its `--resume` command is printed), when\n"
+       "shards differ in config, phaselab or plugin version or kernel variants (the keys are\n"
+       "named), when a shard is given twice or shards are missing (their points are named).\n"
+       "  phaselab merge runs/x runs/x/shard-*\n"
+       "exit status: 0 ok, 2 refused, 4 some points failed (failures.csv).\n"},
   };
   return c;
 }
@@ -113,7 +137,9 @@ void print_usage(std::FILE* f) {
       "  kernels [--json]          every kernel variant: supported here? selected?\n"
       "  check CONFIG.toml         validate a config without running it\n"
       "  new NAME [--dir DIR]      write a new plugin folder from the template\n"
-      "  run CONFIG.toml [...]     run a config (--out --threads --target --resume --quiet)\n"
+      "  run CONFIG.toml [...]     run a config (--out --threads --target --resume --quiet\n"
+      "                            --shard)\n"
+      "  merge OUT SHARD_DIR...    join the shards of a run into one run folder\n"
       "\n"
       "  phaselab COMMAND --help   help for one command\n"
       "  phaselab --version        version and git commit\n"
@@ -150,7 +176,8 @@ bool parse_args(int argc, char** argv, Args* out) {
     const std::string dym = did_you_mean(first, names);
     std::fprintf(
         stderr,
-        "phaselab: error: unknown command %s%s (commands: list, kernels, check, run, new)\n",
+        "phaselab: error: unknown command %s%s (commands: list, kernels, check, run, merge, "
+        "new)\n",
         quoted(first).c_str(), dym.empty() ? "" : (" (did you mean " + dym + "?)").c_str());
     return false;
   }
@@ -196,6 +223,12 @@ bool parse_args(int argc, char** argv, Args* out) {
   }
   if (out->has("--help")) return true;
   if (spec->positional == -1 && out->positional.size() <= 1) return true;
+  if (spec->positional <= -2) {
+    if (int(out->positional.size()) >= -spec->positional) return true;
+    std::fprintf(stderr, "phaselab %s: error: missing arguments\nusage: %s\n", spec->name,
+                 spec->synopsis);
+    return false;
+  }
   if (int(out->positional.size()) != spec->positional) {
     if (spec->positional == 1 && out->positional.empty())
       std::fprintf(stderr, "phaselab %s: error: missing %s\nusage: %s\n", spec->name,

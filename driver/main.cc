@@ -9,6 +9,8 @@
 #include "driver/cli.hpp"
 #include "driver/config.hpp"
 #include "driver/limits.hpp"
+#include "driver/merge.hpp"
+#include "driver/mpi_run.hpp"
 #include "driver/new_plugin.hpp"
 #include "driver/plugins.hpp"
 #include "driver/run.hpp"
@@ -244,10 +246,32 @@ int cmd_run(const Args& a, int argc, char** argv) {
   opt.quiet = a.has("--quiet");
   opt.force = a.has("--force");
   for (int i = 0; i < argc; ++i) opt.argv.push_back(argv[i]);
+  std::string why;
+  if (a.has("--shard") &&
+      !parse_shard(
+          a.options.at("--shard"), [](const char* v) -> const char* { return std::getenv(v); },
+          &opt.shard, &why)) {
+    std::fprintf(stderr, "phaselab run: error: %s\n", why.c_str());
+    return kExitUsage;
+  }
+  if (!mpi_start(&argc, &argv, &why)) {
+    std::fprintf(stderr, "phaselab run: error: %s\n", why.c_str());
+    return mpi_end(kExitUsage);
+  }
   Plugin plugin;
   RunConfig cfg;
-  if (int rc = prepare(a.positional[0], opt.target, &plugin, &cfg)) return rc;
-  return execute_run(cfg, plugin, opt);
+  if (int rc = prepare(a.positional[0], opt.target, &plugin, &cfg)) return mpi_end(rc);
+  if (mpi_rank() > 0) return mpi_end(mpi_worker(cfg, plugin, opt));
+  return mpi_end(execute_run(cfg, plugin, opt));
+}
+
+int cmd_merge(const Args& a, int argc, char** argv) {
+  MergeOptions opt;
+  opt.out = a.positional[0];
+  opt.shards.assign(a.positional.begin() + 1, a.positional.end());
+  opt.quiet = a.has("--quiet");
+  for (int i = 0; i < argc; ++i) opt.argv.push_back(argv[i]);
+  return execute_merge(opt);
 }
 
 }  // namespace
@@ -278,5 +302,6 @@ int main(int argc, char** argv) {
   if (a.command == "check") return cmd_check(a);
   if (a.command == "new")
     return cmd_new(a.positional[0], a.has("--dir") ? a.options.at("--dir") : "");
+  if (a.command == "merge") return cmd_merge(a, argc, argv);
   return cmd_run(a, argc, argv);
 }

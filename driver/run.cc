@@ -31,6 +31,7 @@
 #include "driver/json.hpp"
 #include "driver/limits.hpp"
 #include "driver/lockfile.hpp"
+#include "driver/mpi_run.hpp"
 #include "driver/outputs.hpp"
 #include "driver/progress.hpp"
 #include "driver/run_record.hpp"
@@ -121,6 +122,7 @@ struct PointRecord {
   PointStatus status = PointStatus::not_run;
   double seconds = 0;
   size_t rows = 0;
+  int rank = 0;  // MPI rank that ran it
   std::string error;
 };
 
@@ -232,6 +234,15 @@ std::string run_json_text(const RunConfig& cfg, const Plugin& plugin, const RunO
   j.key("out").str(out);
   j.key("cpu").str(cpu_model());
   j.key("threads").integer(threads);
+  if (opt.shard.count) {
+    j.key("shard").begin_object(true);
+    j.key("index").uinteger(opt.shard.index);
+    j.key("count").uinteger(opt.shard.count);
+    j.key("source").str(opt.shard.source);
+    j.key("points_in_run").uinteger(count_points(cfg));
+    j.end_object();
+  }
+  if (mpi_size() > 1) j.key("mpi_ranks").integer(mpi_size());
   j.key("plugin").begin_object();
   j.key("name").str(plugin.entry.name);
   j.key("version").str(plugin.entry.version ? plugin.entry.version : "");
@@ -275,7 +286,7 @@ std::string run_json_text(const RunConfig& cfg, const Plugin& plugin, const RunO
 #undef PL_KERNEL
   j.end_object();
   size_t counts[5] = {0, 0, 0, 0, 0};
-  for (const auto& r : recs) counts[int(r.status)]++;
+  for (const auto& p : points) counts[int(recs[p.index].status)]++;
   j.key("counts").begin_object(true);
   j.key("points").integer(int64_t(points.size()));
   j.key("ok").integer(int64_t(counts[int(PointStatus::ok)]));
@@ -296,7 +307,7 @@ std::string run_json_text(const RunConfig& cfg, const Plugin& plugin, const RunO
   j.key("points").begin_array();
   for (size_t i = 0; i < points.size(); ++i) {
     const Point& p = points[i];
-    const PointRecord& r = recs[i];
+    const PointRecord& r = recs[p.index];
     j.begin_object(true);
     j.key("index").uinteger(p.index);
     for (const auto& a : cfg.sweep) j.key(a.key).raw(value_json(p.params[a.param]));
@@ -304,6 +315,7 @@ std::string run_json_text(const RunConfig& cfg, const Plugin& plugin, const RunO
     j.key("status").str(status_name(r.status));
     j.key("seconds").num(r.seconds);
     j.key("rows").integer(int64_t(r.rows));
+    if (mpi_size() > 1 && r.status != PointStatus::resumed) j.key("rank").integer(r.rank);
     if (!r.error.empty()) j.key("error").str(r.error);
     j.end_object();
   }
@@ -372,6 +384,99 @@ std::vector<std::string> fill_kernel_table(const std::string& target, pl_kernel_
 
 }  // namespace
 
+bool stop_requested() { return g_stop.load() != 0; }
+
+namespace {
+struct sigaction g_old_int {
+}, g_old_term{};
+}  // namespace
+
+void install_stop_handlers() {
+  g_stop = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &g_old_int);
+  ::sigaction(SIGTERM, &sa, &g_old_term);
+}
+
+void restore_stop_handlers() {
+  ::sigaction(SIGINT, &g_old_int, nullptr);
+  ::sigaction(SIGTERM, &g_old_term, nullptr);
+}
+
+int resolve_threads(const RunConfig& cfg, const RunOptions& opt) {
+  int threads = int(opt.threads >= 0 ? opt.threads : cfg.threads);
+  if (threads <= 0) threads = tbb::info::default_concurrency();
+  return std::max(1, threads);
+}
+
+std::vector<std::string> select_kernel_table(const std::string& target, pl_kernel_table* kt) {
+  std::string why;
+  if (pl::select_kernels(target, kt, &why)) return {};
+  return fill_kernel_table(target, kt);
+}
+
+PointOutcome compute_point(const pl_plugin& p, const Point& pt, const pl_kernel_table& kt,
+                           const std::string& out, int threads, Progress* progress,
+                           std::atomic<double>* fraction) {
+  Shared sh{&p, progress};
+  PointCtx ctx;
+  ctx.sh = &sh;
+  ctx.pt = &pt;
+  ctx.rows.resize(p.num_tables);
+  ctx.fraction = fraction;
+  ctx.fraction->store(0);
+  pl_host host{};
+  host.struct_size = sizeof(pl_host);
+  host.abi_version = PL_PLUGIN_ABI_VERSION;
+  host.kernels = &kt;
+  host.ctx = &ctx;
+  host.emit = host_emit;
+  host.progress = host_progress;
+  host.cancelled = host_cancelled;
+  host.log = host_log;
+  host.fail = host_fail;
+  host.out_dir = out.c_str();
+  host.threads = threads;
+  const std::vector<pl_value> values = to_pl_values(pt.params);
+  pl_point point{};
+  point.index = pt.index;
+  point.seed = pt.seed;
+  point.point_key = pt.point_key;
+  point.params = values.data();
+  point.num_params = uint32_t(values.size());
+
+  const auto t0 = std::chrono::steady_clock::now();
+  pl_status st = PL_FAILED;
+  void* state = nullptr;
+  // A thread waiting inside this point's parallel loops works only on this point's tasks, never
+  // starts another point (which would stall this one until that one ends); threads without a
+  // point of their own still join this point's loops.
+  tbb::this_task_arena::isolate([&] {
+    try {  // a plugin that lets a C++ exception escape still only fails its point
+      st = p.create(&host, &point, &state);
+      if (st == PL_OK) st = p.run(state, &host, &point);
+    } catch (const std::exception& e) {
+      st = PL_FAILED;
+      host_fail(&ctx, (std::string("exception escaped the plugin: ") + e.what()).c_str());
+    } catch (...) {
+      st = PL_FAILED;
+      host_fail(&ctx, "exception escaped the plugin");
+    }
+  });
+  if (state) p.destroy(state);
+  PointOutcome o;
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ctx.fraction->store(0);
+  o.status = int(st);
+  o.fail_reason = std::move(ctx.fail_reason);
+  o.rows = std::move(ctx.rows);
+  o.stop_seen = g_stop.load() != 0;
+  o.rank = mpi_rank();
+  return o;
+}
+
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, implementer, part;
@@ -394,6 +499,51 @@ std::string git_commit() {
   return c.empty() ? "unknown" : c;
 }
 
+bool finish_run(const RunConfig& cfg, const Plugin& plugin, const pl_kernel_table& kt,
+                const std::string& out, int threads, Progress* progress,
+                std::vector<FigureResult>* figs, std::string* tool, bool* have_tool) {
+  const pl_plugin& p = plugin.entry;
+  bool ok = true;
+  if (p.finish) {
+    Shared sh{&p, progress};
+    pl_host host{};
+    host.struct_size = sizeof(pl_host);
+    host.abi_version = PL_PLUGIN_ABI_VERSION;
+    host.kernels = &kt;
+    PointCtx ctx;
+    ctx.sh = &sh;
+    Point none;
+    none.label = "finish";
+    ctx.pt = &none;
+    ctx.rows.resize(p.num_tables);
+    std::atomic<double> frac{0};
+    ctx.fraction = &frac;
+    host.ctx = &ctx;
+    host.emit = host_emit;
+    host.progress = host_progress;
+    host.cancelled = host_cancelled;
+    host.log = host_log;
+    host.fail = host_fail;
+    host.out_dir = out.c_str();
+    host.threads = threads;
+    if (p.finish(&host, out.c_str()) != PL_OK) {
+      progress->warn("phaselab: " + std::string(p.name) + " finish failed: " +
+                     (ctx.fail_reason.empty() ? "no reason given" : ctx.fail_reason));
+      ok = false;
+    }
+  }
+  // Figures from the finished files; the values of parameters that are not columns let
+  // filters on them work.
+  std::map<std::string, std::string> constants;
+  for (size_t i = 0; i < cfg.base.size(); ++i) {
+    bool swept = false;
+    for (const auto& a : cfg.sweep) swept = swept || a.param == i;
+    if (!swept) constants[plugin.param_names[i]] = value_text(cfg.base[i]);
+  }
+  *figs = render_figures(p, out, constants, tool, have_tool);
+  return ok;
+}
+
 int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt) {
   const pl_plugin& p = plugin.entry;
   const auto wall_start = std::chrono::steady_clock::now();
@@ -407,8 +557,7 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
     std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
     return kExitUsage;
   }
-  std::vector<std::string> missing;
-  if (!pl::select_kernels(target, &kt, &why)) missing = fill_kernel_table(target, &kt);
+  const std::vector<std::string> missing = select_kernel_table(target, &kt);
 
   std::string out = !opt.out.empty() ? opt.out : cfg.out;
   if (out.empty()) {
@@ -418,9 +567,17 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
           "phaselab: error: --resume needs the run folder: pass --out DIR or set [run] out\n");
       return kExitUsage;
     }
+    if (opt.shard.count) {
+      std::fprintf(stderr,
+                   "phaselab: error: --shard needs the run folder that holds the shards: pass "
+                   "--out DIR or set [run] out (every shard writes DIR/%s-style subfolders)\n",
+                   shard_dir_name(opt.shard).c_str());
+      return kExitUsage;
+    }
     out = "runs/" + cfg.name + "-" + utc_now("%Y%m%d-%H%M%S");
   }
   while (out.size() > 1 && out.back() == '/') out.pop_back();
+  if (opt.shard.count) out += "/" + shard_dir_name(opt.shard);
   // Memory: refuse before any work unless --force.
   {
     int t = int(opt.threads >= 0 ? opt.threads : cfg.threads);
@@ -460,7 +617,9 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
     return kExitUsage;
   }
 
-  const std::vector<Point> points = enumerate_points(cfg, plugin);
+  // With --shard only this shard's points (their indices stay those of the whole run).
+  const std::vector<Point> points = shard_points(enumerate_points(cfg, plugin), opt.shard);
+  const size_t total_points = points.empty() ? 0 : size_t(points.back().index) + 1;
   std::unordered_map<std::string, uint64_t> key_index;
   for (const auto& pt : points) key_index[pt.key] = pt.index;
   std::vector<std::string> key_header;
@@ -469,12 +628,10 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
 
   ResultStore store;
   std::set<uint64_t> done;
-  std::vector<PointRecord> recs(points.size());
+  std::vector<PointRecord> recs(total_points);
   std::vector<const Point*> todo;
 
-  int threads = int(opt.threads >= 0 ? opt.threads : cfg.threads);
-  if (threads <= 0) threads = tbb::info::default_concurrency();
-  threads = std::max(1, threads);
+  const int threads = resolve_threads(cfg, opt);
 
   const std::string json_path = out + "/run.json";
   SpaceReserve reserve;
@@ -537,14 +694,17 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
     for (int w = 0; w < threads; ++w) s += fractions[size_t(w)].load(std::memory_order_relaxed);
     return s;
   });
-  Shared sh{&p, &progress};
 
   progress.info("phaselab: " + std::string(p.name) + " " + (p.version ? p.version : "") + ": " +
                 std::to_string(points.size()) + " points" +
                 (done.empty() ? ""
                               : " (" + std::to_string(done.size()) + " done before, " +
                                     std::to_string(todo.size()) + " to run)") +
+                (opt.shard.count ? " in shard " + std::to_string(opt.shard.index) + "/" +
+                                       std::to_string(opt.shard.count)
+                                 : "") +
                 " on " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : "") +
+                (mpi_size() > 1 ? " x " + std::to_string(mpi_size()) + " MPI ranks" : "") +
                 ", kernels " + kt.target + " -> " + out);
   if (!missing.empty()) {
     std::string list;
@@ -593,7 +753,8 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   std::string io_why;
   std::mutex io_mu;
 
-  auto run_point = [&](const Point& pt, int worker) {
+  // Writes one finished point (computed here or on an MPI worker rank).
+  auto record_point = [&](const Point& pt, PointOutcome&& o) {
     PointRecord rec;
     struct Publish {  // recs[pt.index] = rec at every exit, under recs_mu
       std::mutex& mu;
@@ -604,54 +765,14 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
         dst = src;
       }
     } publish{recs_mu, recs[pt.index], rec};
-    PointCtx ctx;
-    ctx.sh = &sh;
-    ctx.pt = &pt;
-    ctx.rows.resize(p.num_tables);
-    ctx.fraction = &fractions[size_t(worker)];
-    ctx.fraction->store(0);
-    pl_host host{};
-    host.struct_size = sizeof(pl_host);
-    host.abi_version = PL_PLUGIN_ABI_VERSION;
-    host.kernels = &kt;
-    host.ctx = &ctx;
-    host.emit = host_emit;
-    host.progress = host_progress;
-    host.cancelled = host_cancelled;
-    host.log = host_log;
-    host.fail = host_fail;
-    host.out_dir = out.c_str();
-    host.threads = threads;
-    const std::vector<pl_value> values = to_pl_values(pt.params);
-    pl_point point{};
-    point.index = pt.index;
-    point.seed = pt.seed;
-    point.point_key = pt.point_key;
-    point.params = values.data();
-    point.num_params = uint32_t(values.size());
-
-    const auto t0 = std::chrono::steady_clock::now();
-    pl_status st = PL_FAILED;
-    void* state = nullptr;
-    try {  // a plugin that lets a C++ exception escape still only fails its point
-      st = p.create(&host, &point, &state);
-      if (st == PL_OK) st = p.run(state, &host, &point);
-    } catch (const std::exception& e) {
-      st = PL_FAILED;
-      host_fail(&ctx, (std::string("exception escaped the plugin: ") + e.what()).c_str());
-    } catch (...) {
-      st = PL_FAILED;
-      host_fail(&ctx, "exception escaped the plugin");
-    }
-    if (state) p.destroy(state);
-    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    ctx.fraction->store(0);
-
-    if (st == PL_OK && ctx.fail_reason.empty()) {
+    rec.seconds = o.seconds;
+    rec.rank = o.rank;
+    const pl_status st = pl_status(o.status);
+    if (st == PL_OK && o.fail_reason.empty()) {
       rec.status = PointStatus::ok;
-      for (const auto& t : ctx.rows) rec.rows += t.size();
+      for (const auto& t : o.rows) rec.rows += t.size();
       std::string err;
-      if (!store.commit(pt.index, pt.key_cells, ctx.rows, &err)) {
+      if (!store.commit(pt.index, pt.key_cells, o.rows, &err)) {
         std::lock_guard<std::mutex> l(io_mu);
         rec.status = PointStatus::not_run;  // its rows are not on disk: run it again
         rec.error = err;
@@ -660,14 +781,15 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
         g_stop = 1;
         return;
       }
-    } else if (g_stop.load() && (st == PL_CANCELLED || (st != PL_OK && ctx.fail_reason.empty()))) {
+    } else if ((o.stop_seen || g_stop.load()) &&
+               (st == PL_CANCELLED || (st != PL_OK && o.fail_reason.empty()))) {
       rec.status = PointStatus::cancelled;  // stopped by Ctrl-C: run it again on --resume
       return;
     } else {
       rec.status = PointStatus::failed;
-      rec.error = !ctx.fail_reason.empty() ? ctx.fail_reason
-                  : st == PL_CANCELLED     ? "plugin returned cancelled without a stop request"
-                                           : "plugin reported failure without a reason";
+      rec.error = !o.fail_reason.empty() ? o.fail_reason
+                  : st == PL_CANCELLED   ? "plugin returned cancelled without a stop request"
+                                         : "plugin reported failure without a reason";
       std::string err;
       if (!store.record_failure(pt.index, pt.key_cells, rec.error, &err)) {
         std::lock_guard<std::mutex> l(io_mu);
@@ -684,9 +806,9 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
                             secs + ")");
   };
 
-  progress.start();
-  {
-    // One worker per thread pulls points in order, so early points finish first.
+  auto run_local = [&] {
+    // One worker per thread pulls points in order, so early points finish first. When fewer
+    // points than threads are left, the idle threads join the running points' parallel loops.
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
     tbb::task_arena arena(threads);
     arena.execute([&] {
@@ -696,11 +818,34 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
           while (!g_stop.load()) {
             const size_t j = next++;
             if (j >= todo.size()) break;
-            run_point(*todo[j], w);
+            record_point(*todo[j], compute_point(p, *todo[j], kt, out, threads, &progress,
+                                                 &fractions[size_t(w)]));
           }
         });
       g.wait();
     });
+  };
+  progress.start();
+  if (mpi_size() > 1) {
+    // Rank 0 computes with its own threads and hands the other points to the worker ranks
+    // as they ask; it alone writes the run folder.
+    std::vector<uint64_t> todo_index;
+    for (const Point* pt : todo) todo_index.push_back(pt->index);
+    std::unordered_map<uint64_t, const Point*> by_index;
+    for (const Point* pt : todo) by_index[pt->index] = pt;
+    std::string mpi_why;
+    if (!mpi_coordinate(
+            todo_index, out, kt.target ? kt.target : "", &next, run_local,
+            [&](uint64_t index, PointOutcome&& o) {
+              record_point(*by_index.at(index), std::move(o));
+            },
+            &mpi_why)) {
+      std::lock_guard<std::mutex> l(io_mu);
+      if (!io_error) io_why = mpi_why;
+      io_error = true;
+    }
+  } else {
+    run_local();
   }
   progress.stop();
   ::sigaction(SIGINT, &old_int, nullptr);
@@ -750,44 +895,14 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   }
   if (!store.finalize(&why)) return write_failure(why);
   int code = failed ? kExitFailed : kExitOk;
-  if (p.finish) {
-    pl_host host{};
-    host.struct_size = sizeof(pl_host);
-    host.abi_version = PL_PLUGIN_ABI_VERSION;
-    host.kernels = &kt;
-    PointCtx ctx;
-    ctx.sh = &sh;
-    Point none;
-    none.label = "finish";
-    ctx.pt = &none;
-    ctx.rows.resize(p.num_tables);
-    std::atomic<double> frac{0};
-    ctx.fraction = &frac;
-    host.ctx = &ctx;
-    host.emit = host_emit;
-    host.progress = host_progress;
-    host.cancelled = host_cancelled;
-    host.log = host_log;
-    host.fail = host_fail;
-    host.out_dir = out.c_str();
-    host.threads = threads;
-    if (p.finish(&host, out.c_str()) != PL_OK) {
-      progress.warn("phaselab: " + std::string(p.name) + " finish failed: " +
-                    (ctx.fail_reason.empty() ? "no reason given" : ctx.fail_reason));
-      code = kExitFailed;
-    }
-  }
-  // Figures from the finished files; the values of parameters that are not columns let
-  // filters on them work.
-  std::map<std::string, std::string> constants;
-  for (size_t i = 0; i < cfg.base.size(); ++i) {
-    bool swept = false;
-    for (const auto& a : cfg.sweep) swept = swept || a.param == i;
-    if (!swept) constants[plugin.param_names[i]] = value_text(cfg.base[i]);
-  }
+  // A shard's summaries and figures would cover a fraction of the points: `phaselab merge` runs
+  // them once on the merged folder.
+  std::vector<FigureResult> figs;
   std::string tool;
-  bool have_tool = false;
-  const auto figs = render_figures(p, out, constants, &tool, &have_tool);
+  bool have_tool = true;
+  if (!opt.shard.count &&
+      !finish_run(cfg, plugin, kt, out, threads, &progress, &figs, &tool, &have_tool))
+    code = kExitFailed;
   size_t drawn = 0;
   for (const auto& f : figs) drawn += !f.png.empty();
   if (!figs.empty() && !have_tool) {
@@ -846,6 +961,12 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   if (!opt.quiet) {
     std::printf("results: %s/results.csv\nrun record: %s\n", out.c_str(), json_path.c_str());
     if (drawn) std::printf("figures: %s/figures/ (%zu drawn)\n", out.c_str(), drawn);
+    if (opt.shard.count) {
+      const std::string parent = out.substr(0, out.rfind('/'));
+      std::printf("shard %llu of %llu done; when all are: phaselab merge %s %s/shard-*\n",
+                  (unsigned long long)opt.shard.index, (unsigned long long)opt.shard.count,
+                  parent.c_str(), parent.c_str());
+    }
   }
   return code;
 }

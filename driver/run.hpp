@@ -2,13 +2,19 @@
 // folder (results, side tables, failures.csv, run.json, figures) and returns the exit status.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
 #include "driver/config.hpp"
+#include "driver/figures.hpp"
+#include "driver/outputs.hpp"
 #include "driver/plugins.hpp"
+#include "driver/shard.hpp"
 
 namespace pl::driver {
+
+class Progress;
 
 struct RunOptions {
   std::string out;       // --out (else the config's, else runs/<name>-<timestamp>)
@@ -17,6 +23,7 @@ struct RunOptions {
   bool resume = false;
   bool quiet = false;
   bool force = false;             // run even if the memory estimate exceeds the machine's memory
+  ShardSpec shard;                // --shard I/N (count 0: every point)
   std::vector<std::string> argv;  // recorded in run.json
 };
 
@@ -32,6 +39,33 @@ enum ExitCode {
 };
 
 int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt);
+
+// One point run by the plugin (create, run, destroy) with the rows it emitted. Used by the local
+// workers and by MPI worker ranks (driver/mpi_run.cc), which send it to rank 0.
+struct PointOutcome {
+  int status = 1;                      // pl_status
+  std::string fail_reason;             // first reason given (or an escaped exception)
+  std::vector<std::vector<Row>> rows;  // per table, measured cells only
+  double seconds = 0;
+  bool stop_seen = false;  // a stop (Ctrl-C, SIGTERM) was requested when the point ended
+  int rank = 0;            // the MPI rank that ran it
+};
+PointOutcome compute_point(const pl_plugin& p, const Point& pt, const pl_kernel_table& kt,
+                           const std::string& out, int threads, Progress* progress,
+                           std::atomic<double>* fraction);
+// Ctrl-C / SIGTERM handling shared with the MPI worker ranks.
+bool stop_requested();
+void install_stop_handlers();
+void restore_stop_handlers();
+// After the points: the plugin's finish() on the run folder, then its figures (`tool` and
+// `have_tool` as render_figures gives them). False if finish failed (reported through progress).
+bool finish_run(const RunConfig& cfg, const Plugin& plugin, const pl_kernel_table& kt,
+                const std::string& out, int threads, Progress* progress,
+                std::vector<FigureResult>* figs, std::string* tool, bool* have_tool);
+// The kernel table for a target ("" = best); returns the kernels this build has no variant of.
+std::vector<std::string> select_kernel_table(const std::string& target, pl_kernel_table* kt);
+// Threads for a run: --threads, else [run] threads, 0 = every core this process may use.
+int resolve_threads(const RunConfig& cfg, const RunOptions& opt);
 
 std::string cpu_model();
 std::string git_commit();

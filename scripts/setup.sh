@@ -4,10 +4,14 @@
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config cmake libhwy-dev libxsimd-dev libtbb-dev
       doctest-dev libbenchmark-dev libtomlplusplus-dev nlohmann-json3-dev gnuplot-nox python3
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev openmpi-bin libopenmpi-dev)
 if [[ "${PHASELAB_ARM:-0}" == 1 ]]; then
   pkgs+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libtbb-dev:arm64 libtomlplusplus-dev:arm64
          libbenchmark-dev:arm64 libxsimd-dev:arm64 libstdc++-12-dev:arm64)
+fi
+# PHASELAB_SLURM=1 (CI): a one-node Slurm for the sweep.sbatch test (scripts/slurm/local-cluster.sh).
+if [[ "${PHASELAB_SLURM:-0}" == 1 ]]; then
+  pkgs+=(slurm-wlm munge)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

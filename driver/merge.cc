@@ -1,0 +1,469 @@
+#include "driver/merge.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <unordered_map>
+
+#include "driver/config.hpp"
+#include "driver/figures.hpp"
+#include "driver/outputs.hpp"
+#include "driver/plugins.hpp"
+#include "driver/progress.hpp"
+#include "driver/run.hpp"
+#include "driver/shard.hpp"
+#include "driver/text.hpp"
+#include "driver/version.h"
+
+namespace pl::driver {
+namespace {
+
+using json = nlohmann::json;
+
+struct Shard {
+  std::string dir;
+  json rec;  // run.json
+  ShardSpec spec;
+};
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "phaselab merge: error: %s\n", msg.c_str());
+  return kExitUsage;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool mkdir_p(const std::string& path, std::string* error) {
+  for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
+    const std::string cur = path.substr(0, pos);
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
+      *error = cur + ": " + std::strerror(errno);
+      return false;
+    }
+    if (pos == std::string::npos) return true;
+  }
+}
+
+std::string short_json(const json& j) {
+  std::string s = j.dump();
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+// The run.json fields that must agree for shards to be parts of one run. Returns the differing
+// keys with both values ("" when they agree). This is the config-identity check of a merge; the
+// resolved sweep, parameter values and seeds are what decide every point's result.
+std::string identity_diff(const json& a, const json& b) {
+  static const char* const kKeys[] = {"/phaselab_version", "/plugin/name",        "/plugin/version",
+                                      "/config/plugin",    "/config/sweep",       "/config/params",
+                                      "/config/run/seeds", "/kernel_target",      "/kernels",
+                                      "/shard/count",      "/shard/points_in_run"};
+  std::string diff;
+  for (const char* k : kKeys) {
+    const json::json_pointer ptr(k);
+    const json va = a.contains(ptr) ? a.at(ptr) : json(), vb = b.contains(ptr) ? b.at(ptr) : json();
+    if (va == vb) continue;
+    // Name the innermost differing members of objects (config.params.L, kernels.gemm).
+    if (va.is_object() && vb.is_object()) {
+      std::set<std::string> names;
+      for (auto it = va.begin(); it != va.end(); ++it) names.insert(it.key());
+      for (auto it = vb.begin(); it != vb.end(); ++it) names.insert(it.key());
+      for (const auto& n : names) {
+        const json x = va.value(n, json()), y = vb.value(n, json());
+        if (x != y)
+          diff += std::string(diff.empty() ? "" : ", ") + (k + 1) + "/" + n + " (" + short_json(x) +
+                  " vs " + short_json(y) + ")";
+      }
+    } else {
+      diff += std::string(diff.empty() ? "" : ", ") + (k + 1) + " (" + short_json(va) + " vs " +
+              short_json(vb) + ")";
+    }
+  }
+  std::replace(diff.begin(), diff.end(), '/', '.');
+  return diff;
+}
+
+std::string shard_command(const Shard& s, bool resume) {
+  const json& c = s.rec["config"];
+  const std::string dir =
+      s.dir.substr(0, s.dir.rfind('/') == std::string::npos ? 0 : s.dir.rfind('/'));
+  return "phaselab run " + c.value("file", std::string("CONFIG.toml")) + " --shard " +
+         std::to_string(s.spec.index) + "/" + std::to_string(s.spec.count) + " --out " +
+         (dir.empty() ? std::string(".") : dir) + (resume ? " --resume" : "");
+}
+
+// Labels of points, the first few and a count.
+std::string name_points(const std::vector<const Point*>& pts) {
+  std::string s;
+  for (size_t i = 0; i < pts.size() && i < 8; ++i) s += std::string(i ? "; " : "") + pts[i]->label;
+  if (pts.size() > 8) s += "; and " + std::to_string(pts.size() - 8) + " more";
+  return s;
+}
+
+struct Lines {
+  std::vector<std::pair<uint64_t, std::string>> lines;  // (point index, CSV line)
+};
+
+// Reads one CSV file of a shard, checks its header and that every row belongs to one of the
+// shard's points; appends (index, line). `seen` (results and failures) receives the points.
+bool read_table(const std::string& path, const Row& header,
+                const std::unordered_map<std::string, uint64_t>& key_index, size_t nkey,
+                bool must_exist, Lines* out, std::set<uint64_t>* seen, std::string* error) {
+  std::string text, why;
+  if (!read_file(path, &text, &why)) {
+    if (!must_exist && errno == ENOENT) return true;
+    *error = "cannot read " + path + ": " + why;
+    return false;
+  }
+  std::vector<Row> recs;
+  if (!parse_csv(text, &recs)) {
+    *error = path + " is not valid CSV (unterminated quote)";
+    return false;
+  }
+  if (recs.empty()) return true;
+  if (recs[0] != header) {
+    *error = path + " has columns (" + csv_line(recs[0]) + "), expected (" + csv_line(header) + ")";
+    return false;
+  }
+  for (size_t r = 1; r < recs.size(); ++r) {
+    if (recs[r].size() != header.size()) {
+      *error = path + " record " + std::to_string(r + 1) + " has " +
+               std::to_string(recs[r].size()) + " fields, expected " +
+               std::to_string(header.size());
+      return false;
+    }
+    const Row key(recs[r].begin(), recs[r].begin() + long(nkey));
+    auto it = key_index.find(join_key(key));
+    if (it == key_index.end()) {
+      *error = path + " record " + std::to_string(r + 1) + " (" + csv_line(key) +
+               ") is not a point of this shard";
+      return false;
+    }
+    if (seen) seen->insert(it->second);
+    out->lines.push_back({it->second, csv_line(recs[r])});
+  }
+  return true;
+}
+
+bool write_table(const std::string& path, const Row& header, Lines* t, std::string* error) {
+  // Stable: the rows of one point keep their emission order (they all come from one shard).
+  std::stable_sort(t->lines.begin(), t->lines.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string text = csv_line(header) + "\n";
+  for (const auto& l : t->lines) text += l.second + "\n";
+  std::string why;
+  if (!write_file_atomic(path, text, &why)) {
+    *error = "cannot write " + path + ": " + why;
+    return false;
+  }
+  return true;
+}
+
+// The config recorded in a shard's run.json, resolved against the plugin found on the search
+// path (as `phaselab run` would resolve the file).
+bool load_config(const json& rec, Plugin* plugin, RunConfig* cfg, std::string* error) {
+  const json& c = rec["config"];
+  const std::string file = c.value("file", std::string("run.json")),
+                    text = c.value("toml", std::string());
+  toml::table t;
+  try {
+    t = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    *error = "the config recorded in run.json does not parse: " + std::string(e.description());
+    return false;
+  }
+  std::vector<std::string> errors;
+  std::string name, at;
+  if (!config_plugin_name(t, file, &name, &at, &errors)) {
+    *error = errors.empty() ? "no plugin in the recorded config" : errors[0];
+    return false;
+  }
+  const PluginFile* found = nullptr;
+  const auto files = discover_plugins(plugin_search_path());
+  for (const auto& f : files)
+    if (f.name == name) found = &f;
+  if (!found) {
+    *error = "plugin " + driver::quoted(name) + " not found (set PHASELAB_PLUGIN_PATH)";
+    return false;
+  }
+  std::string why;
+  if (!load_plugin(*found, plugin, &why)) {
+    *error = "plugin " + driver::quoted(name) + ": " + why;
+    return false;
+  }
+  const std::string have = plugin->entry.version ? plugin->entry.version : "";
+  const std::string want = rec["plugin"].value("version", std::string());
+  if (have != want) {
+    *error = "the shards ran plugin " + name + " " + want + ", this phaselab finds " + have + " (" +
+             found->path + ")";
+    return false;
+  }
+  cfg->text = text;
+  if (!resolve_config(t, file, *plugin, cfg, &errors)) {
+    *error = errors.empty() ? "the recorded config does not resolve" : errors[0];
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int execute_merge(const MergeOptions& opt) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  std::string out = opt.out;
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+
+  // ---- the shards' records
+  std::vector<Shard> shards;
+  for (std::string dir : opt.shards) {
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    Shard s;
+    s.dir = dir;
+    std::string text, why;
+    if (!read_file(dir + "/run.json", &text, &why))
+      return fail(dir + " is not a shard folder: cannot read run.json: " + why);
+    try {
+      s.rec = json::parse(text);
+    } catch (const std::exception& e) {
+      return fail(dir + "/run.json is not valid JSON: " + e.what());
+    }
+    if (!s.rec.contains("shard") || !s.rec["shard"].is_object())
+      return fail(dir + " is not a shard (its run did not use --shard)");
+    s.spec.index = s.rec["shard"].value("index", uint64_t(0));
+    s.spec.count = s.rec["shard"].value("count", uint64_t(0));
+    shards.push_back(std::move(s));
+  }
+  if (shards.empty()) return fail("no shard folders given");
+  const Shard& ref = shards[0];
+  for (const Shard& s : shards) {
+    const std::string d = identity_diff(ref.rec, s.rec);
+    if (!d.empty())
+      return fail(s.dir + " is not part of the same run as " + ref.dir + ": they differ in " + d);
+  }
+  for (const Shard& s : shards)
+    if (s.rec.value("git_commit", std::string()) != ref.rec.value("git_commit", std::string()))
+      std::fprintf(stderr, "phaselab merge: warning: %s was run by git commit %s, %s by %s\n",
+                   s.dir.c_str(), s.rec.value("git_commit", std::string()).c_str(), ref.dir.c_str(),
+                   ref.rec.value("git_commit", std::string()).c_str());
+  const uint64_t n = ref.spec.count;
+  std::map<uint64_t, const Shard*> by_index;
+  for (const Shard& s : shards) {
+    auto ins = by_index.insert({s.spec.index, &s});
+    if (!ins.second)
+      return fail(s.dir + " and " + ins.first->second->dir + " are both shard " +
+                  std::to_string(s.spec.index) + " of " + std::to_string(n) +
+                  " (give each shard once)");
+  }
+
+  // ---- the config, its points, and which shard holds which
+  Plugin plugin;
+  RunConfig cfg;
+  std::string why;
+  if (!load_config(ref.rec, &plugin, &cfg, &why)) return fail(ref.dir + ": " + why);
+  const std::vector<Point> all = enumerate_points(cfg, plugin);
+  if (uint64_t(all.size()) != ref.rec["shard"].value("points_in_run", uint64_t(0)))
+    return fail("the recorded config has " + std::to_string(all.size()) +
+                " points, the shards say " +
+                std::to_string(ref.rec["shard"].value("points_in_run", uint64_t(0))));
+  {
+    std::string missing;
+    std::vector<const Point*> pts;
+    const std::vector<uint64_t> shard = shard_of_points(all.size(), n);
+    for (uint64_t i = 0; i < n; ++i) {
+      if (by_index.count(i)) continue;
+      missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+      for (size_t j = 0; j < all.size(); ++j)
+        if (shard[j] == i) pts.push_back(&all[j]);
+    }
+    if (!missing.empty()) {
+      ShardSpec first{std::stoull(missing.substr(0, missing.find(','))), n, ""};
+      Shard hint = ref;
+      hint.spec = first;
+      return fail(
+          "missing shard" + std::string(missing.find(',') == std::string::npos ? " " : "s ") +
+          missing + " of " + std::to_string(n) + " (" + std::to_string(pts.size()) +
+          " points: " + name_points(pts) + "); run each with e.g. " + shard_command(hint, false));
+    }
+  }
+  for (const Shard& s : shards) {
+    const std::string st = s.rec.value("status", std::string());
+    if (st != "ok" && st != "failed") {
+      const json& c = s.rec["counts"];
+      return fail(s.dir + " is unfinished (status " + driver::quoted(st) + ", " +
+                  std::to_string(c.value("ok", 0) + c.value("done_before", 0)) + " of " +
+                  std::to_string(c.value("points", 0)) +
+                  " points done); finish it with: " + shard_command(s, true));
+    }
+  }
+
+  const size_t nkey = cfg.sweep.size() + 1;
+  Row key_header;
+  for (const auto& a : cfg.sweep) key_header.push_back(a.key);
+  key_header.push_back("seed");
+  const pl_plugin& p = plugin.entry;
+  std::vector<Row> headers(p.num_tables);
+  for (uint32_t t = 0; t < p.num_tables; ++t) {
+    headers[t] = key_header;
+    for (uint32_t c = 0; c < p.tables[t].num_columns; ++c)
+      headers[t].push_back(p.tables[t].columns[c]);
+  }
+  Row failure_header = key_header;
+  failure_header.push_back("error");
+
+  std::vector<Lines> tables(p.num_tables);
+  Lines failures;
+  std::vector<int> owner(all.size(), -1);  // shard that finished each point
+  json point_recs = json::array();
+  point_recs.get_ref<json::array_t&>().resize(all.size());
+  for (size_t si = 0; si < shards.size(); ++si) {
+    const Shard& s = shards[si];
+    std::unordered_map<std::string, uint64_t> key_index;
+    const std::vector<Point> mine = shard_points(all, s.spec);
+    for (const Point& pt : mine) key_index[pt.key] = pt.index;
+    std::set<uint64_t> done, failed;
+    for (uint32_t t = 0; t < p.num_tables; ++t)
+      if (!read_table(s.dir + "/" + p.tables[t].name + ".csv", headers[t], key_index, nkey, t == 0,
+                      &tables[t], t == 0 ? &done : nullptr, &why))
+        return fail(why);
+    if (!read_table(s.dir + "/failures.csv", failure_header, key_index, nkey, false, &failures,
+                    &failed, &why))
+      return fail(why);
+    std::vector<const Point*> lost;
+    for (const Point& pt : mine) {
+      if (!done.count(pt.index) && !failed.count(pt.index)) lost.push_back(&all[pt.index]);
+      owner[pt.index] = int(si);
+    }
+    if (!lost.empty())
+      return fail(s.dir + " lacks " + std::to_string(lost.size()) + " of its points (" +
+                  name_points(lost) + "); finish it with: " + shard_command(s, true));
+    if (s.rec.contains("points"))
+      for (const json& pr : s.rec["points"]) {
+        const uint64_t i = pr.value("index", uint64_t(all.size()));
+        if (i < all.size()) {
+          point_recs[i] = pr;
+          point_recs[i]["shard"] = s.spec.index;
+        }
+      }
+  }
+
+  // ---- the merged folder
+  if (!mkdir_p(out, &why)) return fail("cannot create " + out + ": " + why);
+  struct stat st;
+  if (::stat((out + "/results.csv").c_str(), &st) == 0)
+    return fail(out + " already holds a run (results.csv); merge into another folder or remove it");
+  for (uint32_t t = 0; t < p.num_tables; ++t)
+    if (!write_table(out + "/" + p.tables[t].name + ".csv", headers[t], &tables[t], &why))
+      return fail(why);
+  if (!failures.lines.empty() &&
+      !write_table(out + "/failures.csv", failure_header, &failures, &why))
+    return fail(why);
+
+  const std::string target = ref.rec.value("kernel_target", std::string());
+  pl_kernel_table kt;
+  select_kernel_table(check_target(target, &why) ? target : "", &kt);
+  Progress progress(0, opt.quiet, [] { return 0.0; });
+  std::vector<FigureResult> figs;
+  std::string tool;
+  int code = failures.lines.empty() ? kExitOk : kExitFailed;
+  bool have_tool = true;
+  if (!finish_run(cfg, plugin, kt, out, 1, &progress, &figs, &tool, &have_tool)) code = kExitFailed;
+  if (!figs.empty() && !have_tool) progress.warn("phaselab merge: no figures drawn: " + tool);
+  for (const auto& f : figs)
+    if (have_tool && f.png.empty() && f.note.rfind("no rows to plot", 0) != 0 &&
+        f.note.find("excludes this run") == std::string::npos)
+      progress.warn("phaselab merge: figure " + f.name + " not drawn: " + f.note);
+
+  // ---- run.json: the first shard's record, made to describe the whole run
+  json r = ref.rec;
+  r.erase("shard");
+  r["command"] = opt.argv;
+  r["status"] = code == kExitOk ? "ok" : "failed";
+  r["exit_status"] = code;
+  r["out"] = out;
+  r["config"]["run"]["out"] = out;
+  std::string start = ref.rec.value("start_time", std::string()), end;
+  double cpu_seconds = 0;
+  json parts = json::array();
+  std::set<std::string> cpus;
+  for (const auto& kv : by_index) {
+    const Shard& s = *kv.second;
+    const std::string st0 = s.rec.value("start_time", std::string()),
+                      st1 = s.rec.value("end_time", std::string());
+    if (!st0.empty() && st0 < start) start = st0;
+    if (st1 > end) end = st1;
+    cpus.insert(s.rec.value("cpu", std::string()));
+    parts.push_back({{"index", s.spec.index},
+                     {"dir", s.dir},
+                     {"status", s.rec.value("status", std::string())},
+                     {"cpu", s.rec.value("cpu", std::string())},
+                     {"threads", s.rec.value("threads", 0)},
+                     {"start_time", st0},
+                     {"end_time", st1},
+                     {"wall_seconds", s.rec.value("wall_seconds", 0.0)}});
+  }
+  size_t ok = 0, nfailed = 0;
+  for (const json& pr : point_recs) {
+    cpu_seconds += pr.value("seconds", 0.0);
+    const std::string s = pr.value("status", std::string());
+    ok += s == "ok" || s == "done_before";
+    nfailed += s == "failed";
+  }
+  r["start_time"] = start;
+  r["end_time"] = utc_now();
+  r["cpu"] = cpus.size() == 1 ? *cpus.begin() : std::string("several (see merged_from)");
+  r["merged_from"] = {
+      {"shards", n},
+      {"last_shard_end_time", end},
+      {"point_seconds_sum", cpu_seconds},
+      {"merge_seconds",
+       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()},
+      {"parts", parts}};
+  r["wall_seconds"] = nullptr;  // the shards' wall times and threads are in merged_from.parts
+  r["threads"] = nullptr;
+  r["counts"] = {{"points", all.size()}, {"ok", ok},       {"failed", nfailed},
+                 {"done_before", 0},     {"cancelled", 0}, {"not_run", all.size() - ok - nfailed}};
+  r["figure_tool"] = tool;
+  json jf = json::array();
+  for (const auto& f : figs) {
+    json o = {{"name", f.name}};
+    if (!f.png.empty()) o["png"] = f.png;
+    if (!f.note.empty()) o["note"] = f.note;
+    jf.push_back(o);
+  }
+  r["figures"] = jf;
+  r["points"] = point_recs;
+  if (!write_file_atomic(out + "/run.json", r.dump(2) + "\n", &why))
+    return fail("cannot write " + out + "/run.json: " + why);
+
+  if (!opt.quiet || nfailed) {
+    std::fprintf(
+        stderr, "phaselab merge: %zu shards, %zu of %zu points ok%s\n", shards.size(), ok,
+        all.size(),
+        nfailed
+            ? (", " + std::to_string(nfailed) + " failed (see " + out + "/failures.csv)").c_str()
+            : "");
+  }
+  if (!opt.quiet) {
+    size_t drawn = 0;
+    for (const auto& f : figs) drawn += !f.png.empty();
+    std::printf("results: %s/results.csv\nrun record: %s/run.json\n", out.c_str(), out.c_str());
+    if (drawn) std::printf("figures: %s/figures/ (%zu drawn)\n", out.c_str(), drawn);
+  }
+  return code;
+}
+
+}  // namespace pl::driver

@@ -1,0 +1,47 @@
+// `mpirun -n R phaselab run CFG`: the ranks share one run. Rank 0 writes the run folder (as a
+// one-process run does, each point flushed when it arrives) and runs points with its own threads;
+// it hands the others to the threads of ranks 1..R-1 as they ask, in blocks of about 1/(8 R) of
+// the points left (at most 64; guided self-scheduling), so short points cost few round trips and
+// the last points go out one at a time: a long point never holds back the rest. Every rank reads
+// the config itself; rank 0 sends the run folder and the kernel target, so every rank computes with
+// the same kernel variants.
+//
+// Built when meson finds MPI (option -Dmpi=auto|enabled|disabled). MPI is initialised only when
+// the process was started by an MPI launcher with more than one rank; a build without MPI
+// refuses such a launch (every rank would write the same folder).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "driver/run.hpp"
+
+namespace pl::driver {
+
+// Whether this build has MPI.
+bool mpi_built();
+// Called by `phaselab run` before anything else. Returns false with a message when launched by
+// mpirun with several ranks but built without MPI, or when MPI cannot start.
+bool mpi_start(int* argc, char*** argv, std::string* error);
+int mpi_size();  // 1 when not under MPI
+int mpi_rank();
+
+// Rank 0, in execute_run: sends the run folder and kernel target to the workers, runs
+// `run_local` (rank 0's own threads, taking points through `next`) on a second thread and serves
+// the worker ranks from the same `todo` list through `next`, calling `record` for each point
+// they finish. Returns when every rank is done.
+bool mpi_coordinate(const std::vector<uint64_t>& todo, const std::string& out,
+                    const std::string& target, std::atomic<size_t>* next,
+                    const std::function<void()>& run_local,
+                    const std::function<void(uint64_t, PointOutcome&&)>& record,
+                    std::string* error);
+// Ranks 1..R-1, instead of execute_run: ask rank 0 for points until it has none left.
+int mpi_worker(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt);
+// Last call of every rank: releases the workers when rank 0 stopped before handing out points
+// (a config or folder error), then finalises MPI. Returns `code`.
+int mpi_end(int code);
+
+}  // namespace pl::driver

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# scripts/slurm/sweep.sbatch end to end: a 20-point toy sweep as a 3-task array + merge job must
+# give the same results.csv and history.csv as one process. Through a real Slurm when one answers
+# (`sinfo`; CI starts a one-node cluster with scripts/slurm/local-cluster.sh), else through the
+# stand-in sbatch of driver/tests/slurm (the script's logic with Slurm's array variables set).
+set -euo pipefail
+: "${PHASELAB_EXE:?}" "${PHASELAB_TEST_PLUGINS:?}"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/phaselab-sbatch-test-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+export PHASELAB=$PHASELAB_EXE PHASELAB_PLUGIN_PATH=$PHASELAB_TEST_PLUGINS PHASELAB_GNUPLOT=""
+cat >"$tmp/s.toml" <<TOML
+plugin = "toy"
+[run]
+seeds = [0, 1]
+[sweep]
+n = [4, 16, 64, 256, 1024]
+mode = ["sum", "mean"]
+[toy]
+steps = 3
+TOML
+"$PHASELAB" run "$tmp/s.toml" --out "$tmp/one" --quiet
+
+if timeout 5 sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed)'; then
+  mode="real Slurm ($(sinfo -h -o '%P %D node(s) %c cpus' | head -1))"
+  out=$(bash "$root/scripts/slurm/sweep.sbatch" "$tmp/s.toml" "$tmp/sweep" 3 \
+    --output="$tmp/slurm-%A_%a.log" --chdir="$tmp")
+  echo "$out"
+  merge_id=$(awk '{print $1}' <<<"${out##*merge job }")
+  for _ in $(seq 240); do  # until the merge job has left the queue
+    squeue -h -j "$merge_id" 2>/dev/null | grep -q . || break
+    sleep 0.5
+  done
+  echo "merge job $merge_id done after $SECONDS s"
+else
+  mode="stand-in sbatch (no Slurm answering)"
+  export PATH=$root/driver/tests/slurm:$PATH FAKE_SBATCH_LOG=$tmp/fake.log
+  bash "$root/scripts/slurm/sweep.sbatch" "$tmp/s.toml" "$tmp/sweep" 3
+fi
+echo "sweep.sbatch test through $mode"
+ls "$tmp/sweep"
+status=0
+for f in results.csv history.csv; do
+  if cmp "$tmp/one/$f" "$tmp/sweep/$f"; then
+    echo "$f: identical to the one-process run"
+  else
+    status=1
+  fi
+done
+[[ -d $tmp/sweep/shard-0-of-3 && -d $tmp/sweep/shard-2-of-3 ]] || status=1
+((status == 0)) || { cat "$tmp"/*.log 2>/dev/null | tail -n 40; }
+exit $status

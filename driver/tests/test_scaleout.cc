@@ -1,0 +1,477 @@
+// Scale-out tests: `run --shard` + `merge` against the one-process run (byte for byte), merge's
+// refusals, `--shard auto` from job-array environments, and (in a build with MPI) `mpirun -n 3`
+// against the one-process run, a rank killed mid-run then --resume. The oracle everywhere is the
+// same config run by one process.
+#include <dirent.h>
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::string env_or(const char* name, const char* def) {
+  const char* v = std::getenv(name);
+  return v ? v : def;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void spit(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+size_t count_lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string tmpl = env_or("TMPDIR", "/tmp") + "/phaselab-scaleout-test-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back(0);
+    REQUIRE(::mkdtemp(buf.data()) != nullptr);
+    path = buf.data();
+  }
+  ~TempDir() {
+    const std::string cmd = "rm -rf '" + path + "'";
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path.c_str());
+  }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+};
+
+// Starts `exe args` with extra environment; stdout and stderr go to files in `dir`.
+pid_t spawn(const std::string& exe, const std::vector<std::string>& args, const TempDir& dir,
+            const std::string& tag, const std::vector<std::string>& env) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::setenv("PHASELAB_PLUGIN_PATH", env_or("PHASELAB_TEST_PLUGINS", "").c_str(), 1);
+    ::setenv("PHASELAB_GNUPLOT", "", 1);
+    for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
+    const int o = ::open((dir / (tag + ".out")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open((dir / (tag + ".err")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    std::vector<char*> argv{const_cast<char*>(exe.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_rc(pid_t pid) {
+  int st = 0;
+  REQUIRE(::waitpid(pid, &st, 0) == pid);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int g_counter = 0;
+
+Result finish(pid_t pid, const TempDir& dir, const std::string& tag) {
+  Result r;
+  r.rc = wait_rc(pid);
+  r.out = slurp(dir / (tag + ".out"));
+  r.err = slurp(dir / (tag + ".err"));
+  return r;
+}
+
+Result phaselab(const std::vector<std::string>& args, const TempDir& dir,
+                const std::vector<std::string>& env = {}) {
+  const std::string tag = "cmd" + std::to_string(g_counter++);
+  return finish(spawn(env_or("PHASELAB_EXE", "phaselab"), args, dir, tag, env), dir, tag);
+}
+
+const std::string kExe = env_or("PHASELAB_EXE", "phaselab");
+const std::string kMpirun = env_or("PHASELAB_MPIRUN", "");
+// Open MPI refuses root without these (CI runs as root); --oversubscribe: more ranks than cores.
+const std::vector<std::string> kMpiEnv = {"OMPI_ALLOW_RUN_AS_ROOT=1",
+                                          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+
+std::vector<std::string> mpirun_args(int ranks, const std::vector<std::string>& args) {
+  std::vector<std::string> a = {"-n", std::to_string(ranks), "--oversubscribe", kExe};
+  a.insert(a.end(), args.begin(), args.end());
+  return a;
+}
+
+// A 20-point toy sweep (5 n x 2 modes x 2 seeds) with a 3-row side table.
+std::string sweep_toml(const std::string& extra = "") {
+  return "plugin = \"toy\"\n[run]\nseeds = [0, 1]\n[sweep]\nn = [4, 16, 64, 256, 1024]\n"
+         "mode = [\"sum\", \"mean\"]\n[toy]\nsteps = 3\n" +
+         extra;
+}
+
+void expect_same_tables(const std::string& a, const std::string& b) {
+  for (const char* f : {"results.csv", "history.csv", "failures.csv"}) {
+    INFO("file " << f << " in " << a << " and " << b);
+    CHECK(exists(a + "/" + f) == exists(b + "/" + f));
+    CHECK(slurp(a + "/" + f) == slurp(b + "/" + f));
+  }
+}
+
+std::vector<std::string> shard_dirs(const std::string& parent) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(parent.c_str())) {
+    while (const dirent* e = ::readdir(d))
+      if (std::strncmp(e->d_name, "shard-", 6) == 0) out.push_back(parent + "/" + e->d_name);
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result merge(const TempDir& dir, const std::string& out, const std::vector<std::string>& shards) {
+  std::vector<std::string> a = {"merge", out};
+  a.insert(a.end(), shards.begin(), shards.end());
+  return phaselab(a, dir);
+}
+
+}  // namespace
+
+TEST_CASE("shards merged equal the one-process run byte for byte, for N = 1, 2, 3, 7, 25") {
+  TempDir dir;
+  // fail_at = 64: four points fail, so failures.csv and exit 4 are compared too.
+  spit(dir / "s.toml", sweep_toml("fail_at = 64\n"));
+  const Result one = phaselab({"run", dir / "s.toml", "--out", dir / "one", "--quiet"}, dir);
+  REQUIRE(one.rc == 4);
+  REQUIRE(count_lines(slurp(dir / "one/results.csv")) == 1 + 16);
+  REQUIRE(count_lines(slurp(dir / "one/failures.csv")) == 1 + 4);
+  for (int n : {1, 2, 3, 7, 25}) {  // 25 > 20 points: five shards are empty
+    INFO("N = " << n);
+    const std::string parent = dir / ("sh" + std::to_string(n));
+    for (int i = 0; i < n; ++i) {
+      const Result r =
+          phaselab({"run", dir / "s.toml", "--shard", std::to_string(i) + "/" + std::to_string(n),
+                    "--out", parent, "--quiet", "--threads", "1"},
+                   dir);
+      CHECK(r.rc == (r.rc == 4 ? 4 : 0));
+    }
+    const auto shards = shard_dirs(parent);
+    REQUIRE(shards.size() == size_t(n));
+    const Result m = merge(dir, parent, shards);
+    CHECK(m.rc == 4);  // the failed points, as in the one-process run
+    expect_same_tables(dir / "one", parent);
+    const std::string rec = slurp(parent + "/run.json");
+    CHECK(rec.find("\"merged_from\"") != std::string::npos);
+    CHECK(rec.find("\"ok\": 16,") != std::string::npos);
+    CHECK(rec.find("\"failed\": 4,") != std::string::npos);
+  }
+  // The shards partition the points, their sizes within one of each other: 7, 7, 6 of 20.
+  size_t total = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::string d = dir / ("sh3/shard-" + std::to_string(i) + "-of-3");
+    const size_t ok = count_lines(slurp(d + "/results.csv")) - 1;
+    const size_t failed =
+        exists(d + "/failures.csv") ? count_lines(slurp(d + "/failures.csv")) - 1 : 0;
+    CHECK(ok + failed == (i < 2 ? 7u : 6u));
+    total += ok + failed;
+  }
+  CHECK(total == 20);
+  // N > points: shard 24 of 25 has no point, only the header.
+  CHECK(count_lines(slurp(dir / "sh25/shard-24-of-25/results.csv")) == 1);
+}
+
+TEST_CASE("merge refuses missing, duplicated, foreign and unfinished shards") {
+  TempDir dir;
+  spit(dir / "s.toml", sweep_toml());
+  spit(dir / "other.toml", sweep_toml("scale = 0.5\n"));
+  REQUIRE(phaselab({"run", dir / "s.toml", "--out", dir / "one", "--quiet"}, dir).rc == 0);
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(phaselab({"run", dir / "s.toml", "--shard", std::to_string(i) + "/3", "--out",
+                      dir / "sh", "--quiet"},
+                     dir)
+                .rc == 0);
+  REQUIRE(phaselab({"run", dir / "other.toml", "--shard", "1/3", "--out", dir / "other", "--quiet"},
+                   dir)
+              .rc == 0);
+  const std::string s0 = dir / "sh/shard-0-of-3", s1 = dir / "sh/shard-1-of-3",
+                    s2 = dir / "sh/shard-2-of-3";
+  SUBCASE("missing: the shard and its points are named") {
+    const Result r = merge(dir, dir / "m", {s0, s2});
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("missing shard 1 of 3 (7 points: ") != std::string::npos);
+    // The points named are shard 1's: "n=16 mode=sum seed=0" is the row "16,sum,0,".
+    const size_t from = r.err.find("points: ") + 8, to = r.err.find(')', from);
+    REQUIRE(to != std::string::npos);
+    std::string names = r.err.substr(from, to - from) + "; ";
+    size_t named = 0;
+    for (size_t at = 0, next; (next = names.find("; ", at)) != std::string::npos; at = next + 2) {
+      std::string label = names.substr(at, next - at);  // n=16 mode=sum seed=0
+      std::string row = "\n";
+      for (size_t f = 0, e; f < label.size(); f = e + 1) {
+        e = std::min(label.find(' ', f), label.size());
+        row += label.substr(label.find('=', f) + 1, e - label.find('=', f) - 1) + ",";
+      }
+      INFO(label);
+      CHECK(slurp(s1 + "/results.csv").find(row) != std::string::npos);
+      CHECK(slurp(s0 + "/results.csv").find(row) == std::string::npos);
+      CHECK(slurp(s2 + "/results.csv").find(row) == std::string::npos);
+      ++named;
+    }
+    CHECK(named == 7);
+    CHECK(r.err.find("--shard 1/3") != std::string::npos);
+    CHECK(!exists(dir / "m/results.csv"));
+  }
+  SUBCASE("duplicated") {
+    const Result r = merge(dir, dir / "m", {s0, s1, s2, s1});
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("are both shard 1 of 3") != std::string::npos);
+    CHECK(!exists(dir / "m/results.csv"));
+  }
+  SUBCASE("foreign: a shard of another config, the differing key named") {
+    const Result r = merge(dir, dir / "m", {s0, dir / "other/shard-1-of-3", s2});
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("not part of the same run") != std::string::npos);
+    CHECK(r.err.find("config.params.scale (1 vs 0.5)") != std::string::npos);
+    CHECK(!exists(dir / "m/results.csv"));
+  }
+  SUBCASE("not a shard") {
+    const Result r = merge(dir, dir / "m", {s0, dir / "one", s2});
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("is not a shard") != std::string::npos);
+  }
+  SUBCASE("unfinished: a lost point and an interrupted record; --resume on the shard finishes it") {
+    // Drop the last point of shard 1 from its results (as if the run had stopped before it).
+    std::string res = slurp(s1 + "/results.csv");
+    const size_t last = res.rfind('\n', res.size() - 2) + 1;
+    std::string row = res.substr(last);  // n,mode,seed,...
+    res.erase(last);
+    spit(s1 + "/results.csv", res);
+    const size_t c1 = row.find(','), c2 = row.find(',', c1 + 1), c3 = row.find(',', c2 + 1);
+    // The run's journal (which points finished) loses it too, as if the run stopped before it.
+    if (exists(s1 + "/journal.csv")) {
+      std::string journal = slurp(s1 + "/journal.csv");
+      const size_t at = journal.find("\n" + row.substr(0, c3) + "\n");
+      REQUIRE(at != std::string::npos);
+      journal.erase(at + 1, c3 + 1);
+      spit(s1 + "/journal.csv", journal);
+    }
+    const std::string label = "n=" + row.substr(0, c1) +
+                              " mode=" + row.substr(c1 + 1, c2 - c1 - 1) +
+                              " seed=" + row.substr(c2 + 1, c3 - c2 - 1);
+    Result r = merge(dir, dir / "m", {s0, s1, s2});
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("lacks 1 of its points (" + label + ")") != std::string::npos);
+    std::string rec = slurp(s1 + "/run.json");
+    const size_t at = rec.find("\"status\": \"ok\"");
+    REQUIRE(at != std::string::npos);
+    rec.replace(at, 14, "\"status\": \"interrupted\"");
+    spit(s1 + "/run.json", rec);
+    r = merge(dir, dir / "m", {s0, s1, s2});
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("is unfinished (status \"interrupted\"") != std::string::npos);
+    CHECK(r.err.find("--shard 1/3 --out " + dir.path + "/sh --resume") != std::string::npos);
+    // The printed remedy works: the shard is finished, then the merge is the one-process run.
+    const Result fin = phaselab(
+        {"run", dir / "s.toml", "--shard", "1/3", "--out", dir / "sh", "--resume", "--quiet"}, dir);
+    CHECK(fin.rc == 0);
+    CHECK(slurp(s1 + "/run.json").find("\"done_before\": 6") != std::string::npos);
+    r = merge(dir, dir / "m", {s0, s1, s2});
+    CHECK(r.rc == 0);
+    expect_same_tables(dir / "one", dir / "m");
+    // A second merge into the same folder is refused rather than overwriting it.
+    CHECK(merge(dir, dir / "m", {s0, s1, s2}).rc == 2);
+  }
+}
+
+TEST_CASE("--shard: I/N, auto from job-array environments, and its errors") {
+  TempDir dir;
+  spit(dir / "s.toml", sweep_toml());
+  auto shard_of = [&](const std::vector<std::string>& env, const std::string& spec) {
+    return phaselab({"run", dir / "s.toml", "--shard", spec, "--out", dir / "a", "--quiet"}, dir,
+                    env);
+  };
+  // Slurm: --array=1-4 -> task 3 is shard 2 of 4.
+  CHECK(shard_of({"SLURM_ARRAY_TASK_ID=3", "SLURM_ARRAY_TASK_MIN=1", "SLURM_ARRAY_TASK_COUNT=4"},
+                 "auto")
+            .rc == 0);
+  CHECK(exists(dir / "a/shard-2-of-4/results.csv"));
+  CHECK(slurp(dir / "a/shard-2-of-4/run.json").find("SLURM_ARRAY_TASK_ID=3") != std::string::npos);
+  // GNU parallel (1-based) with the count given.
+  CHECK(shard_of({"PARALLEL_SEQ=1"}, "auto/5").rc == 0);
+  CHECK(exists(dir / "a/shard-0-of-5/results.csv"));
+  // Kubernetes indexed job with the count from PHASELAB_SHARD_COUNT.
+  CHECK(shard_of({"JOB_COMPLETION_INDEX=4", "PHASELAB_SHARD_COUNT=5"}, "auto").rc == 0);
+  CHECK(exists(dir / "a/shard-4-of-5/results.csv"));
+  // Errors, nothing run.
+  Result r = shard_of({"PBS_ARRAY_INDEX=2"}, "auto");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("does not export the number of tasks: pass --shard auto/N") !=
+        std::string::npos);
+  r = shard_of({}, "auto");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("no array index in the environment") != std::string::npos);
+  r = shard_of({"SLURM_ARRAY_TASK_ID=9", "SLURM_ARRAY_TASK_COUNT=4"}, "auto");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("outside the array [0, 3]") != std::string::npos);
+  r = shard_of({}, "4/4");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("I must be in [0, 4)") != std::string::npos);
+  r = shard_of({}, "1/x");
+  CHECK(r.rc == 2);
+  r = phaselab({"run", dir / "s.toml", "--shard", "0/2", "--quiet"}, dir);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--shard needs the run folder") != std::string::npos);
+}
+
+TEST_CASE("a single Markov point: the same results at 1 and 2 threads") {
+  TempDir dir;
+  spit(dir / "m.toml",
+       "plugin = \"markov_icl\"\n[sweep]\nK = [4]\n[markov_icl]\nC = 3\nN = 16\nd_model = 8\n"
+       "batch = 8\nsteps = 20\nn_eval = 16\ncheckpoints = 2\nchunks = 4\n");
+  // One point, two threads: the spare thread works inside the point (its batch chunks).
+  const Result a =
+      phaselab({"run", dir / "m.toml", "--out", dir / "t1", "--threads", "1", "--quiet"}, dir);
+  const Result b =
+      phaselab({"run", dir / "m.toml", "--out", dir / "t2", "--threads", "2", "--quiet"}, dir);
+  REQUIRE(a.rc == 0);
+  REQUIRE(b.rc == 0);
+  CHECK(count_lines(slurp(dir / "t1/results.csv")) == 1 + 3);
+  CHECK(slurp(dir / "t1/results.csv") == slurp(dir / "t2/results.csv"));
+}
+
+// Skipped (and counted so) in a build without MPI.
+TEST_CASE("mpirun -n 3 equals the one-process run" * doctest::skip(kMpirun.empty())) {
+  TempDir dir;
+  spit(dir / "s.toml", sweep_toml("fail_at = 64\nsleep_ms = 100\n"));
+  REQUIRE(phaselab({"run", dir / "s.toml", "--out", dir / "one", "--quiet"}, dir).rc == 4);
+  const std::string tag = "mpi" + std::to_string(g_counter++);
+  const Result r = finish(spawn(kMpirun,
+                                mpirun_args(3, {"run", dir / "s.toml", "--out", dir / "mpi",
+                                                "--threads", "1", "--quiet"}),
+                                dir, tag, kMpiEnv),
+                          dir, tag);
+  INFO(r.err);
+  CHECK(r.rc == 4);
+  expect_same_tables(dir / "one", dir / "mpi");
+  const std::string rec = slurp(dir / "mpi/run.json");
+  CHECK(rec.find("\"mpi_ranks\": 3") != std::string::npos);
+  // Every point ran once, on some rank; rank 0 (one thread of 100 ms points) did not run them
+  // all: the worker ranks took some.
+  CHECK(count_of(rec, "\"rank\": ") == 20);
+  CHECK(count_of(rec, "\"rank\": 0") < 20);
+  // A second mpirun resuming the finished folder runs nothing and keeps the files.
+  const std::string tag2 = "mpi" + std::to_string(g_counter++);
+  const Result again = finish(
+      spawn(kMpirun,
+            mpirun_args(3, {"run", dir / "s.toml", "--out", dir / "mpi", "--resume", "--quiet"}),
+            dir, tag2, kMpiEnv),
+      dir, tag2);
+  CHECK(again.rc == 4);  // the 4 failed points are run again and fail again
+  expect_same_tables(dir / "one", dir / "mpi");
+}
+
+// Skipped (and counted so) in a build without MPI.
+TEST_CASE("a rank killed mid-run: finished points kept, --resume without mpirun completes" *
+          doctest::skip(kMpirun.empty())) {
+  TempDir dir;
+  spit(dir / "s.toml", sweep_toml("sleep_ms = 150\n"));
+  REQUIRE(phaselab({"run", dir / "s.toml", "--out", dir / "one", "--quiet"}, dir).rc == 0);
+  const std::string tag = "kill" + std::to_string(g_counter++);
+  const pid_t launcher = spawn(
+      kMpirun,
+      mpirun_args(3, {"run", dir / "s.toml", "--out", dir / "k", "--threads", "1", "--quiet"}), dir,
+      tag, kMpiEnv);
+  // Wait until a few points are on disk, then SIGKILL rank 1 (found by its environment).
+  size_t before = 0;
+  for (int i = 0; i < 600 && before < 1 + 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    before = count_lines(slurp(dir / "k/results.csv"));
+  }
+  REQUIRE(before >= 1 + 4);
+  pid_t victim = -1;
+  if (DIR* d = ::opendir("/proc")) {
+    while (const dirent* e = ::readdir(d)) {
+      const pid_t pid = pid_t(std::atoi(e->d_name));
+      if (pid <= 0) continue;
+      const std::string environ = slurp("/proc/" + std::string(e->d_name) + "/environ");
+      const std::string cmd = slurp("/proc/" + std::string(e->d_name) + "/cmdline");
+      if (cmd.find(dir / "k") != std::string::npos &&
+          environ.find(std::string("OMPI_COMM_WORLD_RANK=1") + '\0') != std::string::npos)
+        victim = pid;
+    }
+    ::closedir(d);
+  }
+  REQUIRE(victim > 0);
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  const Result killed = finish(launcher, dir, tag);
+  CHECK(killed.rc != 0);
+  // Whole points only: every row of results.csv is complete, none is repeated.
+  const std::string partial = slurp(dir / "k/results.csv");
+  const size_t kept = count_lines(partial) - 1;
+  INFO("points kept after the kill: " << kept);
+  CHECK(kept >= 4);
+  CHECK(kept < 20);
+  const Result res =
+      phaselab({"run", dir / "s.toml", "--out", dir / "k", "--resume", "--quiet"}, dir);
+  CHECK(res.rc == 0);
+  expect_same_tables(dir / "one", dir / "k");
+  // None re-run, none lost: the kept points are "done before", the others ran now.
+  const std::string rec = slurp(dir / "k/run.json");
+  CHECK(rec.find("\"done_before\": " + std::to_string(kept)) != std::string::npos);
+  CHECK(rec.find("\"ok\": " + std::to_string(20 - kept)) != std::string::npos);
+}
+
+TEST_CASE("markov_icl: the plugin's summaries are made once, from the merged files") {
+  TempDir dir;
+  spit(dir / "m.toml",
+       "plugin = \"markov_icl\"\n[run]\nseeds = [0, 1]\n[sweep]\nK = [1, 4, 16]\n[markov_icl]\n"
+       "C = 3\nN = 16\nd_model = 8\nbatch = 8\nsteps = 20\nn_eval = 16\ncheckpoints = 2\n"
+       "chunks = 4\n");
+  REQUIRE(phaselab({"run", dir / "m.toml", "--out", dir / "one", "--quiet"}, dir).rc == 0);
+  std::vector<std::string> shards;
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(phaselab({"run", dir / "m.toml", "--shard", std::to_string(i) + "/4", "--out",
+                      dir / "sh", "--quiet"},
+                     dir)
+                .rc == 0);
+    shards.push_back(dir / ("sh/shard-" + std::to_string(i) + "-of-4"));
+    CHECK(!exists(shards.back() + "/summary.csv"));  // finish() does not run on a shard
+  }
+  REQUIRE(merge(dir, dir / "sh", shards).rc == 0);
+  for (const char* f : {"results.csv", "summary.csv", "summary.txt", "summary_fits.csv"}) {
+    INFO(f);
+    REQUIRE(exists(dir / ("one/" + std::string(f))));
+    CHECK(slurp(dir / ("one/" + std::string(f))) == slurp(dir / ("sh/" + std::string(f))));
+  }
+}
