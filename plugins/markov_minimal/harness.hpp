@@ -1,0 +1,279 @@
+// One training run of a minimal model on the Markov task: the chains, online batches and
+// evaluation sets of markov_icl (same streams: the same chain_seed gives the same K chains and the
+// same evaluation sequences), the five Bayes predictors and the KL phase metric, and a plain
+// optimiser (Adam or SGD) over the model's parameters held in double.
+#pragma once
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "markov_icl/chains.hpp"
+#include "markov_icl/predictors.hpp"
+#include "markov_icl/trainer.hpp"
+#include "markov_minimal/induction.hpp"
+#include "markov_minimal/memoriser.hpp"
+#include "markov_minimal/symmetric.hpp"
+
+namespace pl::markov::minimal {
+
+enum class Kind { kSymmetric, kInduction, kMemoriser };
+
+struct MinConfig {
+  Kind kind = Kind::kSymmetric;
+  int C = 10, N = 64, K = 8;
+  bool infinite = true;
+  double alpha = 1, alpha1 = 0;
+  int batch = 32, n_eval = 500;
+  int64_t steps = 2000;
+  bool sgd = false;  // plain SGD instead of Adam
+  double lr = 1e-2, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double late_frac = 0.25;
+  // symmetric
+  double init[kNumSym] = {0, 0, 0, 0, 0};
+  // induction / memoriser
+  int d_head = 16, d_phi = 32, width = 128;
+  bool phi_gelu = false;
+  double init_scale = 0.02;
+  uint64_t chain_seed = 0, seed = 0;
+};
+
+// A model behind one interface: parameters and gradients in double.
+class Net {
+ public:
+  virtual ~Net() = default;
+  std::vector<double> p, g;
+  // Mean loss of nb sequences; gradients into g if back; log-probabilities if logp.
+  virtual double run(const int32_t* seq, int nb, bool back, double* logp) = 0;
+};
+
+class SymNet : public Net {
+ public:
+  SymNet(const MinConfig& c, const pl_kernel_table* k) : m_(c.C, c.N, k) {
+    p.assign(c.init, c.init + kNumSym);
+    g.assign(kNumSym, 0.0);
+  }
+  double run(const int32_t* seq, int nb, bool back, double* logp) override {
+    for (int i = 0; i < kNumSym; ++i) m_.theta[size_t(i)] = p[size_t(i)];
+    return m_.run(seq, nb, back ? g.data() : nullptr, nullptr, logp);
+  }
+
+ private:
+  SymModel<float> m_;
+};
+
+// Float model on the kernels, parameters mirrored in double for the optimiser.
+template <class M>
+class FloatNet : public Net {
+ public:
+  explicit FloatNet(std::unique_ptr<M> m) : m_(std::move(m)) {
+    p.assign(m_->params.begin(), m_->params.end());
+    g.assign(p.size(), 0.0);
+  }
+  double run(const int32_t* seq, int nb, bool back, double* logp) override {
+    for (size_t i = 0; i < p.size(); ++i) m_->params[i] = float(p[i]);
+    const double l = m_->run(seq, nb, back, logp);
+    if (back)
+      for (size_t i = 0; i < p.size(); ++i) g[i] = double(m_->grads[i]);
+    return l;
+  }
+  M& model() { return *m_; }
+
+ private:
+  std::unique_ptr<M> m_;
+};
+
+class Harness {
+ public:
+  Harness(const MinConfig& mc, const pl_kernel_table& k) : c_(mc), k_(k) {
+    if (c_.alpha1 <= 0) c_.alpha1 = matched_alpha1(k_, c_.C, c_.alpha, derive(c_.chain_seed, 6));
+    if (!c_.infinite) {
+      chains_.resize(c_.K, c_.C);
+      chains_.generate(k_, derive(c_.chain_seed, 1), 0, c_.alpha);
+    }
+    batch_.assign(size_t(c_.batch) * (c_.N + 1), 0);
+    seq_chain_.resize(size_t(c_.batch));
+    for (auto& ch : seq_chain_) ch.resize(1, c_.C);
+    std::vector<float> z;
+    switch (c_.kind) {
+      case Kind::kSymmetric:
+        net_ = std::make_unique<SymNet>(c_, &k_);
+        break;
+      case Kind::kInduction: {
+        auto m = std::make_unique<InductionModel<float>>(c_.C, c_.N, c_.d_head, c_.batch, &k_);
+        z.resize(m->num_params());
+        k_.gaussian(z.data(), z.size(), derive(c_.seed, 2), 0, 0);
+        for (size_t i = 0; i < z.size(); ++i) m->params[i] = float(c_.init_scale * z[i]);
+        net_ = std::make_unique<FloatNet<InductionModel<float>>>(std::move(m));
+        break;
+      }
+      case Kind::kMemoriser: {
+        auto m = std::make_unique<MemoriserModel<float>>(c_.C, c_.N, c_.d_phi, c_.width,
+                                                         c_.phi_gelu, c_.batch, &k_);
+        z.resize(m->num_params());
+        k_.gaussian(z.data(), z.size(), derive(c_.seed, 2), 0, 0);
+        m->init_from_normals(z.data(), c_.init_scale);
+        net_ = std::make_unique<FloatNet<MemoriserModel<float>>>(std::move(m));
+        break;
+      }
+    }
+    m_.assign(net_->p.size(), 0.0);
+    v_.assign(net_->p.size(), 0.0);
+    make_eval(id_, c_.infinite ? nullptr : &chains_, derive(c_.chain_seed, 3));
+    make_eval(ood_, nullptr, derive(c_.chain_seed, 4));
+    logp_.assign(size_t(c_.batch) * c_.N * c_.C, 0.0);
+  }
+
+  Net& net() { return *net_; }
+  const MinConfig& config() const { return c_; }
+  const EvalSet& eval_set(int s) const { return s == 0 ? id_ : ood_; }
+  bool mem_defined() const { return !c_.infinite; }
+  const std::vector<int32_t>& batch_tokens() const { return batch_; }
+
+  // The batch of `step` from its own streams (as markov_icl's Trainer::make_batch).
+  void make_batch(int64_t step, uint64_t purpose = 5) {
+    const int N = c_.N;
+    const uint64_t data_seed = derive(c_.seed, purpose);
+    for (int b = 0; b < c_.batch; ++b) {
+      Rng r(k_, data_seed, derive(uint64_t(step), uint64_t(b)));
+      int32_t* x = batch_.data() + size_t(b) * (N + 1);
+      if (c_.infinite) {
+        Chains& ch = seq_chain_[size_t(b)];
+        ch.make(0, r, c_.alpha);
+        ch.sample(0, r, N + 1, x);
+      } else {
+        chains_.sample(int(r.below(uint64_t(c_.K))), r, N + 1, x);
+      }
+    }
+  }
+
+  // One optimiser step at 1-based step; `train` masks parameters (empty: all). Returns the loss.
+  double train_step(int64_t step, const std::vector<bool>& train = {}, uint64_t purpose = 5) {
+    make_batch(step, purpose);
+    Net& n = *net_;
+    const double loss = n.run(batch_.data(), c_.batch, true, nullptr);
+    const double bc1 = 1 - std::pow(c_.beta1, double(step)),
+                 bc2 = 1 - std::pow(c_.beta2, double(step));
+    for (size_t i = 0; i < n.p.size(); ++i) {
+      if (!train.empty() && !train[i]) continue;
+      const double gi = n.g[i];
+      if (c_.sgd) {
+        n.p[i] -= c_.lr * gi;
+        continue;
+      }
+      m_[i] = c_.beta1 * m_[i] + (1 - c_.beta1) * gi;
+      v_[i] = c_.beta2 * v_[i] + (1 - c_.beta2) * gi * gi;
+      n.p[i] -= c_.lr * (m_[i] / bc1) / (std::sqrt(v_[i] / bc2) + c_.eps);
+    }
+    return loss;
+  }
+  void reset_optimiser() {
+    std::fill(m_.begin(), m_.end(), 0.0);
+    std::fill(v_.begin(), v_.end(), 0.0);
+  }
+
+  // Losses, KL(q_A || p_net) per predictor (all positions and the late window), phase labels.
+  EvalResult evaluate() {
+    EvalResult r;
+    for (int s = 0; s < 2; ++s) eval_one(s == 0 ? id_ : ood_, r.loss[s], r.kl[s], r.kl_late[s]);
+    const int na = mem_defined() ? kNumPred : kMem2;
+    auto argmin = [&](const double* v) {
+      int best = 0;
+      for (int a = 1; a < na; ++a)
+        if (v[a] < v[best]) best = a;
+      return best;
+    };
+    r.phase = argmin(r.kl[0]);
+    r.phase_late = argmin(r.kl_late[0]);
+    r.phase_ood = argmin(r.kl[1]);
+    return r;
+  }
+
+ private:
+  // The evaluation sets of markov_icl's Trainer (same streams, same predictor outputs).
+  void make_eval(EvalSet& e, const Chains* train, uint64_t seed) {
+    const int C = c_.C, N = c_.N, n = c_.n_eval;
+    e.n = n;
+    e.seq.assign(size_t(n) * (N + 1), 0);
+    e.q.assign(size_t(n) * N * kNumPred * C, 0.f);
+    e.qlogq.assign(size_t(n) * N * kNumPred, 0.f);
+    std::vector<double> bayes(size_t(n) * kNumPred, 0.0);
+    tbb::parallel_for(0, n, [&](int i) {
+      Rng r(k_, seed, uint64_t(i));
+      int32_t* x = e.seq.data() + size_t(i) * (N + 1);
+      if (train) {
+        train->sample(int(r.below(uint64_t(train->K))), r, N + 1, x);
+      } else {
+        Chains fresh;
+        fresh.resize(1, C);
+        fresh.make(0, r, c_.alpha);
+        fresh.sample(0, r, N + 1, x);
+      }
+      PredictorScratch s;
+      std::vector<double> q(size_t(N) * kNumPred * C);
+      predict(mem_defined() ? &chains_ : nullptr, x, N, C, c_.alpha, c_.alpha1, s, q.data());
+      for (int t = 0; t < N; ++t)
+        for (int a = 0; a < kNumPred; ++a) {
+          const double* qa = q.data() + (size_t(t) * kNumPred + a) * C;
+          double ql = 0;
+          for (int j = 0; j < C; ++j) {
+            ql += qa[j] * std::log(std::fmax(qa[j], 1e-8));
+            e.q[((size_t(i) * N + t) * kNumPred + a) * C + j] = float(qa[j]);
+          }
+          e.qlogq[(size_t(i) * N + t) * kNumPred + a] = float(ql);
+          bayes[size_t(i) * kNumPred + a] -= std::log(std::fmax(qa[x[t + 1]], 1e-8));
+        }
+    });
+    for (int a = 0; a < kNumPred; ++a) {
+      double s = 0;
+      for (int i = 0; i < n; ++i) s += bayes[size_t(i) * kNumPred + a];
+      e.bayes[a] = s / (double(n) * N);
+    }
+  }
+
+  void eval_one(const EvalSet& e, double& loss, double* kl, double* kl_late) {
+    const int C = c_.C, N = c_.N, B = c_.batch;
+    const int late0 = N - std::max(1, int(std::lround(c_.late_frac * N)));
+    double L = 0, K[kNumPred] = {0, 0, 0, 0, 0}, KL[kNumPred] = {0, 0, 0, 0, 0};
+    for (int b0 = 0; b0 < e.n; b0 += B) {
+      const int nb = std::min(B, e.n - b0);
+      const int32_t* seq = e.seq.data() + size_t(b0) * (N + 1);
+      L += net_->run(seq, nb, false, logp_.data()) * double(nb) * N;
+      for (int b = 0; b < nb; ++b)
+        for (int t = 0; t < N; ++t) {
+          const double* lp = logp_.data() + (size_t(b) * N + t) * C;
+          const size_t base = (size_t(b0 + b) * N + t) * kNumPred;
+          for (int a = 0; a < kNumPred; ++a) {
+            const float* q = e.q.data() + (base + a) * C;
+            double cross = 0;
+            for (int j = 0; j < C; ++j) cross += double(q[j]) * lp[j];
+            const double d = double(e.qlogq[base + a]) - cross;
+            K[a] += d;
+            if (t >= late0) KL[a] += d;
+          }
+        }
+    }
+    loss = L / (double(e.n) * N);
+    for (int a = 0; a < kNumPred; ++a) {
+      kl[a] = K[a] / (double(e.n) * N);
+      kl_late[a] = KL[a] / (double(e.n) * (N - late0));
+    }
+  }
+
+  MinConfig c_;
+  pl_kernel_table k_;
+  Chains chains_;
+  std::vector<Chains> seq_chain_;
+  std::vector<int32_t> batch_;
+  std::unique_ptr<Net> net_;
+  std::vector<double> m_, v_, logp_;
+  EvalSet id_, ood_;
+};
+
+}  // namespace pl::markov::minimal

@@ -1,0 +1,387 @@
+// markov_minimal: the minimal models of the Markov ICL experiment (docs/markov-minimal.md) on the
+// same chains, evaluation sets, Bayes predictors and KL phase labels as markov_icl:
+//   symmetric  the symmetry-constrained attention-only transformer (beta, delta, read-out gains):
+//              1-Gen plateau coefficients c_beta, c_delta and the escape time tau;
+//   induction  layer 1 hard-wired to previous-token attention, trainable layer 2 and read-out;
+//   memoriser  encode-pool-decode: capacity (largest K fitted to the 2-Mem floor) vs width.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "markov_icl/summary.hpp"
+#include "markov_minimal/harness.hpp"
+#include "markov_minimal/minimal_summary.hpp"
+#include "sdk/phaselab_sdk.hpp"
+
+namespace {
+
+namespace mm = pl::markov::minimal;
+
+const pl_param_decl kParams[] = {
+    pl::sdk::enum_param("model", "symmetric", "symmetric|induction|memoriser", "minimal model"),
+    pl::sdk::int_param("K", 8, "number of training chains", 1, 1 << 20),
+    pl::sdk::bool_param("infinite", false, "a fresh chain for every sequence (K is ignored)"),
+    pl::sdk::int_param("C", 10, "number of states", 2, 64),
+    pl::sdk::float_param("alpha", 1.0, "Dirichlet concentration of the transition rows",
+                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+    pl::sdk::float_param("alpha1", 0.0,
+                         "pseudo-count of the 1-Gen predictor; 0 = matched to the ensemble",
+                         PL_RANGE_MIN, 0),
+    pl::sdk::int_param("N", 64, "context length (positions)", 2, 8192),
+    pl::sdk::enum_param("optimizer", "adam", "adam|sgd", "Adam (betas below, no decay) or SGD"),
+    pl::sdk::float_param("lr", 1e-2, "learning rate", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+    pl::sdk::float_param("beta1", 0.9, "Adam beta1", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
+    pl::sdk::float_param("beta2", 0.95, "Adam beta2", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
+    pl::sdk::int_param("batch", 32, "sequences per step", 1, 1 << 16),
+    pl::sdk::int_param(
+        "tokens", 0,
+        "tokens per step: batch = max(1, tokens / N) (same gradient noise at every N); "
+        "0 = use batch",
+        0),
+    pl::sdk::int_param("steps", 2000, "training steps", 1),
+    pl::sdk::int_param("n_eval", 500, "sequences per evaluation set (ID and OOD)", 1),
+    pl::sdk::int_param("checkpoints", 24, "log-spaced evaluation steps (plus step 0)", 1, 10000),
+    pl::sdk::float_param("late_frac", 0.25, "late window: this last fraction of positions",
+                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE | PL_RANGE_MAX, 0, 1),
+    pl::sdk::int_param("chain_seed", 0, "seed of the chains and evaluation sets", 0),
+    // symmetric
+    pl::sdk::float_param("init_beta", 0.0, "symmetric: initial layer-1 previous-token score"),
+    pl::sdk::float_param("init_delta", 0.0, "symmetric: initial layer-2 match strength"),
+    pl::sdk::int_param("plateau_steps", 300,
+                       "symmetric: steps training only the read-out gains at beta = delta = 0 "
+                       "(the 1-Gen plateau point where c_beta, c_delta are measured); 0 = skip",
+                       0),
+    pl::sdk::int_param("c_tokens", 262144,
+                       "symmetric: tokens (c_tokens / N sequences, at least 64) for the plateau "
+                       "loss and gradient",
+                       1),
+    pl::sdk::float_param("tau_frac", 0.5,
+                         "symmetric: tau = first step the training loss (window mean) has dropped "
+                         "this fraction of the way from the plateau loss to the 2-Gen Bayes loss",
+                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE | PL_RANGE_MAX, 0, 1),
+    pl::sdk::int_param("tau_window", 20, "symmetric: training-loss window (steps) for tau", 1),
+    pl::sdk::float_param("stop_after_tau", 0.0,
+                         "symmetric: stop at step (1 + this) tau once tau is found; 0 = never",
+                         PL_RANGE_MIN, 0),
+    pl::sdk::int_param("trace_every", 10, "symmetric: trace row every this many steps", 1),
+    // induction / memoriser
+    pl::sdk::int_param("d_head", 16, "induction: layer-2 head width", 1, 1024),
+    pl::sdk::int_param("d_phi", 32, "memoriser: width of the transition lookup phi", 1, 4096),
+    pl::sdk::int_param("width", 128, "memoriser: decoder MLP width", 1, 1 << 16),
+    pl::sdk::bool_param("phi_gelu", false, "memoriser: GELU on the looked-up phi"),
+    pl::sdk::float_param("init_scale", 0.02, "induction / memoriser: N(0, s^2) initial matrices",
+                         PL_RANGE_MIN, 0),
+    pl::sdk::float_param("kl_fit", 0.02,
+                         "memoriser: K is fitted when the final KL(2-Mem || model) on ID is below "
+                         "this (nats per position)",
+                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+};
+
+// results: markov_icl's columns, then the symmetric model's scalars (empty for the others).
+const char* const kCols[] = {"step",
+                             "loss_train",
+                             "loss_id",
+                             "loss_ood",
+                             "bayes_2mem_id",
+                             "bayes_2gen_ood",
+                             "bayes_2gen_id",
+                             "kl_2gen_id",
+                             "kl_1gen_id",
+                             "kl_2mem_id",
+                             "kl_1mem_id",
+                             "kl_hybrid_id",
+                             "kl_2gen_ood",
+                             "kl_1gen_ood",
+                             "kl_2mem_ood",
+                             "kl_1mem_ood",
+                             "kl_hybrid_ood",
+                             "kl_2gen_id_late",
+                             "kl_1gen_id_late",
+                             "kl_2mem_id_late",
+                             "kl_1mem_id_late",
+                             "kl_hybrid_id_late",
+                             "phase",
+                             "phase_code",
+                             "phase_late",
+                             "phase_ood",
+                             "final",
+                             "beta",
+                             "delta",
+                             "g_u",
+                             "g_h",
+                             "g_o"};
+const char* const kTraceCols[] = {"step", "loss_window", "beta", "delta", "g_u", "g_h", "g_o"};
+const char* const kRunCols[] = {
+    "model",       "loss_plateau", "bayes_2gen",  "bayes_1gen",  "c_beta",        "c_beta_se",
+    "c_delta",     "c_delta_se",   "g_u_plateau", "g_h_plateau", "g_o_plateau",   "tau_threshold",
+    "tau",         "steps_run",    "loss_final",  "gap_closed",  "kl_2gen_final", "kl_2mem_final",
+    "phase_final", "fits",         "params"};
+const pl_table_decl kTables[] = {pl::sdk::table("results", kCols),
+                                 pl::sdk::table("trace", kTraceCols),
+                                 pl::sdk::table("run", kRunCols)};
+
+const pl_plot_decl kPlots[] = {
+    pl::sdk::plot("sym_beta", "symmetric: layer-1 previous-token score beta vs step", "trace",
+                  "step", "beta", "N,seed", "model=symmetric", 0),
+    pl::sdk::plot("sym_delta", "symmetric: layer-2 match strength delta vs step", "trace", "step",
+                  "delta", "N,seed", "model=symmetric", 0),
+    pl::sdk::plot("sym_loss", "symmetric: training loss (window mean) vs step", "trace", "step",
+                  "loss_window", "N,seed", "model=symmetric", PL_PLOT_LOGX),
+    pl::sdk::plot("tau_vs_N", "symmetric: escape time tau vs N (fits in minimal_summary.txt)",
+                  "run", "N", "tau", "seed", "model=symmetric",
+                  PL_PLOT_LOGX | PL_PLOT_LOGY | PL_PLOT_POINTS),
+    pl::sdk::plot("c_vs_N", "symmetric: c_beta, c_delta at the 1-Gen plateau vs N", "run", "N",
+                  "c_beta,c_delta", "seed", "model=symmetric",
+                  PL_PLOT_LOGX | PL_PLOT_LOGY | PL_PLOT_POINTS),
+    pl::sdk::plot("memoriser_capacity", "memoriser: final KL(2-Mem || model) vs K per width", "run",
+                  "K", "kl_2mem_final", "width,seed", "model=memoriser",
+                  PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("kl_history_2gen", "KL(2-Gen || model) on ID vs step", "results", "step",
+                  "kl_2gen_id", "N,K,seed", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("loss_history", "ID / OOD loss with Bayes floors", "results", "step",
+                  "loss_id,loss_ood,bayes_2mem_id,bayes_2gen_ood", "N,K,seed", "", PL_PLOT_LOGX),
+};
+
+mm::MinConfig min_config(const pl::sdk::Context& cx) {
+  mm::MinConfig c;
+  c.kind = cx.is("model", "symmetric")   ? mm::Kind::kSymmetric
+           : cx.is("model", "induction") ? mm::Kind::kInduction
+                                         : mm::Kind::kMemoriser;
+  c.C = int(cx.i("C"));
+  c.N = int(cx.i("N"));
+  c.K = int(cx.i("K"));
+  c.infinite = cx.b("infinite");
+  c.alpha = cx.f("alpha");
+  c.alpha1 = cx.f("alpha1");
+  c.batch = int(cx.i("batch"));
+  if (cx.i("tokens") > 0) c.batch = int(std::max<int64_t>(1, cx.i("tokens") / c.N));
+  c.n_eval = int(cx.i("n_eval"));
+  c.steps = cx.i("steps");
+  c.sgd = cx.is("optimizer", "sgd");
+  c.lr = cx.f("lr");
+  c.beta1 = cx.f("beta1");
+  c.beta2 = cx.f("beta2");
+  c.late_frac = cx.f("late_frac");
+  c.init[mm::kBeta] = cx.f("init_beta");
+  c.init[mm::kDelta] = cx.f("init_delta");
+  c.d_head = int(cx.i("d_head"));
+  c.d_phi = int(cx.i("d_phi"));
+  c.width = int(cx.i("width"));
+  c.phi_gelu = cx.b("phi_gelu");
+  c.init_scale = cx.f("init_scale");
+  c.chain_seed = uint64_t(cx.i("chain_seed"));
+  c.seed = cx.seed_stream(0x6d696e696d616cull);  // "minimal"
+  return c;
+}
+
+// The 1-Gen plateau point of the symmetric model and the loss gradient there (double model, per
+// sequence for standard errors), with the 2-Gen and 1-Gen Bayes losses on the same sequences.
+struct Plateau {
+  double loss = NAN, bayes2 = NAN, bayes1 = NAN, c[2] = {NAN, NAN}, se[2] = {NAN, NAN};
+  double gains[3] = {NAN, NAN, NAN};
+};
+
+class MarkovMinimal {
+ public:
+  explicit MarkovMinimal(pl::sdk::Context& cx) : mc_(min_config(cx)), k_(*cx.host_->kernels) {
+    const int filled = pl::markov::fill_missing(&k_);
+    if (filled)
+      cx.log(PL_LOG_WARN, "markov_minimal: " + std::to_string(filled) +
+                              " kernels missing from this build, using plain-loop fallbacks");
+    h_ = std::make_unique<mm::Harness>(mc_, k_);
+    ckpt_ = pl::markov::checkpoint_steps(mc_.steps, int(cx.i("checkpoints")));
+  }
+
+  pl_status run(pl::sdk::Context& cx) {
+    mm::Harness& h = *h_;
+    mm::Net& net = h.net();
+    const bool sym = mc_.kind == mm::Kind::kSymmetric;
+    const bool mem = h.mem_defined();
+    Plateau pl;
+    if (sym && cx.i("plateau_steps") > 0) pl = plateau(cx);
+    const double f = cx.f("tau_frac");
+    const double thr = pl.loss - f * (pl.loss - pl.bayes2);
+    const int W = int(cx.i("tau_window")), trace_every = int(cx.i("trace_every"));
+    const double stop_after = cx.f("stop_after_tau");
+    std::vector<double> win(size_t(W), 0.0);
+    double wsum = 0, tau = NAN, loss_train = NAN;
+    int64_t stop = mc_.steps;
+    size_t next = 0;
+    auto cell_sym = [&](int i) { return sym ? pl::sdk::Cell(net.p[size_t(i)]) : pl::sdk::Cell(); };
+    auto nan_if = [&](bool ok, double v) { return ok ? pl::sdk::Cell(v) : pl::sdk::Cell(); };
+    pl::markov::EvalResult last{};
+    for (int64_t step = 0; step <= stop; ++step) {
+      if (step > 0) {
+        loss_train = h.train_step(step);
+        if (!std::isfinite(loss_train))
+          return cx.fail("non-finite training loss at step " + std::to_string(step));
+        wsum += loss_train - win[size_t(step % W)];
+        win[size_t(step % W)] = loss_train;
+        if (step >= W && std::isnan(tau) && wsum / W <= thr) {
+          tau = double(step);
+          if (stop_after > 0)
+            stop = std::min(stop, int64_t(std::ceil((1 + stop_after) * double(step))));
+        }
+        if (sym && step % trace_every == 0)
+          cx.emit(1, {step, step >= W ? pl::sdk::Cell(wsum / W) : pl::sdk::Cell(), net.p[0],
+                      net.p[1], net.p[2], net.p[3], net.p[4]});
+      }
+      const bool at_ckpt = next < ckpt_.size() && ckpt_[next] == step;
+      if (at_ckpt) ++next;
+      if (at_ckpt || step == stop) {
+        const pl::markov::EvalResult r = h.evaluate();
+        last = r;
+        if (!std::isfinite(r.loss[0]) || !std::isfinite(r.loss[1]))
+          return cx.fail("non-finite evaluation loss at step " + std::to_string(step));
+        const auto &id = h.eval_set(0), &ood = h.eval_set(1);
+        std::vector<pl::sdk::Cell> row = {step,
+                                          step > 0 ? pl::sdk::Cell(loss_train) : pl::sdk::Cell(),
+                                          r.loss[0],
+                                          r.loss[1],
+                                          nan_if(mem, id.bayes[pl::markov::kMem2]),
+                                          ood.bayes[pl::markov::kGen2],
+                                          id.bayes[pl::markov::kGen2]};
+        for (int s = 0; s < 2; ++s)
+          for (int a = 0; a < pl::markov::kNumPred; ++a)
+            row.push_back(nan_if(mem || a < pl::markov::kMem2, r.kl[s][a]));
+        for (int a = 0; a < pl::markov::kNumPred; ++a)
+          row.push_back(nan_if(mem || a < pl::markov::kMem2, r.kl_late[0][a]));
+        row.push_back(pl::markov::pred_name(r.phase));
+        row.push_back(r.phase);
+        row.push_back(pl::markov::pred_name(r.phase_late));
+        row.push_back(pl::markov::pred_name(r.phase_ood));
+        row.push_back(step == stop ? 1 : 0);
+        for (int i = 0; i < mm::kNumSym; ++i) row.push_back(cell_sym(i));
+        cx.emit(0, row);
+      }
+      if ((step & 15) == 0) {
+        cx.progress(double(step) / double(stop));
+        if (cx.cancelled()) return PL_CANCELLED;
+      }
+    }
+    // one summary row per run
+    const double lf = last.loss[mem ? 0 : 1];
+    const double floor = mem ? h.eval_set(0).bayes[pl::markov::kMem2] : pl.bayes2;
+    const double kl2m = mem ? last.kl[0][pl::markov::kMem2] : NAN;
+    const bool fits = mem && kl2m < cx.f("kl_fit");
+    cx.emit(2, {cx.s("model"),
+                pl.loss,
+                pl.bayes2,
+                pl.bayes1,
+                pl.c[0],
+                pl.se[0],
+                pl.c[1],
+                pl.se[1],
+                pl.gains[0],
+                pl.gains[1],
+                pl.gains[2],
+                sym ? pl::sdk::Cell(thr) : pl::sdk::Cell(),
+                tau,
+                stop,
+                lf,
+                sym ? pl::sdk::Cell((pl.loss - lf) / (pl.loss - floor)) : pl::sdk::Cell(),
+                last.kl[0][pl::markov::kGen2],
+                nan_if(mem, kl2m),
+                pl::markov::pred_name(last.phase),
+                fits ? 1 : 0,
+                int64_t(net.p.size())});
+    return PL_OK;
+  }
+
+ private:
+  Plateau plateau(pl::sdk::Context& cx) {
+    mm::Harness& h = *h_;
+    mm::Net& net = h.net();
+    const std::vector<double> init = net.p;
+    std::vector<bool> train(net.p.size(), true);
+    train[mm::kBeta] = train[mm::kDelta] = false;
+    net.p[mm::kBeta] = net.p[mm::kDelta] = 0;
+    const int64_t S = cx.i("plateau_steps");
+    for (int64_t s = 1; s <= S; ++s) h.train_step(s, train, 7);
+    Plateau p;
+    for (int i = 0; i < 3; ++i) p.gains[i] = net.p[size_t(mm::kGu + i)];
+    // the gradient on c_seqs fresh sequences, in double, one sequence at a time
+    const int n = int(std::max<int64_t>(64, cx.i("c_tokens") / mc_.N)), N = mc_.N, C = mc_.C,
+              B = mc_.batch;
+    mm::SymModel<double> dm(C, N, nullptr);
+    for (int i = 0; i < mm::kNumSym; ++i) dm.theta[size_t(i)] = net.p[size_t(i)];
+    std::vector<double> ps(size_t(B) * mm::kNumSym);
+    double s[2] = {0, 0}, q[2] = {0, 0}, L = 0, b2 = 0, b1 = 0;
+    pl::markov::PredictorScratch ps_scratch;
+    std::vector<double> qv(size_t(N) * pl::markov::kNumPred * C);
+    int done = 0;
+    for (int64_t blk = 0; done < n; ++blk) {
+      h.make_batch(blk, 8);
+      const int nb = std::min(B, n - done);
+      const int32_t* seq = h.batch_tokens().data();
+      L += dm.run(seq, nb, nullptr, ps.data()) * nb;
+      for (int b = 0; b < nb; ++b) {
+        for (int k = 0; k < 2; ++k) {
+          const double g = ps[size_t(b) * mm::kNumSym + size_t(k)];
+          s[k] += g;
+          q[k] += g * g;
+        }
+        const int32_t* x = seq + size_t(b) * (N + 1);
+        pl::markov::predict(nullptr, x, N, C, mc_.alpha, h.config().alpha1, ps_scratch, qv.data());
+        for (int t = 0; t < N; ++t) {
+          const double* qt = qv.data() + size_t(t) * pl::markov::kNumPred * C;
+          b2 -= std::log(std::fmax(qt[pl::markov::kGen2 * C + x[t + 1]], 1e-8)) / N;
+          b1 -= std::log(std::fmax(qt[pl::markov::kGen1 * C + x[t + 1]], 1e-8)) / N;
+        }
+      }
+      done += nb;
+    }
+    p.loss = L / n;
+    p.bayes2 = b2 / n;
+    p.bayes1 = b1 / n;
+    for (int k = 0; k < 2; ++k) {
+      const double m = s[k] / n, var = (q[k] / n - m * m) * n / std::max(1, n - 1);
+      p.c[k] = -m;
+      p.se[k] = std::sqrt(std::max(var, 0.0) / n);
+    }
+    net.p = init;
+    h.reset_optimiser();
+    return p;
+  }
+
+  mm::MinConfig mc_;
+  pl_kernel_table k_;
+  std::unique_ptr<mm::Harness> h_;
+  std::vector<int64_t> ckpt_;
+};
+
+int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
+  auto idx = [&](const char* name) -> uint32_t {
+    for (uint32_t j = 0; j < PL_SDK_COUNT(kParams) && j < n; ++j)
+      if (!std::strcmp(kParams[j].name, name)) return j;
+    return 0;
+  };
+  const std::string model = v[idx("model")].s ? v[idx("model")].s : "";
+  if (model == "memoriser" && v[idx("infinite")].i) {
+    std::snprintf(err, len,
+                  "markov_minimal: model = \"memoriser\" needs finite K (infinite = false): its "
+                  "capacity is measured against the 2-Mem predictor of the K chains");
+    return 1;
+  }
+  return 0;
+}
+
+pl_status finish(const pl_host* host, const char* run_dir) {
+  std::string msg;
+  const bool ok = pl::markov::write_summary(run_dir, &msg);  // phase paths, t_2gen (summary.csv)
+  host->log(host->ctx, ok ? PL_LOG_INFO : PL_LOG_WARN, msg.c_str());
+  const bool ok2 = mm::write_minimal_summary(run_dir, &msg);
+  host->log(host->ctx, ok2 ? PL_LOG_INFO : PL_LOG_WARN, msg.c_str());
+  return PL_OK;
+}
+
+}  // namespace
+
+PL_DEFINE_PLUGIN(MarkovMinimal, "markov_minimal", "0.1.0",
+                 "minimal models of Markov ICL: symmetric (beta, delta), hard-wired induction, "
+                 "encode-pool-decode memoriser",
+                 kParams, kTables, kPlots, validate, finish)

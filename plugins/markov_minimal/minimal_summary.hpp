@@ -1,0 +1,225 @@
+// Post-run summary of a markov_minimal run folder, from run.csv (one row per point x seed):
+//   symmetric: tau vs N per group (the other swept keys), pooled over seeds: tau = A N^p and
+//              tau = c N / ln N by least squares in log tau (markov_icl's fit_tau_vs_N), plus the
+//              two-parameter tau = A (N / ln N)^q; RMS log residuals say which fits better.
+//              c_beta and c_delta vs N (seed means): |c| = A N^s.
+//   memoriser: per (other keys, seed) K_max = the largest K of the grid such that every K' <= K
+//              was fitted (final KL to 2-Mem below kl_fit); per group the seed mean of log2 K_max;
+//              K_max = A width^a over the widths.
+// Writes minimal_summary.txt and minimal_fits.csv beside run.csv.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "markov_icl/summary.hpp"
+
+namespace pl::markov::minimal {
+
+inline bool write_minimal_summary(const std::string& run_dir, std::string* msg) {
+  std::ifstream in(run_dir + "/run.csv");
+  std::string line;
+  if (!in || !std::getline(in, line)) {
+    *msg = "markov_minimal summary: no run.csv in " + run_dir;
+    return false;
+  }
+  const auto head = split_csv(line);
+  auto col = [&](const char* n) {
+    for (size_t i = 0; i < head.size(); ++i)
+      if (head[i] == n) return int(i);
+    return -1;
+  };
+  const int c_model = col("model");
+  if (c_model < 0) {
+    *msg = "markov_minimal summary: run.csv lacks the model column";
+    return false;
+  }
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(in, line)) {
+    auto f = split_csv(line);
+    if (f.size() == head.size()) rows.push_back(f);
+  }
+  auto num = [](double v) {
+    std::ostringstream o;
+    o.precision(6);
+    if (std::isnan(v))
+      o << "nan";
+    else
+      o << v;
+    return o.str();
+  };
+  auto val = [&](const std::vector<std::string>& r, int c) {
+    return c < 0 || r[size_t(c)].empty() ? NAN : std::atof(r[size_t(c)].c_str());
+  };
+  // group key: the key columns (before "model") except the named ones
+  auto group = [&](const std::vector<std::string>& r, const std::vector<std::string>& drop) {
+    std::string g;
+    for (int i = 0; i < c_model; ++i)
+      if (std::find(drop.begin(), drop.end(), head[size_t(i)]) == drop.end())
+        g += (g.empty() ? "" : " ") + head[size_t(i)] + "=" + r[size_t(i)];
+    return g;
+  };
+  const int c_N = col("N"), c_K = col("K"), c_w = col("width");
+  const int c_tau = col("tau"), c_cb = col("c_beta"), c_cd = col("c_delta");
+  std::ostringstream txt, fc;
+  fc << "quantity,group,points,value,stderr,rms,alt,alt_rms\n";
+  txt << "markov_minimal summary (" << rows.size() << " runs)\n";
+  auto fitrow = [&](const std::string& q, const std::string& g, int n, double v, double se,
+                    double rms, double alt, double alt_rms) {
+    fc << q << ",\"" << g << "\"," << n << "," << num(v) << "," << num(se) << "," << num(rms) << ","
+       << num(alt) << "," << num(alt_rms) << "\n";
+  };
+
+  // ---- symmetric: tau(N), c(N)
+  if (c_N >= 0 && c_N < c_model) {
+    struct G {
+      std::map<double, std::vector<double>> tau, cb, cd;
+      int censored = 0;
+    };
+    std::map<std::string, G> gs;
+    for (const auto& r : rows) {
+      if (r[size_t(c_model)] != "symmetric") continue;
+      G& g = gs[group(r, {"N", "seed"})];
+      const double N = val(r, c_N), t = val(r, c_tau);
+      if (std::isnan(t))
+        ++g.censored;
+      else
+        g.tau[N].push_back(t);
+      g.cb[N].push_back(val(r, c_cb));
+      g.cd[N].push_back(val(r, c_cd));
+    }
+    for (auto& [gname, g] : gs) {
+      txt << "\nsymmetric model " << (gname.empty() ? "(all)" : gname) << "\n";
+      txt << "  N: tau median [min, max] over seeds (n); c_beta, c_delta seed means\n";
+      std::vector<double> Ns, taus, lN, lcb, lcd;
+      std::set<double> allN;
+      for (auto& [N, v] : g.cb) allN.insert(N);
+      for (double N : allN) {
+        auto& t = g.tau[N];
+        std::sort(t.begin(), t.end());
+        double mb = 0, md = 0;
+        for (double x : g.cb[N]) mb += x;
+        for (double x : g.cd[N]) md += x;
+        mb /= double(g.cb[N].size());
+        md /= double(g.cd[N].size());
+        txt << "  N=" << N << ": tau ";
+        if (t.empty())
+          txt << "none";
+        else
+          txt << num(t[t.size() / 2]) << " [" << num(t.front()) << ", " << num(t.back()) << "] ("
+              << t.size() << ")";
+        txt << "; c_beta " << num(mb) << ", c_delta " << num(md) << "\n";
+        for (double x : t) Ns.push_back(N), taus.push_back(x);
+        if (mb > 0) lN.push_back(std::log(N)), lcb.push_back(std::log(mb));
+        if (md > 0) lcd.push_back(std::log(md));
+      }
+      if (g.censored) txt << "  " << g.censored << " run(s) without an escape (tau censored)\n";
+      std::set<double> withN(Ns.begin(), Ns.end());
+      if (withN.size() >= 3) {
+        const TauFit f = fit_tau_vs_N(Ns, taus);
+        std::vector<double> lx, ly;  // two-parameter tau = A (N / ln N)^q
+        for (size_t i = 0; i < Ns.size(); ++i)
+          lx.push_back(std::log(Ns[i] / std::log(Ns[i]))), ly.push_back(std::log(taus[i]));
+        const LineFit q = fit_line(lx, ly);
+        txt << "  tau = A N^p: p = " << num(f.power.b) << " +- " << num(f.power.se_b)
+            << ", A = " << num(std::exp(f.power.a)) << ", rms log residual " << num(f.power.rms)
+            << " (2 parameters, " << Ns.size() << " points)\n";
+        txt << "  tau = c N / ln N: c = " << num(f.c_nlogn) << ", rms log residual "
+            << num(f.rms_nlogn) << " (1 parameter)\n";
+        txt << "  tau = A (N / ln N)^q: q = " << num(q.b) << " +- " << num(q.se_b)
+            << ", rms log residual " << num(q.rms) << " (2 parameters)\n";
+        const double best2 = std::min(f.power.rms, q.rms);
+        txt << "  better (2-parameter laws, same data): "
+            << (f.power.rms < q.rms ? "N^p" : "(N / ln N)^q") << " by rms "
+            << num(std::fabs(f.power.rms - q.rms)) << " (ratio "
+            << num(std::max(f.power.rms, q.rms) / best2) << ")\n";
+        fitrow("tau power p", gname, int(Ns.size()), f.power.b, f.power.se_b, f.power.rms,
+               f.c_nlogn, f.rms_nlogn);
+        fitrow("tau (N/lnN)^q q", gname, int(Ns.size()), q.b, q.se_b, q.rms, NAN, NAN);
+      } else {
+        txt << "  fewer than 3 N values with an escape: no tau fit\n";
+      }
+      if (lcb.size() >= 3) {
+        const LineFit fb = fit_line(lN, lcb);
+        txt << "  c_beta = A N^s: s = " << num(fb.b) << " +- " << num(fb.se_b) << " (rms "
+            << num(fb.rms) << ")\n";
+        fitrow("c_beta power s", gname, fb.n, fb.b, fb.se_b, fb.rms, NAN, NAN);
+      }
+      if (lcd.size() >= 3 && lcd.size() == lN.size()) {
+        const LineFit fd = fit_line(lN, lcd);
+        txt << "  c_delta = A N^s: s = " << num(fd.b) << " +- " << num(fd.se_b) << " (rms "
+            << num(fd.rms) << ")\n";
+        fitrow("c_delta power s", gname, fd.n, fd.b, fd.se_b, fd.rms, NAN, NAN);
+      }
+    }
+  }
+
+  // ---- memoriser: K_max per (group, seed), K_max vs width
+  if (c_K >= 0 && c_K < c_model) {
+    const int c_fit = col("fits");
+    std::map<std::string, std::map<double, bool>> per;  // group with seed -> K -> fitted
+    std::map<std::string, std::string> noseed;
+    std::map<std::string, double> width_of;
+    for (const auto& r : rows) {
+      if (r[size_t(c_model)] != "memoriser") continue;
+      const std::string g = group(r, {"K"});
+      per[g][val(r, c_K)] = val(r, c_fit) == 1;
+      noseed[g] = group(r, {"K", "seed"});
+      width_of[noseed[g]] = c_w >= 0 && c_w < c_model ? val(r, c_w) : NAN;
+    }
+    if (!per.empty()) txt << "\nmemoriser capacity: K_max = largest K with every K' <= K fitted\n";
+    std::map<std::string, std::vector<double>> kmax;
+    for (auto& [g, m] : per) {
+      double km = 0;
+      for (auto& [K, ok] : m) {
+        if (!ok) break;
+        km = K;
+      }
+      txt << "  " << g << ": K_max " << km << " (fitted:";
+      for (auto& [K, ok] : m) txt << " " << K << (ok ? "+" : "-");
+      txt << ")\n";
+      kmax[noseed[g]].push_back(km);
+    }
+    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> byw;
+    for (auto& [g, v] : kmax) {
+      double s = 0;
+      int n = 0;
+      for (double x : v)
+        if (x > 0) s += std::log2(x), ++n;
+      txt << "  " << g << ": K_max seed mean 2^" << num(n ? s / n : NAN) << " = "
+          << num(n ? std::exp2(s / n) : NAN) << " over " << v.size() << " seed(s)\n";
+      fitrow("K_max", g, int(v.size()), n ? std::exp2(s / n) : NAN, NAN, NAN, NAN, NAN);
+      // group over width: the key without width and seed
+      std::string gw;
+      {
+        std::istringstream ss(g);
+        std::string tok;
+        while (ss >> tok)
+          if (tok.rfind("width=", 0) != 0) gw += (gw.empty() ? "" : " ") + tok;
+      }
+      for (double x : v)
+        if (x > 0 && width_of[g] > 0)
+          byw[gw].first.push_back(std::log(width_of[g])), byw[gw].second.push_back(std::log(x));
+    }
+    for (auto& [gw, xy] : byw) {
+      std::set<double> ws(xy.first.begin(), xy.first.end());
+      if (ws.size() < 2) continue;
+      const LineFit f = fit_line(xy.first, xy.second);
+      txt << "  K_max = A width^a " << gw << ": a = " << num(f.b) << " +- " << num(f.se_b)
+          << " (rms log residual " << num(f.rms) << ", " << f.n << " points)\n";
+      fitrow("K_max width power a", gw, f.n, f.b, f.se_b, f.rms, NAN, NAN);
+    }
+  }
+  std::ofstream(run_dir + "/minimal_summary.txt") << txt.str();
+  std::ofstream(run_dir + "/minimal_fits.csv") << fc.str();
+  *msg = "markov_minimal summary: " + run_dir + "/minimal_summary.txt";
+  return true;
+}
+
+}  // namespace pl::markov::minimal

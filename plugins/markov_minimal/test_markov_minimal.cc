@@ -1,0 +1,300 @@
+// markov_minimal tests: each minimal model's gradient vs central finite differences (double); the
+// symmetric model's loss equals the full attention-only transformer's (markov_icl's Model<double>,
+// LN off, MLP off) with its weights set to the symmetric form; the float path on the kernel table
+// vs the double one; the hard-wired layer 1 of the induction model is exactly previous-token;
+// a wide memoriser fits K = 2 chains to the 2-Mem floor.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "markov_icl/model.hpp"
+#include "markov_minimal/harness.hpp"
+#include "phaselab/kernels.hpp"
+
+namespace {
+
+bool close(double got, double ref, double atol, double rtol) {
+  return std::isfinite(got) && std::fabs(got - ref) <= atol + rtol * std::fabs(ref);
+}
+
+pl_kernel_table table() {
+  pl_kernel_table t{};
+  std::string err;
+  if (!pl::select_kernels("", &t, &err)) {
+    REQUIRE_MESSAGE(err.rfind("no variant of kernel", 0) == 0, err);
+    std::memset(&t, 0, sizeof t);
+    t.struct_size = sizeof t;
+#define PL_KERNEL(kname, Camel, ret, params)                                       \
+  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), "")) { \
+    t.kname = reinterpret_cast<ret(*) params>(v->fn);                              \
+    t.variant.kname = v->name.c_str();                                             \
+  }
+#include "phaselab/kernels.def"
+#undef PL_KERNEL
+  }
+  pl::markov::fill_missing(&t);
+  return t;
+}
+
+std::vector<int32_t> tokens(int nb, int N, int C, uint32_t seed) {
+  std::vector<int32_t> x(size_t(nb) * (N + 1));
+  uint32_t s = seed;
+  for (auto& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = int32_t((s >> 16) % uint32_t(C));
+  }
+  return x;
+}
+
+// Central differences of f over the parameter vector p (in place, restored), compared with g.
+template <class F>
+int check_fd(std::vector<double>& p, const std::vector<double>& g, F&& f, double h, double atol,
+             double rtol, double* max_g) {
+  int bad = 0;
+  *max_g = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double p0 = p[i];
+    p[i] = p0 + h;
+    const double lp = f();
+    p[i] = p0 - h;
+    const double lm = f();
+    p[i] = p0;
+    const double fd = (lp - lm) / (2 * h);
+    *max_g = std::max(*max_g, std::fabs(fd));
+    if (!close(g[i], fd, atol, rtol)) {
+      if (bad < 5) MESSAGE("param " << i << ": analytic " << g[i] << " fd " << fd);
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+}  // namespace
+
+using pl::markov::minimal::SymModel;
+
+TEST_CASE("markov_minimal: symmetric model gradient matches central finite differences (double)") {
+  const int C = 4, N = 9, nb = 3;
+  const auto x = tokens(nb, N, C, 11);
+  SymModel<double> m(C, N, nullptr);
+  // away from the plateau (every path carries signal) and at the plateau point beta = delta = 0
+  const double pts[2][5] = {{0.7, 1.3, 0.4, -0.6, 0.9}, {0.0, 0.0, 0.3, 0.5, 1.1}};
+  for (const auto& pt : pts) {
+    for (int i = 0; i < 5; ++i) m.theta[size_t(i)] = pt[i];
+    std::vector<double> g(5), ps(size_t(nb) * 5);
+    m.run(x.data(), nb, g.data(), ps.data());
+    std::vector<double> p(m.theta.begin(), m.theta.end());
+    auto f = [&] {
+      for (int i = 0; i < 5; ++i) m.theta[size_t(i)] = p[size_t(i)];
+      return m.run(x.data(), nb, nullptr);
+    };
+    double max_g = 0;
+    CHECK(check_fd(p, g, f, 1e-5, 1e-9, 1e-6, &max_g) == 0);
+    CHECK(max_g > 1e-3);
+    for (int i = 0; i < 5; ++i) {  // per-sequence gradients average to the batch gradient
+      double s = 0;
+      for (int b = 0; b < nb; ++b) s += ps[size_t(b) * 5 + size_t(i)];
+      CHECK(close(s / nb, g[size_t(i)], 1e-14, 1e-12));
+    }
+  }
+}
+
+// The full attention-only transformer (no LN, no MLP, learned positions) with d = 3C + N: token
+// one-hots in [0, C), position one-hots in [C, C + N), layer-1 output in [C + N, 2C + N), layer-2
+// output in [2C + N, 3C + N). Layer 1: query = beta sqrt(d) e(pos n), key = e(pos m + 1), so the
+// score is beta [m = n - 1]; value = the token, written to the h block. Layer 2: query = delta
+// sqrt(d) e(x_n), key = the h block, value = the token, written to the o block. Read-out
+// g_u, g_h, g_o on the three blocks, plus b 11^T on each block (a constant shift of the logits).
+void set_symmetric_form(pl::markov::Model<double>& M, int C, int N, const double* th, double b) {
+  const int d = 3 * C + N;
+  std::fill(M.params.begin(), M.params.end(), 0.0);
+  auto& P = M.P;
+  const double sd = std::sqrt(double(d));
+  for (int a = 0; a < C; ++a) P.wte[size_t(a) * d + a] = 1;
+  for (int t = 0; t < N; ++t) P.wpe[size_t(t) * d + C + t] = 1;
+  const int H = C + N, O = 2 * C + N;
+  auto W = [&](double* w, int r, int c) -> double& { return w[size_t(r) * d + c]; };
+  {  // layer 1
+    double* q = P.l[0].wqkv;
+    double* k = q + size_t(d) * d;
+    double* v = k + size_t(d) * d;
+    for (int t = 0; t < N; ++t) W(q, C + t, C + t) = th[0] * sd;
+    for (int t = 0; t + 1 < N; ++t) W(k, C + t + 1, C + t) = 1;
+    for (int a = 0; a < C; ++a) W(v, H + a, a) = 1, W(P.l[0].wo, H + a, H + a) = 1;
+  }
+  {  // layer 2
+    double* q = P.l[1].wqkv;
+    double* k = q + size_t(d) * d;
+    double* v = k + size_t(d) * d;
+    for (int a = 0; a < C; ++a) {
+      W(q, a, a) = th[1] * sd;
+      W(k, a, H + a) = 1;
+      W(v, O + a, a) = 1;
+      W(P.l[1].wo, O + a, O + a) = 1;
+    }
+  }
+  for (int j = 0; j < C; ++j)
+    for (int a = 0; a < C; ++a) {
+      W(P.wu, j, a) = (j == a ? th[2] : 0.0) + b;
+      W(P.wu, j, H + a) = (j == a ? th[3] : 0.0) + b;
+      W(P.wu, j, O + a) = (j == a ? th[4] : 0.0) - 2 * b;
+    }
+}
+
+TEST_CASE(
+    "markov_minimal: symmetric model equals the full attention-only transformer in its form") {
+  const int nb = 4;
+  for (const int C : {3, 5})
+    for (const int N : {6, 17}) {
+      CAPTURE(C);
+      CAPTURE(N);
+      pl::markov::ModelConfig cfg;
+      cfg.C = C;
+      cfg.N = N;
+      cfg.d = 3 * C + N;
+      cfg.heads = 1;
+      cfg.layers = 2;
+      cfg.mlp = false;
+      cfg.ln = false;
+      pl::markov::Model<double> full(cfg, nullptr, nb, 1);
+      SymModel<double> sym(C, N, nullptr);
+      const auto x = tokens(nb, N, C, 5 + C * N);
+      const double pts[3][5] = {
+          {0, 0, 0, 0, 0}, {0.0, 0.0, 0.3, 0.5, 1.1}, {2.1, 3.5, 0.4, -0.6, 1.9}};
+      for (const auto& pt : pts) {
+        for (int i = 0; i < 5; ++i) sym.theta[size_t(i)] = pt[i];
+        for (const double b : {0.0, 0.37}) {
+          set_symmetric_form(full, C, N, pt, b);
+          const double lf = full.forward(x.data(), nb);
+          std::vector<double> lp_sym(size_t(nb) * N * C), lp_full(lp_sym.size());
+          const double ls = sym.run(x.data(), nb, nullptr, nullptr, lp_sym.data());
+          full.log_probs(nb, lp_full.data());
+          CHECK(close(ls, lf, 1e-6, 0));
+          CHECK(std::fabs(ls - lf) < 1e-12);
+          double mx = 0;
+          for (size_t i = 0; i < lp_sym.size(); ++i)
+            mx = std::max(mx, std::fabs(lp_sym[i] - lp_full[i]));
+          CHECK(mx < 1e-12);
+        }
+      }
+      // the layer-1 output of the full model is the symmetric model's h (rows b * N + t)
+      set_symmetric_form(full, C, N, pts[2], 0);
+      full.forward(x.data(), nb);
+      sym.theta = {pts[2][0], pts[2][1], pts[2][2], pts[2][3], pts[2][4]};
+      sym.run(x.data() + size_t(nb - 1) * (N + 1), 1, nullptr);
+      double mx = 0;
+      for (int t = 0; t < N; ++t)
+        for (int a = 0; a < C; ++a)
+          mx = std::max(
+              mx, std::fabs(full.A(0)[(size_t(nb - 1) * N + t) * cfg.d + C + N + a] - sym.h(t, a)));
+      CHECK(mx < 1e-13);
+    }
+}
+
+TEST_CASE("markov_minimal: symmetric model in float on the kernel table matches double") {
+  const pl_kernel_table t = table();
+  const int C = 10, N = 64, nb = 4;
+  const auto x = tokens(nb, N, C, 3);
+  SymModel<double> md(C, N, nullptr);
+  SymModel<float> mf(C, N, &t);
+  md.theta = mf.theta = {1.2, 2.5, 0.3, 0.8, 2.0};
+  double gd[5], gf[5];
+  const double ld = md.run(x.data(), nb, gd), lf = mf.run(x.data(), nb, gf);
+  CHECK(close(lf, ld, 1e-6, 1e-5));
+  for (int i = 0; i < 5; ++i) CHECK(close(gf[i], gd[i], 1e-5, 1e-4));
+}
+
+using pl::markov::minimal::InductionModel;
+using pl::markov::minimal::MemoriserModel;
+
+TEST_CASE("markov_minimal: induction model gradient matches central finite differences (double)") {
+  const int C = 3, N = 7, nb = 3, dh = 4;
+  InductionModel<double> m(C, N, dh, nb, nullptr);
+  std::vector<float> z(m.num_params());
+  pl::markov::ref::gaussian_f(z.data(), z.size(), 77, 1, 0);
+  for (size_t i = 0; i < z.size(); ++i) m.params[i] = 0.7 * z[i];
+  const auto x = tokens(nb, N, C, 21);
+  m.run(x.data(), nb, true);
+  const std::vector<double> g = m.grads;
+  auto f = [&] { return m.run(x.data(), nb, false); };
+  double max_g = 0;
+  CHECK(check_fd(m.params, g, f, 1e-5, 1e-9, 1e-6, &max_g) == 0);
+  CHECK(max_g > 1e-3);
+}
+
+TEST_CASE("markov_minimal: the induction model's layer 1 is exactly previous-token") {
+  const pl_kernel_table t = table();
+  const int C = 5, N = 12, nb = 3;
+  InductionModel<float> m(C, N, 8, nb, &t);
+  std::vector<float> z(m.num_params());
+  pl::markov::ref::gaussian_f(z.data(), z.size(), 3, 2, 0);
+  for (size_t i = 0; i < z.size(); ++i) m.params[i] = z[i];
+  const auto x = tokens(nb, N, C, 8);
+  m.run(x.data(), nb, true);
+  // y_n = e(x_n) (+) e(x_{n-1}), exactly, whatever the weights; e(x_{-1}) = 0
+  int bad = 0;
+  for (int b = 0; b < nb; ++b)
+    for (int n = 0; n < N; ++n)
+      for (int a = 0; a < C; ++a) {
+        const float* y = m.y() + (size_t(b) * N + n) * 2 * C;
+        const int32_t* s = x.data() + size_t(b) * (N + 1);
+        bad += y[a] != (s[n] == a ? 1.f : 0.f);
+        bad += y[C + a] != (n > 0 && s[n - 1] == a ? 1.f : 0.f);
+      }
+  CHECK(bad == 0);
+  // and it is what the full transformer's layer 1 computes with exact previous-token attention:
+  // the symmetric model's layer-1 output h_m tends to e(x_{m-1}) as beta grows
+  SymModel<double> sym(C, N, nullptr);
+  sym.theta = {60.0, 0, 0, 0, 0};
+  sym.run(x.data(), 1, nullptr);
+  double mx = 0;
+  for (int n = 1; n < N; ++n)
+    for (int a = 0; a < C; ++a)
+      mx = std::max(mx, std::fabs(sym.h(n, a) - double(m.y()[size_t(n) * 2 * C + C + a])));
+  CHECK(mx < 1e-20);
+}
+
+TEST_CASE("markov_minimal: memoriser gradient matches central finite differences (double)") {
+  for (const bool gelu : {false, true}) {
+    CAPTURE(gelu);
+    const int C = 3, N = 6, nb = 2, d = 4, w = 5;
+    MemoriserModel<double> m(C, N, d, w, gelu, nb, nullptr);
+    std::vector<float> z(m.num_params());
+    pl::markov::ref::gaussian_f(z.data(), z.size(), 5, gelu ? 1 : 0, 0);
+    for (size_t i = 0; i < z.size(); ++i) m.params[i] = 0.8 * z[i];
+    const auto x = tokens(nb, N, C, 4);
+    m.run(x.data(), nb, true);
+    const std::vector<double> g = m.grads;
+    auto f = [&] { return m.run(x.data(), nb, false); };
+    double max_g = 0;
+    CHECK(check_fd(m.params, g, f, 1e-5, 1e-9, 1e-6, &max_g) == 0);
+    CHECK(max_g > 1e-3);
+  }
+}
+
+TEST_CASE("markov_minimal: float induction and memoriser on the kernel table match double") {
+  const pl_kernel_table t = table();
+  const int C = 4, N = 16, nb = 3;
+  const auto x = tokens(nb, N, C, 12);
+  {
+    InductionModel<double> md(C, N, 8, nb, nullptr);
+    InductionModel<float> mf(C, N, 8, nb, &t);
+    std::vector<float> z(md.num_params());
+    pl::markov::ref::gaussian_f(z.data(), z.size(), 9, 0, 0);
+    for (size_t i = 0; i < z.size(); ++i) md.params[i] = mf.params[i] = 0.5f * z[i];
+    CHECK(close(mf.run(x.data(), nb, true), md.run(x.data(), nb, true), 1e-6, 1e-5));
+    for (size_t i = 0; i < z.size(); ++i) CHECK(close(mf.grads[i], md.grads[i], 1e-5, 1e-3));
+  }
+  {
+    MemoriserModel<double> md(C, N, 8, 16, true, nb, nullptr);
+    MemoriserModel<float> mf(C, N, 8, 16, true, nb, &t);
+    std::vector<float> z(md.num_params());
+    pl::markov::ref::gaussian_f(z.data(), z.size(), 10, 0, 0);
+    for (size_t i = 0; i < z.size(); ++i) md.params[i] = mf.params[i] = 0.5f * z[i];
+    CHECK(close(mf.run(x.data(), nb, true), md.run(x.data(), nb, true), 1e-6, 1e-5));
+    for (size_t i = 0; i < z.size(); ++i) CHECK(close(mf.grads[i], md.grads[i], 1e-5, 1e-3));
+  }
+}
