@@ -75,9 +75,9 @@ const pl_param_decl kParams[] = {
     pl::sdk::bool_param("phi_gelu", false, "memoriser: GELU on the looked-up phi"),
     pl::sdk::float_param("init_scale", 0.02, "induction / memoriser: N(0, s^2) initial matrices",
                          PL_RANGE_MIN, 0),
-    pl::sdk::float_param("kl_fit", 0.02,
-                         "memoriser: K is fitted when the final KL(2-Mem || model) on ID is below "
-                         "this (nats per position)",
+    pl::sdk::float_param("kl_fit", 0.05,
+                         "memoriser: K is fitted when the final phase is 2-Mem and KL(2-Mem || "
+                         "model) on ID (all positions) is below this (nats per position)",
                          PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
 };
 
@@ -267,25 +267,26 @@ class MarkovMinimal {
     const double lf = last.loss[mem ? 0 : 1];
     const double floor = mem ? h.eval_set(0).bayes[pl::markov::kMem2] : pl.bayes2;
     const double kl2m = mem ? last.kl[0][pl::markov::kMem2] : NAN;
-    const bool fits = mem && kl2m < cx.f("kl_fit");
+    const bool fits = mem && last.phase == pl::markov::kMem2 && kl2m < cx.f("kl_fit");
+    auto opt = [](double v) { return std::isfinite(v) ? pl::sdk::Cell(v) : pl::sdk::Cell(); };
     cx.emit(2, {cx.s("model"),
-                pl.loss,
-                pl.bayes2,
-                pl.bayes1,
-                pl.c[0],
-                pl.se[0],
-                pl.c[1],
-                pl.se[1],
-                pl.gains[0],
-                pl.gains[1],
-                pl.gains[2],
-                sym ? pl::sdk::Cell(thr) : pl::sdk::Cell(),
-                tau,
+                opt(pl.loss),
+                opt(pl.bayes2),
+                opt(pl.bayes1),
+                opt(pl.c[0]),
+                opt(pl.se[0]),
+                opt(pl.c[1]),
+                opt(pl.se[1]),
+                opt(pl.gains[0]),
+                opt(pl.gains[1]),
+                opt(pl.gains[2]),
+                sym ? opt(thr) : pl::sdk::Cell(),
+                opt(tau),
                 stop,
-                lf,
-                sym ? pl::sdk::Cell((pl.loss - lf) / (pl.loss - floor)) : pl::sdk::Cell(),
-                last.kl[0][pl::markov::kGen2],
-                nan_if(mem, kl2m),
+                opt(lf),
+                sym ? opt((pl.loss - lf) / (pl.loss - floor)) : pl::sdk::Cell(),
+                opt(last.kl[0][pl::markov::kGen2]),
+                opt(kl2m),
                 pl::markov::pred_name(last.phase),
                 fits ? 1 : 0,
                 int64_t(net.p.size())});

@@ -13,6 +13,7 @@
 #include "markov_icl/model.hpp"
 #include "markov_minimal/harness.hpp"
 #include "phaselab/kernels.hpp"
+#include "tests/emulation.hpp"
 
 namespace {
 
@@ -297,4 +298,33 @@ TEST_CASE("markov_minimal: float induction and memoriser on the kernel table mat
     CHECK(close(mf.run(x.data(), nb, true), md.run(x.data(), nb, true), 1e-6, 1e-5));
     for (size_t i = 0; i < z.size(); ++i) CHECK(close(mf.grads[i], md.grads[i], 1e-5, 1e-3));
   }
+}
+
+// Skipped under emulation (1500 training steps take minutes under qemu; fewer do not converge).
+TEST_CASE("markov_minimal: a wide memoriser fits K = 2 chains to the 2-Mem floor" *
+          doctest::skip(pl::test::emulated())) {
+  const pl_kernel_table t = table();
+  pl::markov::minimal::MinConfig c;
+  c.kind = pl::markov::minimal::Kind::kMemoriser;
+  c.C = 3;
+  c.N = 32;
+  c.K = 2;
+  c.infinite = false;
+  c.d_phi = 16;
+  c.width = 64;
+  c.lr = 3e-3;
+  c.batch = 32;
+  c.n_eval = 256;
+  pl::markov::minimal::Harness h(c, t);
+  const pl::markov::EvalResult r0 = h.evaluate();
+  for (int64_t s = 1; s <= 1500; ++s) h.train_step(s);
+  const pl::markov::EvalResult r = h.evaluate();
+  const double floor = h.eval_set(0).bayes[pl::markov::kMem2];
+  MESSAGE("memoriser K=2: KL(2mem) " << r0.kl[0][pl::markov::kMem2] << " -> "
+                                     << r.kl[0][pl::markov::kMem2] << ", ID loss " << r.loss[0]
+                                     << " vs 2-Mem floor " << floor);
+  CHECK(r.phase == pl::markov::kMem2);
+  CHECK(r.kl[0][pl::markov::kMem2] < 0.02);  // the kl_fit threshold of the capacity sweep is 0.05
+  CHECK(r.loss[0] - floor < 0.03);
+  CHECK(r.loss[0] > floor - 0.02);  // cannot beat Bayes by more than the sampling noise
 }

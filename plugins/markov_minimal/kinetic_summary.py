@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""K1* and K2* per layer-1 query/key learning-rate multiplier, from a markov_icl run folder
+(configs/markov_kinetic.toml): reads RUN_DIR/summary.csv (written by markov_icl at the end of
+the run: per point and seed the final phase, the class and the phase path) and prints, per
+multiplier and seed, the brackets
+
+  K1* (kinetic): the largest grid K that memorised without a 2-Gen phase first (class "mem") vs
+                 the next grid K, which went through 2-Gen (class "gen" or "gen_then_mem");
+  K2*          : the largest memorising K (final phase a Mem one) vs the next K, which ends in a
+                 Gen phase;
+
+each with the geometric mean of the bracket, then per multiplier the seed mean of log2 and the
+spread. Non-monotone sequences of classes are reported as such. Writes RUN_DIR/kinetic_summary.csv
+and, with gnuplot installed, RUN_DIR/figures/k1_vs_multiplier.png.
+
+    python3 plugins/markov_minimal/kinetic_summary.py RUN_DIR
+"""
+import csv
+import math
+import os
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+
+
+def bracket(seq, lower_ok):
+    """seq: [(K, cls)] sorted by K. The last K of the leading run where lower_ok(cls) holds, and
+    the next K; None if the run is empty or covers the whole grid."""
+    lo = None
+    for i, (K, c) in enumerate(seq):
+        if lower_ok(c):
+            lo = i
+        else:
+            break
+    if lo is None or lo + 1 >= len(seq):
+        return None
+    return seq[lo][0], seq[lo + 1][0]
+
+
+def monotone(seq, lower_ok):
+    flags = [lower_ok(c) for _, c in seq]
+    return all(not (not a and b) for a, b in zip(flags, flags[1:]))
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    run = sys.argv[1]
+    rows = list(csv.DictReader(open(os.path.join(run, "summary.csv"))))
+    if not rows or "lr_mult_l1_qk" not in rows[0]:
+        sys.exit("summary.csv needs K and lr_mult_l1_qk columns (configs/markov_kinetic.toml)")
+    by = defaultdict(list)
+    for r in rows:
+        by[(float(r["lr_mult_l1_qk"]), int(r["seed"]))].append((float(r["K"]), r["class"]))
+    k1 = defaultdict(list)
+    k2 = defaultdict(list)
+    out = [["lr_mult_l1_qk", "seed", "classes", "k1_lo", "k1_hi", "k2_lo", "k2_hi", "monotone"]]
+    print("per multiplier and seed: classes by K (m = mem, g = gen, G = gen_then_mem)")
+    for (m, s), seq in sorted(by.items()):
+        seq.sort()
+        code = "".join({"mem": "m", "gen": "g", "gen_then_mem": "G"}.get(c, "?") for _, c in seq)
+        b1 = bracket(seq, lambda c: c == "mem")
+        b2 = bracket(seq, lambda c: c != "gen")
+        mono = monotone(seq, lambda c: c == "mem") and monotone(seq, lambda c: c != "gen")
+        if b1:
+            k1[m].append(math.sqrt(b1[0] * b1[1]))
+        if b2:
+            k2[m].append(math.sqrt(b2[0] * b2[1]))
+        fmt = lambda b: f"[{b[0]:g}, {b[1]:g}]" if b else "not bracketed"
+        print(f"  mult {m:g} seed {s}: {' '.join(f'{K:g}' for K, _ in seq)} -> {code}; "
+              f"K1* {fmt(b1)}, K2* {fmt(b2)}{'' if mono else ' (non-monotone)'}")
+        out.append([m, s, code, *(b1 or ("", "")), *(b2 or ("", "")), int(mono)])
+    print("\nper multiplier: geometric mean of the seed estimates [min, max] (seeds bracketed)")
+    fig = []
+    for m in sorted({m for m, _ in by}):
+        n = len([1 for (mm, _) in by if mm == m])
+        line = f"  mult {m:g}:"
+        for name, d in (("K1*", k1), ("K2*", k2)):
+            v = d.get(m, [])
+            if v:
+                g = 2 ** (sum(math.log2(x) for x in v) / len(v))
+                line += f" {name} {g:.3g} [{min(v):.3g}, {max(v):.3g}] ({len(v)}/{n})"
+                if name == "K1*":
+                    fig.append((m, g, min(v), max(v)))
+            else:
+                line += f" {name} not bracketed (0/{n})"
+        print(line)
+    with open(os.path.join(run, "kinetic_summary.csv"), "w", newline="") as f:
+        csv.writer(f).writerows(out)
+    if fig and shutil.which("gnuplot"):
+        d = os.path.join(run, "figures")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "k1_vs_multiplier.dat"), "w") as f:
+            for m, g, lo, hi in fig:
+                f.write(f"{m} {g} {lo} {hi}\n")
+        with open(os.path.join(d, "k1_vs_multiplier.gp"), "w") as f:
+            f.write(
+                "set terminal pngcairo size 800,560\nset output 'k1_vs_multiplier.png'\n"
+                "set logscale xy 2\nset xlabel 'lr_mult_l1_qk'\nset ylabel 'K1* (kinetic)'\n"
+                "set title 'K1* vs layer-1 QK learning-rate multiplier (seed mean, range)'\n"
+                "plot 'k1_vs_multiplier.dat' u 1:2:3:4 w yerrorlines t 'K1*'\n")
+        subprocess.run(["gnuplot", "k1_vs_multiplier.gp"], cwd=d, check=False)
+        print(f"\nfigure: {os.path.join(d, 'k1_vs_multiplier.png')}")
+
+
+if __name__ == "__main__":
+    main()
