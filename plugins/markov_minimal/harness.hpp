@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "markov_icl/chains.hpp"
-#include "markov_icl/predictors.hpp"
-#include "markov_icl/trainer.hpp"
+#include "markov_common/chains.hpp"
+#include "markov_common/predictors.hpp"
+#include "markov_common/trainer.hpp"
 #include "markov_minimal/induction.hpp"
 #include "markov_minimal/memoriser.hpp"
 #include "markov_minimal/symmetric.hpp"
@@ -24,6 +24,10 @@
 namespace pl::markov::minimal {
 
 enum class Kind { kSymmetric, kInduction, kMemoriser };
+
+// This plugin's own random-stream purposes, next to pl::markov::Stream's (seed-derived).
+constexpr uint64_t kPlateauBatches = 7;  // the symmetric model's plateau training batches
+constexpr uint64_t kPlateauGrad = 8;     // the sequences of the plateau loss and gradient
 
 struct MinConfig {
   Kind kind = Kind::kSymmetric;
@@ -91,11 +95,12 @@ class FloatNet : public Net {
 
 class Harness {
  public:
-  Harness(const MinConfig& mc, const pl_kernel_table& k) : c_(mc), k_(k) {
-    if (c_.alpha1 <= 0) c_.alpha1 = matched_alpha1(k_, c_.C, c_.alpha, derive(c_.chain_seed, 6));
+  Harness(const MinConfig& mc, const pl_kernel_table& k) : c_(mc), k_(require_kernels(k)) {
+    if (c_.alpha1 <= 0)
+      c_.alpha1 = matched_alpha1(k_, c_.C, c_.alpha, stream_seed(c_.chain_seed, Stream::kAlpha1));
     if (!c_.infinite) {
       chains_.resize(c_.K, c_.C);
-      chains_.generate(k_, derive(c_.chain_seed, 1), 0, c_.alpha);
+      chains_.generate(k_, stream_seed(c_.chain_seed, Stream::kTrainChains), 0, c_.alpha);
     }
     batch_.assign(size_t(c_.batch) * (c_.N + 1), 0);
     seq_chain_.resize(size_t(c_.batch));
@@ -108,7 +113,7 @@ class Harness {
       case Kind::kInduction: {
         auto m = std::make_unique<InductionModel<float>>(c_.C, c_.N, c_.d_head, c_.batch, &k_);
         z.resize(m->num_params());
-        k_.gaussian(z.data(), z.size(), derive(c_.seed, 2), 0, 0);
+        k_.gaussian(z.data(), z.size(), stream_seed(c_.seed, Stream::kInit), 0, 0);
         for (size_t i = 0; i < z.size(); ++i) m->params[i] = float(c_.init_scale * z[i]);
         net_ = std::make_unique<FloatNet<InductionModel<float>>>(std::move(m));
         break;
@@ -117,7 +122,7 @@ class Harness {
         auto m = std::make_unique<MemoriserModel<float>>(c_.C, c_.N, c_.d_phi, c_.width,
                                                          c_.phi_gelu, c_.batch, &k_);
         z.resize(m->num_params());
-        k_.gaussian(z.data(), z.size(), derive(c_.seed, 2), 0, 0);
+        k_.gaussian(z.data(), z.size(), stream_seed(c_.seed, Stream::kInit), 0, 0);
         m->init_from_normals(z.data(), c_.init_scale);
         net_ = std::make_unique<FloatNet<MemoriserModel<float>>>(std::move(m));
         break;
@@ -125,8 +130,8 @@ class Harness {
     }
     m_.assign(net_->p.size(), 0.0);
     v_.assign(net_->p.size(), 0.0);
-    make_eval(id_, c_.infinite ? nullptr : &chains_, derive(c_.chain_seed, 3));
-    make_eval(ood_, nullptr, derive(c_.chain_seed, 4));
+    make_eval(id_, c_.infinite ? nullptr : &chains_, stream_seed(c_.chain_seed, Stream::kEvalId));
+    make_eval(ood_, nullptr, stream_seed(c_.chain_seed, Stream::kEvalOod));
     logp_.assign(size_t(c_.batch) * c_.N * c_.C, 0.0);
   }
 
@@ -136,12 +141,14 @@ class Harness {
   bool mem_defined() const { return !c_.infinite; }
   const std::vector<int32_t>& batch_tokens() const { return batch_; }
 
-  // The batch of `step` from its own streams (as markov_icl's Trainer::make_batch).
-  void make_batch(int64_t step, uint64_t purpose = 5) {
+  // The batch of `step` from its own streams (as markov_icl's Trainer::make_batch; purpose
+  // Stream::kBatches for training, kPlateauBatches / kPlateauGrad for the symmetric model's
+  // plateau probe).
+  void make_batch(int64_t step, uint64_t purpose = uint64_t(Stream::kBatches)) {
     const int N = c_.N;
-    const uint64_t data_seed = derive(c_.seed, purpose);
+    const uint64_t data_seed = pl::sdk::derive(c_.seed, purpose);
     for (int b = 0; b < c_.batch; ++b) {
-      Rng r(k_, data_seed, derive(uint64_t(step), uint64_t(b)));
+      Rng r(k_, data_seed, pl::sdk::derive(uint64_t(step), uint64_t(b)));
       int32_t* x = batch_.data() + size_t(b) * (N + 1);
       if (c_.infinite) {
         Chains& ch = seq_chain_[size_t(b)];
@@ -154,7 +161,8 @@ class Harness {
   }
 
   // One optimiser step at 1-based step; `train` masks parameters (empty: all). Returns the loss.
-  double train_step(int64_t step, const std::vector<bool>& train = {}, uint64_t purpose = 5) {
+  double train_step(int64_t step, const std::vector<bool>& train = {},
+                    uint64_t purpose = uint64_t(Stream::kBatches)) {
     make_batch(step, purpose);
     Net& n = *net_;
     const double loss = n.run(batch_.data(), c_.batch, true, nullptr);

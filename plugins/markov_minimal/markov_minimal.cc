@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "markov_icl/summary.hpp"
+#include "markov_common/summary.hpp"
 #include "markov_minimal/harness.hpp"
 #include "markov_minimal/minimal_summary.hpp"
 #include "sdk/phaselab_sdk.hpp"
@@ -188,10 +188,6 @@ struct Plateau {
 class MarkovMinimal {
  public:
   explicit MarkovMinimal(pl::sdk::Context& cx) : mc_(min_config(cx)), k_(*cx.host_->kernels) {
-    const int filled = pl::markov::fill_missing(&k_);
-    if (filled)
-      cx.log(PL_LOG_WARN, "markov_minimal: " + std::to_string(filled) +
-                              " kernels missing from this build, using plain-loop fallbacks");
     h_ = std::make_unique<mm::Harness>(mc_, k_);
     ckpt_ = pl::markov::checkpoint_steps(mc_.steps, int(cx.i("checkpoints")));
   }
@@ -302,7 +298,7 @@ class MarkovMinimal {
     train[mm::kBeta] = train[mm::kDelta] = false;
     net.p[mm::kBeta] = net.p[mm::kDelta] = 0;
     const int64_t S = cx.i("plateau_steps");
-    for (int64_t s = 1; s <= S; ++s) h.train_step(s, train, 7);
+    for (int64_t s = 1; s <= S; ++s) h.train_step(s, train, mm::kPlateauBatches);
     Plateau p;
     for (int i = 0; i < 3; ++i) p.gains[i] = net.p[size_t(mm::kGu + i)];
     // the gradient on c_seqs fresh sequences, in double, one sequence at a time
@@ -316,7 +312,7 @@ class MarkovMinimal {
     std::vector<double> qv(size_t(N) * pl::markov::kNumPred * C);
     int done = 0;
     for (int64_t blk = 0; done < n; ++blk) {
-      h.make_batch(blk, 8);
+      h.make_batch(blk, mm::kPlateauGrad);
       const int nb = std::min(B, n - done);
       const int32_t* seq = h.batch_tokens().data();
       L += dm.run(seq, nb, nullptr, ps.data()) * nb;

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "markov_icl/model.hpp"
+#include "markov_common/model.hpp"
 
 namespace pl::markov::minimal {
 

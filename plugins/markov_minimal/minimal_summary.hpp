@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "markov_icl/summary.hpp"
+#include "markov_common/summary.hpp"
 
 namespace pl::markov::minimal {
 

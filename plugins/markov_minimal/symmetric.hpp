@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "markov_icl/ref_ops.hpp"
+#include "markov_common/ref_ops.hpp"
 #include "phaselab/kernel_table.h"
 
 namespace pl::markov::minimal {

@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "markov_icl/model.hpp"
+#include "markov_common/hooked.hpp"
+#include "markov_common/model.hpp"
 #include "markov_minimal/harness.hpp"
 #include "phaselab/kernels.hpp"
 #include "tests/emulation.hpp"
@@ -24,20 +25,14 @@ bool close(double got, double ref, double atol, double rtol) {
 pl_kernel_table table() {
   pl_kernel_table t{};
   std::string err;
-  if (!pl::select_kernels("", &t, &err)) {
-    REQUIRE_MESSAGE(err.rfind("no variant of kernel", 0) == 0, err);
-    std::memset(&t, 0, sizeof t);
-    t.struct_size = sizeof t;
-#define PL_KERNEL(kname, Camel, ret, params)                                       \
-  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), "")) { \
-    t.kname = reinterpret_cast<ret(*) params>(v->fn);                              \
-    t.variant.kname = v->name.c_str();                                             \
-  }
-#include "phaselab/kernels.def"
-#undef PL_KERNEL
-  }
-  pl::markov::fill_missing(&t);
+  REQUIRE_MESSAGE(pl::select_kernels("", &t, &err), err);
   return t;
+}
+
+std::vector<float> normals(size_t n, uint64_t stream) {
+  std::vector<float> z(n);
+  table().gaussian(z.data(), n, 1234, stream, 0);
+  return z;
 }
 
 std::vector<int32_t> tokens(int nb, int N, int C, uint32_t seed) {
@@ -214,8 +209,7 @@ using pl::markov::minimal::MemoriserModel;
 TEST_CASE("markov_minimal: induction model gradient matches central finite differences (double)") {
   const int C = 3, N = 7, nb = 3, dh = 4;
   InductionModel<double> m(C, N, dh, nb, nullptr);
-  std::vector<float> z(m.num_params());
-  pl::markov::ref::gaussian_f(z.data(), z.size(), 77, 1, 0);
+  const std::vector<float> z = normals(m.num_params(), 77 * 16 + 1);
   for (size_t i = 0; i < z.size(); ++i) m.params[i] = 0.7 * z[i];
   const auto x = tokens(nb, N, C, 21);
   m.run(x.data(), nb, true);
@@ -230,8 +224,7 @@ TEST_CASE("markov_minimal: the induction model's layer 1 is exactly previous-tok
   const pl_kernel_table t = table();
   const int C = 5, N = 12, nb = 3;
   InductionModel<float> m(C, N, 8, nb, &t);
-  std::vector<float> z(m.num_params());
-  pl::markov::ref::gaussian_f(z.data(), z.size(), 3, 2, 0);
+  const std::vector<float> z = normals(m.num_params(), 3 * 16 + 2);
   for (size_t i = 0; i < z.size(); ++i) m.params[i] = z[i];
   const auto x = tokens(nb, N, C, 8);
   m.run(x.data(), nb, true);
@@ -246,7 +239,47 @@ TEST_CASE("markov_minimal: the induction model's layer 1 is exactly previous-tok
         bad += y[C + a] != (n > 0 && s[n - 1] == a ? 1.f : 0.f);
       }
   CHECK(bad == 0);
-  // and it is what the full transformer's layer 1 computes with exact previous-token attention:
+  // It is what the full transformer's layer 1 writes with its pattern replaced by exact
+  // previous-token attention (the shared hooked pass): an attention-only, LN-free Model<double>
+  // with d = 2C, wte = token one-hots in the first block, no positions, and layer-1 value/output
+  // copying the token into the second block. Residual input of layer 2 = E + A_1 = y, exactly,
+  // for n >= 1 (at n = 0 the shared pattern attends to position 0 itself; the induction model
+  // writes e(x_{-1}) = 0 there).
+  pl::markov::ModelConfig cfg;
+  cfg.C = C;
+  cfg.N = N;
+  cfg.d = 2 * C;
+  cfg.heads = 1;
+  cfg.layers = 2;
+  cfg.mlp = false;
+  cfg.ln = false;
+  pl::markov::Model<double> full(cfg, nullptr, nb, 1);
+  const std::vector<float> zf = normals(full.num_params(), 99);
+  for (size_t i = 0; i < zf.size(); ++i) full.params[i] = zf[i];  // any q, k: the pattern is set
+  const size_t d = size_t(cfg.d);
+  std::fill(full.P.wte, full.P.wte + size_t(C) * d, 0.0);
+  std::fill(full.P.wpe, full.P.wpe + size_t(N) * d, 0.0);
+  for (int a = 0; a < C; ++a) full.P.wte[size_t(a) * d + size_t(a)] = 1;
+  double* wv = full.P.l[0].wqkv + 2 * d * d;
+  std::fill(wv, wv + d * d, 0.0);
+  std::fill(full.P.l[0].wo, full.P.l[0].wo + d * d, 0.0);
+  for (int a = 0; a < C; ++a) {
+    wv[size_t(C + a) * d + size_t(a)] = 1;
+    full.P.l[0].wo[size_t(C + a) * d + size_t(C + a)] = 1;
+  }
+  const std::vector<double> prev = pl::markov::previous_token_pattern<double>(cfg, nb);
+  pl::markov::Hooks<double> hk;
+  hk.pattern[0] = prev.data();
+  pl::markov::HookedCache<double> out;
+  pl::markov::HookedModel<double>(full).run(x.data(), nb, hk, out);
+  const std::vector<double>& y2 = out.resid[size_t(pl::markov::recv(1, pl::markov::Input::kQ))];
+  int diff = 0;
+  for (int b = 0; b < nb; ++b)
+    for (int n = 1; n < N; ++n)
+      for (size_t i = 0; i < d; ++i)
+        diff += y2[(size_t(b) * N + n) * d + i] != double(m.y()[(size_t(b) * N + n) * d + i]);
+  CHECK(diff == 0);
+  // and the symmetric model's layer-1 output h_m tends to e(x_{m-1}) as beta grows
   // the symmetric model's layer-1 output h_m tends to e(x_{m-1}) as beta grows
   SymModel<double> sym(C, N, nullptr);
   sym.theta = {60.0, 0, 0, 0, 0};
@@ -263,8 +296,7 @@ TEST_CASE("markov_minimal: memoriser gradient matches central finite differences
     CAPTURE(gelu);
     const int C = 3, N = 6, nb = 2, d = 4, w = 5;
     MemoriserModel<double> m(C, N, d, w, gelu, nb, nullptr);
-    std::vector<float> z(m.num_params());
-    pl::markov::ref::gaussian_f(z.data(), z.size(), 5, gelu ? 1 : 0, 0);
+    const std::vector<float> z = normals(m.num_params(), 5 * 16 + (gelu ? 1 : 0));
     for (size_t i = 0; i < z.size(); ++i) m.params[i] = 0.8 * z[i];
     const auto x = tokens(nb, N, C, 4);
     m.run(x.data(), nb, true);
@@ -283,8 +315,7 @@ TEST_CASE("markov_minimal: float induction and memoriser on the kernel table mat
   {
     InductionModel<double> md(C, N, 8, nb, nullptr);
     InductionModel<float> mf(C, N, 8, nb, &t);
-    std::vector<float> z(md.num_params());
-    pl::markov::ref::gaussian_f(z.data(), z.size(), 9, 0, 0);
+    const std::vector<float> z = normals(md.num_params(), 9 * 16 + 0);
     for (size_t i = 0; i < z.size(); ++i) md.params[i] = mf.params[i] = 0.5f * z[i];
     CHECK(close(mf.run(x.data(), nb, true), md.run(x.data(), nb, true), 1e-6, 1e-5));
     for (size_t i = 0; i < z.size(); ++i) CHECK(close(mf.grads[i], md.grads[i], 1e-5, 1e-3));
@@ -292,8 +323,7 @@ TEST_CASE("markov_minimal: float induction and memoriser on the kernel table mat
   {
     MemoriserModel<double> md(C, N, 8, 16, true, nb, nullptr);
     MemoriserModel<float> mf(C, N, 8, 16, true, nb, &t);
-    std::vector<float> z(md.num_params());
-    pl::markov::ref::gaussian_f(z.data(), z.size(), 10, 0, 0);
+    const std::vector<float> z = normals(md.num_params(), 10 * 16 + 0);
     for (size_t i = 0; i < z.size(); ++i) md.params[i] = mf.params[i] = 0.5f * z[i];
     CHECK(close(mf.run(x.data(), nb, true), md.run(x.data(), nb, true), 1e-6, 1e-5));
     for (size_t i = 0; i < z.size(); ++i) CHECK(close(mf.grads[i], md.grads[i], 1e-5, 1e-3));
