@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -22,7 +24,39 @@
 
 namespace pl::markov::minimal {
 
-inline bool write_minimal_summary(const std::string& run_dir, std::string* msg) {
+// Draws figures/tau_fits.png (points and both fits) with gnuplot when draw is set and gnuplot is
+// on the PATH (PHASELAB_GNUPLOT = "" turns it off, as for the driver's figures); the .gp and .dat
+// files are written either way.
+inline void tau_fit_figure(const std::string& run_dir, const std::string& tag,
+                           const std::vector<double>& N, const std::vector<double>& tau,
+                           const TauFit& f, bool draw) {
+  const std::string dir = run_dir + "/figures";
+  std::filesystem::create_directories(dir);
+  const std::string base = "tau_fits" + tag;
+  {
+    std::ofstream d(dir + "/" + base + ".dat");
+    d.precision(10);
+    for (size_t i = 0; i < N.size(); ++i) d << N[i] << " " << tau[i] << "\n";
+  }
+  {
+    std::ofstream g(dir + "/" + base + ".gp");
+    g.precision(10);
+    g << "set terminal pngcairo size 800,560\nset output '" << base << ".png'\n"
+      << "set logscale xy 2\nset xlabel 'N'\nset ylabel 'tau (steps)'\nset key top left\n"
+      << "set title 'symmetric model: escape time vs N, fits over all N'\n"
+      << "pw(x) = " << std::exp(f.power.a) << " * x**" << f.power.b << "\n"
+      << "nl(x) = " << f.c_nlogn << " * x / log(x)\n"
+      << "plot '" << base << ".dat' u 1:2 w p pt 7 t 'runs', pw(x) t sprintf('A N^p, p = %.3f', "
+      << f.power.b << "), nl(x) t 'c N / ln N'\n";
+  }
+  const char* env = std::getenv("PHASELAB_GNUPLOT");
+  if (!draw || (env && !*env)) return;
+  const std::string cmd = "cd '" + dir + "' && command -v gnuplot >/dev/null 2>&1 && gnuplot " +
+                          base + ".gp >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) return;  // no gnuplot: the .gp and .dat stay
+}
+
+inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, bool draw = true) {
   std::ifstream in(run_dir + "/run.csv");
   std::string line;
   if (!in || !std::getline(in, line)) {
@@ -47,7 +81,7 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg) 
   }
   auto num = [](double v) {
     std::ostringstream o;
-    o.precision(6);
+    o.precision(10);
     if (std::isnan(v))
       o << "nan";
     else
@@ -94,6 +128,7 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg) 
       g.cb[N].push_back(val(r, c_cb));
       g.cd[N].push_back(val(r, c_cd));
     }
+    int fig = 0;
     for (auto& [gname, g] : gs) {
       txt << "\nsymmetric model " << (gname.empty() ? "(all)" : gname) << "\n";
       txt << "  N: tau median [min, max] over seeds (n); c_beta, c_delta seed means\n";
@@ -120,31 +155,46 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg) 
         if (md > 0) lcd.push_back(std::log(md));
       }
       if (g.censored) txt << "  " << g.censored << " run(s) without an escape (tau censored)\n";
-      std::set<double> withN(Ns.begin(), Ns.end());
-      if (withN.size() >= 3) {
-        const TauFit f = fit_tau_vs_N(Ns, taus);
-        std::vector<double> lx, ly;  // two-parameter tau = A (N / ln N)^q
+      // fits on every N, and on the large-N branch (N >= the N of the smallest median tau)
+      auto tau_fits = [&](const std::string& label, double Nmin) {
+        std::vector<double> n, t;
         for (size_t i = 0; i < Ns.size(); ++i)
-          lx.push_back(std::log(Ns[i] / std::log(Ns[i]))), ly.push_back(std::log(taus[i]));
+          if (Ns[i] >= Nmin) n.push_back(Ns[i]), t.push_back(taus[i]);
+        std::set<double> withN(n.begin(), n.end());
+        if (withN.size() < 3) {
+          txt << "  " << label << ": fewer than 3 N values with an escape, no tau fit\n";
+          return;
+        }
+        const TauFit f = fit_tau_vs_N(n, t);
+        if (Nmin == 0)
+          tau_fit_figure(run_dir, gs.size() > 1 ? "_" + std::to_string(fig++) : "", n, t, f, draw);
+        std::vector<double> lx, ly;  // two-parameter tau = A (N / ln N)^q
+        for (size_t i = 0; i < n.size(); ++i)
+          lx.push_back(std::log(n[i] / std::log(n[i]))), ly.push_back(std::log(t[i]));
         const LineFit q = fit_line(lx, ly);
-        txt << "  tau = A N^p: p = " << num(f.power.b) << " +- " << num(f.power.se_b)
+        txt << "  " << label << " (" << n.size() << " runs, " << withN.size() << " N values):\n";
+        txt << "    tau = A N^p: p = " << num(f.power.b) << " +- " << num(f.power.se_b)
             << ", A = " << num(std::exp(f.power.a)) << ", rms log residual " << num(f.power.rms)
-            << " (2 parameters, " << Ns.size() << " points)\n";
-        txt << "  tau = c N / ln N: c = " << num(f.c_nlogn) << ", rms log residual "
+            << " (2 parameters)\n";
+        txt << "    tau = c N / ln N: c = " << num(f.c_nlogn) << ", rms log residual "
             << num(f.rms_nlogn) << " (1 parameter)\n";
-        txt << "  tau = A (N / ln N)^q: q = " << num(q.b) << " +- " << num(q.se_b)
+        txt << "    tau = A (N / ln N)^q: q = " << num(q.b) << " +- " << num(q.se_b)
             << ", rms log residual " << num(q.rms) << " (2 parameters)\n";
-        const double best2 = std::min(f.power.rms, q.rms);
-        txt << "  better (2-parameter laws, same data): "
-            << (f.power.rms < q.rms ? "N^p" : "(N / ln N)^q") << " by rms "
-            << num(std::fabs(f.power.rms - q.rms)) << " (ratio "
-            << num(std::max(f.power.rms, q.rms) / best2) << ")\n";
-        fitrow("tau power p", gname, int(Ns.size()), f.power.b, f.power.se_b, f.power.rms,
+        txt << "    N^p vs c N / ln N: rms " << num(f.power.rms) << " vs " << num(f.rms_nlogn)
+            << " (ratio " << num(f.rms_nlogn / f.power.rms)
+            << "); N^p vs (N / ln N)^q: " << (f.power.rms <= q.rms ? "N^p" : "(N / ln N)^q")
+            << " better, rms ratio "
+            << num(std::max(f.power.rms, q.rms) / std::min(f.power.rms, q.rms)) << "\n";
+        fitrow("tau power p " + label, gname, int(n.size()), f.power.b, f.power.se_b, f.power.rms,
                f.c_nlogn, f.rms_nlogn);
-        fitrow("tau (N/lnN)^q q", gname, int(Ns.size()), q.b, q.se_b, q.rms, NAN, NAN);
-      } else {
-        txt << "  fewer than 3 N values with an escape: no tau fit\n";
-      }
+        fitrow("tau (N/lnN)^q q " + label, gname, int(n.size()), q.b, q.se_b, q.rms, NAN, NAN);
+      };
+      tau_fits("all N", 0);
+      double nmin = NAN, tmin = INFINITY;
+      for (auto& [N, t] : g.tau)
+        if (!t.empty() && t[t.size() / 2] < tmin) tmin = t[t.size() / 2], nmin = N;
+      if (!std::isnan(nmin) && nmin > *std::min_element(Ns.begin(), Ns.end()))
+        tau_fits("N >= " + num(nmin) + " (large-N branch)", nmin);
       if (lcb.size() >= 3) {
         const LineFit fb = fit_line(lN, lcb);
         txt << "  c_beta = A N^s: s = " << num(fb.b) << " +- " << num(fb.se_b) << " (rms "

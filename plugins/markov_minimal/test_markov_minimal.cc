@@ -7,12 +7,16 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "markov_common/hooked.hpp"
 #include "markov_common/model.hpp"
 #include "markov_minimal/harness.hpp"
+#include "markov_minimal/minimal_summary.hpp"
 #include "phaselab/kernels.hpp"
 #include "tests/emulation.hpp"
 
@@ -357,4 +361,48 @@ TEST_CASE("markov_minimal: a wide memoriser fits K = 2 chains to the 2-Mem floor
   CHECK(r.kl[0][pl::markov::kMem2] < 0.02);  // the kl_fit threshold of the capacity sweep is 0.05
   CHECK(r.loss[0] - floor < 0.03);
   CHECK(r.loss[0] > floor - 0.02);  // cannot beat Bayes by more than the sampling noise
+}
+
+TEST_CASE("markov_minimal: summary recovers tau ~ N / ln N and K_max ~ width^a from a run.csv") {
+  const std::string dir = "markov_minimal_summary_test";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir + "/run.csv");
+    f.precision(17);
+    f << "N,K,width,seed,model,c_beta,c_delta,tau,fits\n";
+    for (const int N : {16, 32, 64, 128, 256})
+      for (const int s : {0, 1})  // tau = 7 N / ln N; c_beta = 0.01 N^-0.5, c_delta = 0.02 N^0.25
+        f << N << ",1,1," << s << ",symmetric," << 0.01 / std::sqrt(double(N)) << ","
+          << 0.02 * std::pow(double(N), 0.25) << "," << 7.0 * N / std::log(double(N)) << ",\n";
+    for (const int w : {4, 16, 64})  // K_max = w / 2 (2, 8, 32) on K = 2..64; a = 1
+      for (const int K : {2, 4, 8, 16, 32, 64})
+        f << "64," << K << "," << w << ",0,memoriser,,,," << (2 * K <= w ? 1 : 0) << "\n";
+  }
+  std::string msg;
+  REQUIRE(pl::markov::minimal::write_minimal_summary(dir, &msg, false));
+  std::ifstream in(dir + "/minimal_fits.csv");
+  std::string line;
+  std::map<std::string, std::vector<std::string>> rows;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    const auto f = pl::markov::split_csv(line);
+    rows[f[0] + "|" + f[1]] = f;
+  }
+  auto value = [&](const std::string& q, const std::string& g, int col) {
+    const std::string key = q + "|" + g;
+    REQUIRE_MESSAGE(rows.count(key), key);
+    return std::atof(rows[key][size_t(col)].c_str());
+  };
+  // columns: quantity, group, points, value, stderr, rms, alt, alt_rms
+  const std::string g = "K=1 width=1";
+  CHECK(close(value("tau (N/lnN)^q q all N", g, 3), 1.0, 1e-9, 0));
+  CHECK(value("tau (N/lnN)^q q all N", g, 5) < 1e-9);
+  CHECK(close(value("tau power p all N", g, 6), 7.0, 1e-9, 1e-9));  // c of c N / ln N
+  CHECK(value("tau power p all N", g, 7) < 1e-9);                   // its rms
+  CHECK(value("tau power p all N", g, 5) > 1e-3);  // a pure power law does not fit N / ln N
+  CHECK(close(value("c_beta power s", g, 3), -0.5, 1e-9, 0));
+  CHECK(close(value("c_delta power s", g, 3), 0.25, 1e-9, 0));
+  CHECK(close(value("K_max", "N=64 width=16", 3), 8.0, 1e-9, 0));
+  CHECK(close(value("K_max width power a", "N=64", 3), 1.0, 1e-9, 0));
+  std::filesystem::remove_all(dir);
 }
