@@ -10,10 +10,13 @@ multiplier and seed, the brackets
                  Gen phase;
 
 each with the geometric mean of the bracket, then per multiplier the seed mean of log2 and the
-spread. Non-monotone sequences of classes are reported as such. Writes RUN_DIR/kinetic_summary.csv
+spread. Without summary.csv (a run stopped early) the classes come from results.csv by the same
+rule, for the runs that finished. Non-monotone sequences of classes are reported as such. Writes RUN_DIR/kinetic_summary.csv
 and, with gnuplot installed, RUN_DIR/figures/k1_vs_multiplier.png.
 
-    python3 plugins/markov_minimal/kinetic_summary.py RUN_DIR
+    python3 plugins/markov_minimal/kinetic_summary.py RUN_DIR [MORE_RUN_DIRS...]
+
+Several folders are merged (the outputs go to the first).
 """
 import csv
 import math
@@ -43,16 +46,62 @@ def monotone(seq, lower_ok):
     return all(not (not a and b) for a, b in zip(flags, flags[1:]))
 
 
+def classes_from_results(path):
+    """The markov_icl summary's class per run from results.csv (for a run stopped before its
+    summary was written): stable segments are runs of >= 2 checkpoints with the same label, or
+    the last run; "gen_then_mem" if a stable 2-Gen segment precedes the first stable 2-Mem one
+    and the final label is a Mem one, "mem" for other memorising runs, else "gen". Only runs
+    whose final row (final = 1) is present are kept."""
+    hist = defaultdict(list)
+    final = set()
+    for r in csv.DictReader(open(path)):
+        key = (r["K"], r["lr_mult_l1_qk"], r["seed"])
+        hist[key].append(r["phase"])
+        if r["final"] == "1":
+            final.add(key)
+    out = []
+    for key, ph in hist.items():
+        if key not in final:
+            continue
+        seg, i = [], 0
+        while i < len(ph):
+            j = i
+            while j + 1 < len(ph) and ph[j + 1] == ph[i]:
+                j += 1
+            if (j > i or j + 1 == len(ph)) and (not seg or seg[-1] != ph[i]):
+                seg.append(ph[i])
+            i = j + 1
+        gen_first, seen_mem = False, False
+        for lab in seg:
+            seen_mem = seen_mem or lab == "2mem"
+            if lab == "2gen" and not seen_mem:
+                gen_first = True
+        mem = ph[-1] in ("2mem", "1mem", "hybrid")
+        cls = ("gen_then_mem" if gen_first else "mem") if mem else "gen"
+        out.append({"K": key[0], "lr_mult_l1_qk": key[1], "seed": key[2], "class": cls,
+                    "path": ">".join(seg)})
+    return out
+
+
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
+    rows = []
+    for d in sys.argv[1:]:  # several folders (e.g. parts of one grid) are merged
+        summary = os.path.join(d, "summary.csv")
+        if os.path.exists(summary):
+            rows += list(csv.DictReader(open(summary)))
+        else:
+            print(f"{d}: no summary.csv (stopped early?): classes from results.csv, finished runs")
+            rows += classes_from_results(os.path.join(d, "results.csv"))
     run = sys.argv[1]
-    rows = list(csv.DictReader(open(os.path.join(run, "summary.csv"))))
     if not rows or "lr_mult_l1_qk" not in rows[0]:
         sys.exit("summary.csv needs K and lr_mult_l1_qk columns (configs/markov_kinetic.toml)")
     by = defaultdict(list)
+    paths = {}
     for r in rows:
         by[(float(r["lr_mult_l1_qk"]), int(r["seed"]))].append((float(r["K"]), r["class"]))
+        paths[(float(r["lr_mult_l1_qk"]), int(r["seed"]), float(r["K"]))] = r.get("path", "")
     k1 = defaultdict(list)
     k2 = defaultdict(list)
     out = [["lr_mult_l1_qk", "seed", "classes", "k1_lo", "k1_hi", "k2_lo", "k2_hi", "monotone"]]
@@ -68,9 +117,11 @@ def main():
         if b2:
             k2[m].append(math.sqrt(b2[0] * b2[1]))
         fmt = lambda b: f"[{b[0]:g}, {b[1]:g}]" if b else "not bracketed"
-        print(f"  mult {m:g} seed {s}: {' '.join(f'{K:g}' for K, _ in seq)} -> {code}; "
+        print(f"  mult {m:g} seed {s}: K {' '.join(f'{K:g}' for K, _ in seq)} -> {code}; "
               f"K1* {fmt(b1)}, K2* {fmt(b2)}{'' if mono else ' (non-monotone)'}")
         out.append([m, s, code, *(b1 or ("", "")), *(b2 or ("", "")), int(mono)])
+        for K, _ in seq:
+            print(f"      K {K:g}: {paths[(m, s, K)]}")
     print("\nper multiplier: geometric mean of the seed estimates [min, max] (seeds bracketed)")
     fig = []
     for m in sorted({m for m, _ in by}):
