@@ -100,7 +100,8 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
     return g;
   };
   const int c_N = col("N"), c_K = col("K"), c_w = col("width");
-  const int c_tau = col("tau"), c_cb = col("c_beta"), c_cd = col("c_delta");
+  const int c_tau = col("tau"), c_cb = col("c_beta"), c_cd = col("c_delta"),
+            c_cbs = col("c_beta_se"), c_cds = col("c_delta_se");
   std::ostringstream txt, fc;
   fc << "quantity,group,points,value,stderr,rms,alt,alt_rms\n";
   txt << "markov_minimal summary (" << rows.size() << " runs)\n";
@@ -113,7 +114,7 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
   // ---- symmetric: tau(N), c(N)
   if (c_N >= 0 && c_N < c_model) {
     struct G {
-      std::map<double, std::vector<double>> tau, cb, cd;
+      std::map<double, std::vector<double>> tau, cb, cd, cbs, cds;
       int censored = 0;
     };
     std::map<std::string, G> gs;
@@ -126,13 +127,15 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
       else
         g.tau[N].push_back(t);
       g.cb[N].push_back(val(r, c_cb));
+      g.cbs[N].push_back(val(r, c_cbs));
+      g.cds[N].push_back(val(r, c_cds));
       g.cd[N].push_back(val(r, c_cd));
     }
     int fig = 0;
     for (auto& [gname, g] : gs) {
       txt << "\nsymmetric model " << (gname.empty() ? "(all)" : gname) << "\n";
       txt << "  N: tau median [min, max] over seeds (n); c_beta, c_delta seed means\n";
-      std::vector<double> Ns, taus, lN, lcb, lcd;
+      std::vector<double> Ns, taus, lNb, lNd, lcb, lcd;  // c fits: N with a positive mean
       std::set<double> allN;
       for (auto& [N, v] : g.cb) allN.insert(N);
       for (double N : allN) {
@@ -149,10 +152,16 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
         else
           txt << num(t[t.size() / 2]) << " [" << num(t.front()) << ", " << num(t.back()) << "] ("
               << t.size() << ")";
-        txt << "; c_beta " << num(mb) << ", c_delta " << num(md) << "\n";
+        auto se_mean = [](const std::vector<double>& v) {  // of the seed mean
+          double q = 0;
+          for (double x : v) q += x * x;
+          return std::sqrt(q) / double(v.size());
+        };
+        txt << "; c_beta " << num(mb) << " +- " << num(se_mean(g.cbs[N])) << ", c_delta " << num(md)
+            << " +- " << num(se_mean(g.cds[N])) << "\n";
         for (double x : t) Ns.push_back(N), taus.push_back(x);
-        if (mb > 0) lN.push_back(std::log(N)), lcb.push_back(std::log(mb));
-        if (md > 0) lcd.push_back(std::log(md));
+        if (mb > 0) lNb.push_back(std::log(N)), lcb.push_back(std::log(mb));
+        if (md > 0) lNd.push_back(std::log(N)), lcd.push_back(std::log(md));
       }
       if (g.censored) txt << "  " << g.censored << " run(s) without an escape (tau censored)\n";
       // fits on every N, and on the large-N branch (N >= the N of the smallest median tau)
@@ -196,15 +205,15 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
       if (!std::isnan(nmin) && nmin > *std::min_element(Ns.begin(), Ns.end()))
         tau_fits("N >= " + num(nmin) + " (large-N branch)", nmin);
       if (lcb.size() >= 3) {
-        const LineFit fb = fit_line(lN, lcb);
-        txt << "  c_beta = A N^s: s = " << num(fb.b) << " +- " << num(fb.se_b) << " (rms "
-            << num(fb.rms) << ")\n";
+        const LineFit fb = fit_line(lNb, lcb);
+        txt << "  c_beta = A N^s (" << fb.n << " N values with a positive mean): s = " << num(fb.b)
+            << " +- " << num(fb.se_b) << " (rms " << num(fb.rms) << ")\n";
         fitrow("c_beta power s", gname, fb.n, fb.b, fb.se_b, fb.rms, NAN, NAN);
       }
-      if (lcd.size() >= 3 && lcd.size() == lN.size()) {
-        const LineFit fd = fit_line(lN, lcd);
-        txt << "  c_delta = A N^s: s = " << num(fd.b) << " +- " << num(fd.se_b) << " (rms "
-            << num(fd.rms) << ")\n";
+      if (lcd.size() >= 3) {
+        const LineFit fd = fit_line(lNd, lcd);
+        txt << "  c_delta = A N^s (" << fd.n << " N values with a positive mean): s = " << num(fd.b)
+            << " +- " << num(fd.se_b) << " (rms " << num(fd.rms) << ")\n";
         fitrow("c_delta power s", gname, fd.n, fd.b, fd.se_b, fd.rms, NAN, NAN);
       }
     }
