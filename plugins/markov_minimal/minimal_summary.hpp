@@ -234,15 +234,26 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
     }
     if (!per.empty()) txt << "\nmemoriser capacity: K_max = largest K with every K' <= K fitted\n";
     std::map<std::string, std::vector<double>> kmax;
+    double Ktop = 0;  // the largest K of the grid
+    for (auto& [g, m] : per) Ktop = std::max(Ktop, m.rbegin()->first);
     for (auto& [g, m] : per) {
       double km = 0;
+      bool all = true;
       for (auto& [K, ok] : m) {
-        if (!ok) break;
+        if (!ok) {
+          all = false;
+          break;
+        }
         km = K;
       }
       txt << "  " << g << ": K_max " << km << " (fitted:";
       for (auto& [K, ok] : m) txt << " " << K << (ok ? "+" : "-");
-      txt << ")\n";
+      txt << ")";
+      if (all && km < Ktop) {  // a run stopped before the rest of this grid: only a lower bound
+        txt << " incomplete grid, K_max >= " << km << ", left out\n";
+        continue;
+      }
+      txt << "\n";
       kmax[noseed[g]].push_back(km);
     }
     std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> byw;
