@@ -73,7 +73,7 @@ const char* const kResultCols[] = {"step",         "phase",
                                    "kl_2mem_id",   "kl_1mem_id",
                                    "l1_prev",      "l1_prev_uniform",
                                    "l2_induction", "l2_induction_uniform",
-                                   "final"};
+                                   "phase_2gen",   "final"};
 const char* const kScoreCols[] = {"step",
                                   "set",
                                   "layer",
@@ -102,25 +102,30 @@ const pl_table_decl kTables[] = {
 
 const pl_plot_decl kPlots[] = {
     pl::sdk::plot("scores_vs_step",
-                  "head scores vs step (ID): L1 previous-token, L2 induction, uniform baselines, "
-                  "phase code (0 2-Gen, 1 1-Gen, 2 2-Mem, 3 1-Mem, 4 hybrid)",
+                  "head scores vs step (ID): L1 previous-token, L2 induction, their uniform "
+                  "baselines; phase_2gen = 1 where the network is 2-Gen",
                   "results", "step",
-                  "l1_prev,l1_prev_uniform,l2_induction,l2_induction_uniform,phase_code", "", "",
-                  PL_PLOT_LOGX),
+                  "l1_prev,l1_prev_uniform,l2_induction,l2_induction_uniform,phase_2gen",
+                  "K,infinite,seed", "", PL_PLOT_LOGX),
+    pl::sdk::plot("phase_vs_step",
+                  "phase code vs step (0 2-Gen, 1 1-Gen, 2 2-Mem, 3 1-Mem, 4 hybrid)", "results",
+                  "step", "phase_code", "K,infinite,seed", "", PL_PLOT_LOGX),
     pl::sdk::plot("kl_vs_step", "KL(predictor || network) on ID vs step", "results", "step",
-                  "kl_2gen_id,kl_1gen_id,kl_2mem_id,kl_1mem_id", "", "",
+                  "kl_2gen_id,kl_1gen_id,kl_2mem_id,kl_1mem_id", "K,infinite,seed", "",
                   PL_PLOT_LOGX | PL_PLOT_LOGY),
     pl::sdk::plot("edges_id",
                   "share of the last-position shift KL(clean || patched) / KL(clean || corrupted) "
                   "per edge (ID)",
-                  "patching", "edge_index", "kl_frac", "corruption", "set=id", PL_PLOT_POINTS),
+                  "patching", "edge_index", "kl_frac", "K,infinite,seed,corruption", "set=id",
+                  PL_PLOT_POINTS),
     pl::sdk::plot("edges_ood",
                   "share of the last-position shift KL(clean || patched) / KL(clean || corrupted) "
                   "per edge (OOD)",
-                  "patching", "edge_index", "kl_frac", "corruption", "set=ood", PL_PLOT_POINTS),
+                  "patching", "edge_index", "kl_frac", "K,infinite,seed,corruption", "set=ood",
+                  PL_PLOT_POINTS),
     pl::sdk::plot("ablations_id", "KL to each predictor per ablation (ID; x: ablation index)",
-                  "ablations", "index", "kl_2gen,kl_1gen,kl_2mem,kl_1mem,kl_hybrid", "", "set=id",
-                  PL_PLOT_POINTS | PL_PLOT_LOGY),
+                  "ablations", "index", "kl_2gen,kl_1gen,kl_2mem,kl_1mem,kl_hybrid",
+                  "K,infinite,seed", "set=id", PL_PLOT_POINTS | PL_PLOT_LOGY),
 };
 
 // Seed purposes of the probe sets (derived from probe_seed and chain_seed).
@@ -316,7 +321,7 @@ class Circuits {
     cx.emit(0, {step, mk::pred_name(cm[0].phase), cm[0].phase, mk::pred_name(cm[1].phase),
                 cm[0].loss, cm[1].loss, cm[0].kl[mk::kGen2], cm[0].kl[mk::kGen1],
                 nan_if(cm[0].kl[mk::kMem2]), nan_if(cm[0].kl[mk::kMem1]), l1.prev, l1.prev_uniform,
-                l2.induction, l2.induction_uniform, int(final)});
+                l2.induction, l2.induction_uniform, int(cm[0].phase == mk::kGen2), int(final)});
     if (!final && !full_every_) return;
     for (int s = 0; s < 2; ++s) {
       ablations(cx, hm, c, s, clean[s], cm[s], step);
