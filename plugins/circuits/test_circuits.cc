@@ -111,6 +111,8 @@ TEST_CASE("checkpoint: round trip is bit-exact for every model variant, metadata
     mk::Model<float> m2(ck.info.model, &k, 1, 1);
     mk::load_into(ck, m2);
     CHECK(std::memcmp(m2.params.data(), m.params.data(), m.params.size() * sizeof(float)) == 0);
+    const auto m3 = mk::load_model(p, &k);
+    CHECK(std::memcmp(m3->params.data(), m.params.data(), m.params.size() * sizeof(float)) == 0);
     // tensor names and shapes as documented
     const st::File f = st::read(p);
     CHECK(st::find(f, "wte") != nullptr);

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -232,6 +233,15 @@ inline void load_into(const Checkpoint& ck, Model<float>& m) {
       a.ln_eps != b.ln_eps || ck.params.size() != m.params.size())
     throw std::invalid_argument("checkpoint: the model's config differs from the checkpoint's");
   std::copy(ck.params.begin(), ck.params.end(), m.params.begin());  // the views stay valid
+}
+
+// A Model<float> rebuilt from a checkpoint file (batch and chunks only size its training buffers).
+inline std::unique_ptr<Model<float>> load_model(const std::string& path, const pl_kernel_table* k,
+                                                int batch = 1, int chunks = 1) {
+  const Checkpoint ck = load_checkpoint(path);
+  auto m = std::make_unique<Model<float>>(ck.info.model, k, batch, chunks);
+  load_into(ck, *m);
+  return m;
 }
 
 }  // namespace pl::markov
