@@ -8,11 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "markov_common/checkpoint.hpp"
 #include "markov_common/summary.hpp"
 #include "markov_common/trainer.hpp"
 #include "sdk/phaselab_sdk.hpp"
 
 namespace {
+
+constexpr const char* kVersion = "0.2.0";
 
 const pl_param_decl kParams[] = {
     pl::sdk::int_param("K", 8, "number of training chains", 1, 1 << 20),
@@ -59,6 +62,10 @@ const pl_param_decl kParams[] = {
     pl::sdk::int_param("chain_seed", 0,
                        "seed of the chains and evaluation sets (shared across seeds)", 0),
     pl::sdk::int_param("chunks", 8, "fixed batch partition for the parallel step", 1, 4096),
+    pl::sdk::enum_param("save", "none", "none|final|checkpoints",
+                        "save the model as safetensors (checkpoints/<point>/step-NNNNNNNNN"
+                        ".safetensors in the run folder): never, at the last step, or at every "
+                        "evaluation step"),
 };
 
 const char* const kCols[] = {"step",
@@ -210,6 +217,7 @@ class MarkovIcl {
   explicit MarkovIcl(pl::sdk::Context& cx) : tc_(train_config(cx)), k_(cx.k) {
     trainer_ = std::make_unique<pl::markov::Trainer>(tc_, k_);
     ckpt_ = pl::markov::checkpoint_steps(tc_.steps, int(cx.i("checkpoints")));
+    save_ = cx.is("save", "none") ? 0 : cx.is("save", "final") ? 1 : 2;
     if (tc_.alpha1 <= 0)
       cx.log(PL_LOG_INFO, "markov_icl: 1-Gen pseudo-count matched to the ensemble: alpha1 = " +
                               std::to_string(trainer_->alpha1()));
@@ -252,6 +260,7 @@ class MarkovIcl {
         row.push_back(pl::markov::pred_name(r.phase_ood));
         row.push_back(step == tc_.steps ? 1 : 0);
         cx.emit(0, row);
+        if (save_ == 2 || (save_ == 1 && step == tc_.steps)) save(cx, step);
       }
       if ((step & 15) == 0) cx.progress(double(step) / double(tc_.steps));
       if (cx.cancelled()) return PL_CANCELLED;  // every step: Ctrl-C waits one step at most
@@ -260,7 +269,28 @@ class MarkovIcl {
   }
 
  private:
+  // checkpoints/p<point index>-s<seed>/step-<9 digits>.safetensors under the run folder.
+  void save(pl::sdk::Context& cx, int64_t step) {
+    char name[96];
+    std::snprintf(name, sizeof name, "p%04llu-s%llu", (unsigned long long)cx.point_index(),
+                  (unsigned long long)cx.seed());
+    const std::string dir = std::string(cx.out_dir()) + "/checkpoints/" + name;
+    pl::markov::make_dirs(dir);
+    std::snprintf(name, sizeof name, "/step-%09lld.safetensors", (long long)step);
+    pl::markov::CheckpointInfo info;
+    info.model = tc_.model;
+    info.step = step;
+    info.chain_seed = tc_.chain_seed;
+    info.K = tc_.K;
+    info.infinite = tc_.infinite;
+    info.alpha = tc_.alpha;
+    info.alpha1 = trainer_->alpha1();
+    info.plugin = std::string("markov_icl ") + kVersion;
+    pl::markov::save_checkpoint(dir + name, trainer_->model(), info);
+  }
+
   pl::markov::TrainConfig tc_;
+  int save_ = 0;
   pl_kernel_table k_;
   std::unique_ptr<pl::markov::Trainer> trainer_;
   std::vector<int64_t> ckpt_;
@@ -298,6 +328,6 @@ extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point
 }
 
 PL_DEFINE_PLUGIN(
-    MarkovIcl, "markov_icl", "0.1.0",
+    MarkovIcl, "markov_icl", kVersion,
     "transformer on K Markov chains: KL to 2-Gen/1-Gen/2-Mem/1-Mem/hybrid, phase histories",
     kParams, kTables, kPlots, validate, finish)

@@ -1,0 +1,479 @@
+// circuits: mechanism probes of the Markov-ICL transformer (docs/circuits.md). On a checkpoint
+// file, on every checkpoint of a markov_icl run folder, or on a model it trains itself: head
+// scores, ablations with the phase the ablated network matches, path patching of every
+// sender -> receiver edge under four corruptions, and task-vector separability of the chains.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "circuits/probes.hpp"
+#include "markov_common/checkpoint.hpp"
+#include "markov_common/trainer.hpp"
+#include "sdk/phaselab_sdk.hpp"
+
+namespace {
+
+namespace mk = pl::markov;
+namespace cc = pl::markov::circuits;
+namespace fs = std::filesystem;
+
+constexpr const char* kVersion = "0.1.0";
+
+const pl_param_decl kParams[] = {
+    pl::sdk::enum_param("source", "train", "train|file|run",
+                        "train a model here, probe one checkpoint file, or every checkpoint of a "
+                        "markov_icl run folder (a run folder with one point, or its "
+                        "checkpoints/<point> folder)"),
+    pl::sdk::string_param("path", "", "checkpoint file or run folder (source = file | run)"),
+    pl::sdk::int_param("n_probe", 256, "sequences per probe set (ID and OOD)", 8, 1 << 16),
+    pl::sdk::float_param("late_frac", 0.25, "task vectors: the last fraction of positions",
+                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE | PL_RANGE_MAX, 0, 1),
+    pl::sdk::int_param("probe_seed", 0, "seed of the probe sets and corruptions", 0),
+    pl::sdk::bool_param("full_every", false,
+                        "ablations, patching and task vectors at every checkpoint (default: the "
+                        "last one only; head scores and the phase are always at every one)"),
+    // training (source = train): the markov_icl model and optimiser keys
+    pl::sdk::int_param("K", 8, "number of training chains", 1, 1 << 20),
+    pl::sdk::bool_param("infinite", false, "a fresh chain for every sequence (K is ignored)"),
+    pl::sdk::int_param("C", 10, "number of states", 2, 64),
+    pl::sdk::float_param("alpha", 1.0, "Dirichlet concentration of the transition rows",
+                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+    pl::sdk::float_param("alpha1", 0.0, "1-Gen pseudo-count; 0 = matched to the ensemble",
+                         PL_RANGE_MIN, 0),
+    pl::sdk::int_param("N", 64, "context length (positions)", 2, 4096),
+    pl::sdk::int_param("d_model", 32, "residual width", 2, 4096),
+    pl::sdk::int_param("heads", 1, "attention heads per layer", 1, 64),
+    pl::sdk::int_param("layers", 2, "transformer layers", 1, 16),
+    pl::sdk::int_param("mlp_mult", 4, "MLP width = mlp_mult * d_model", 1, 64),
+    pl::sdk::bool_param("attn_only", false, "attention-only transformer (no MLP blocks)"),
+    pl::sdk::float_param("lr", 3e-3, "AdamW learning rate", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE,
+                         0),
+    pl::sdk::int_param("warmup", 100, "linear learning-rate warm-up steps", 0),
+    pl::sdk::int_param("batch", 64, "sequences per step", 1, 1 << 16),
+    pl::sdk::int_param("steps", 4000, "training steps", 1),
+    pl::sdk::int_param("checkpoints", 12, "log-spaced probe steps while training (plus step 0)", 1,
+                       10000),
+    pl::sdk::int_param("n_eval", 200, "sequences per trainer evaluation set", 1),
+    pl::sdk::int_param("chain_seed", 0, "seed of the chains (shared across seeds)", 0),
+    pl::sdk::int_param("chunks", 4, "fixed batch partition for the parallel step", 1, 4096),
+    pl::sdk::bool_param("save", true,
+                        "source = train: save the final model as a safetensors checkpoint "
+                        "(checkpoints/<point>/step-NNNNNNNNN.safetensors)"),
+};
+
+const char* const kResultCols[] = {"step",         "phase",
+                                   "phase_code",   "phase_ood",
+                                   "loss_id",      "loss_ood",
+                                   "kl_2gen_id",   "kl_1gen_id",
+                                   "kl_2mem_id",   "kl_1mem_id",
+                                   "l1_prev",      "l1_prev_uniform",
+                                   "l2_induction", "l2_induction_uniform",
+                                   "phase_2gen",   "final"};
+const char* const kScoreCols[] = {"step",
+                                  "set",
+                                  "layer",
+                                  "prev_token",
+                                  "prev_token_uniform",
+                                  "induction",
+                                  "induction_uniform",
+                                  "loss",
+                                  "phase",
+                                  "phase_code",
+                                  "final"};
+const char* const kAblCols[] = {"step",      "set",     "index",     "ablation", "loss",
+                                "dloss",     "kl_2gen", "kl_1gen",   "kl_2mem",  "kl_1mem",
+                                "kl_hybrid", "phase",   "phase_code"};
+const char* const kPatchCols[] = {"step",    "set",      "corruption", "corruption_code",
+                                  "edge",    "sender",   "receiver",   "edge_index",
+                                  "dlogp",   "frac_gap", "gap_logp",   "kl",
+                                  "kl_frac", "kl_gap",   "rank"};
+const char* const kTvCols[] = {"step",    "component",     "component_code", "K",
+                               "n_train", "n_test",        "accuracy",       "accuracy_shuffled",
+                               "chance",  "bayes_accuracy"};
+const pl_table_decl kTables[] = {
+    pl::sdk::table("results", kResultCols), pl::sdk::table("scores", kScoreCols),
+    pl::sdk::table("ablations", kAblCols), pl::sdk::table("patching", kPatchCols),
+    pl::sdk::table("task_vectors", kTvCols)};
+
+const pl_plot_decl kPlots[] = {
+    pl::sdk::plot("scores_vs_step",
+                  "head scores vs step (ID): L1 previous-token, L2 induction, their uniform "
+                  "baselines; phase_2gen = 1 where the network is 2-Gen",
+                  "results", "step",
+                  "l1_prev,l1_prev_uniform,l2_induction,l2_induction_uniform,phase_2gen",
+                  "K,infinite,seed", "", PL_PLOT_LOGX),
+    pl::sdk::plot("phase_vs_step",
+                  "phase code vs step (0 2-Gen, 1 1-Gen, 2 2-Mem, 3 1-Mem, 4 hybrid)", "results",
+                  "step", "phase_code", "K,infinite,seed", "", PL_PLOT_LOGX),
+    pl::sdk::plot("kl_vs_step", "KL(predictor || network) on ID vs step", "results", "step",
+                  "kl_2gen_id,kl_1gen_id,kl_2mem_id,kl_1mem_id", "K,infinite,seed", "",
+                  PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("edges_id",
+                  "share of the last-position shift KL(clean || patched) / KL(clean || corrupted) "
+                  "per edge (ID)",
+                  "patching", "edge_index", "kl_frac", "K,infinite,seed,corruption", "set=id",
+                  PL_PLOT_POINTS),
+    pl::sdk::plot("edges_ood",
+                  "share of the last-position shift KL(clean || patched) / KL(clean || corrupted) "
+                  "per edge (OOD)",
+                  "patching", "edge_index", "kl_frac", "K,infinite,seed,corruption", "set=ood",
+                  PL_PLOT_POINTS),
+    pl::sdk::plot("ablations_id", "KL to each predictor per ablation (ID; x: ablation index)",
+                  "ablations", "index", "kl_2gen,kl_1gen,kl_2mem,kl_1mem,kl_hybrid",
+                  "K,infinite,seed", "set=id", PL_PLOT_POINTS | PL_PLOT_LOGY),
+};
+
+// Seed purposes of the probe sets (derived from probe_seed and chain_seed).
+constexpr uint64_t kProbeId = 0x70726f62652d6964ull, kProbeOod = 0x70726f62652d6f6full;
+constexpr uint64_t kSeedPurpose = 0x6d61726b6f76ull;  // as markov_icl: init and data streams
+
+mk::TrainConfig train_config(const pl::sdk::Context& cx) {
+  mk::TrainConfig tc;
+  mk::ModelConfig& m = tc.model;
+  m.C = int(cx.i("C"));
+  m.N = int(cx.i("N"));
+  m.d = int(cx.i("d_model"));
+  m.heads = int(cx.i("heads"));
+  m.layers = int(cx.i("layers"));
+  m.ffn = int(cx.i("mlp_mult")) * m.d;
+  m.mlp = !cx.b("attn_only");
+  tc.K = int(cx.i("K"));
+  tc.infinite = cx.b("infinite");
+  tc.alpha = cx.f("alpha");
+  tc.alpha1 = cx.f("alpha1");
+  tc.batch = int(cx.i("batch"));
+  tc.chunks = int(cx.i("chunks"));
+  tc.n_eval = int(cx.i("n_eval"));
+  tc.steps = cx.i("steps");
+  tc.lr = cx.f("lr");
+  tc.beta2 = 0.95;
+  tc.warmup = cx.i("warmup");
+  tc.chain_seed = uint64_t(cx.i("chain_seed"));
+  tc.seed = cx.seed_stream(kSeedPurpose);
+  return tc;
+}
+
+int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
+  auto idx = [&](const char* name) -> uint32_t {
+    for (uint32_t j = 0; j < PL_SDK_COUNT(kParams) && j < n; ++j)
+      if (!std::strcmp(kParams[j].name, name)) return j;
+    return 0;
+  };
+  if (v[idx("d_model")].i % v[idx("heads")].i) {
+    std::snprintf(err, len, "circuits.heads must divide circuits.d_model");
+    return 1;
+  }
+  const char* src = v[idx("source")].s;
+  const char* path = v[idx("path")].s;
+  if (src && std::strcmp(src, "train") && (!path || !*path)) {
+    std::snprintf(err, len, "circuits.path is required when circuits.source = \"%s\"", src);
+    return 1;
+  }
+  return 0;
+}
+
+// Checkpoint files of a run folder, by step: <run>/checkpoints/<point>/step-*.safetensors with
+// exactly one point, or <point>/step-*.safetensors directly.
+std::vector<std::string> run_checkpoints(const std::string& path) {
+  fs::path dir = path;
+  if (fs::is_directory(dir / "checkpoints")) {
+    std::vector<fs::path> pts;
+    for (const auto& e : fs::directory_iterator(dir / "checkpoints"))
+      if (e.is_directory()) pts.push_back(e.path());
+    std::sort(pts.begin(), pts.end());
+    if (pts.size() != 1) {
+      std::string names;
+      for (const auto& p : pts) names += " " + p.filename().string();
+      throw std::runtime_error("circuits: " + path + "/checkpoints holds " +
+                               std::to_string(pts.size()) +
+                               " point folders; name one in circuits.path:" + names);
+    }
+    dir = pts[0];
+  }
+  if (!fs::is_directory(dir)) throw std::runtime_error("circuits: no folder " + path);
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("step-", 0) == 0 && e.path().extension() == ".safetensors")
+      files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());  // zero-padded step numbers sort by step
+  if (files.empty())
+    throw std::runtime_error("circuits: no step-*.safetensors checkpoints in " + dir.string());
+  return files;
+}
+
+class Circuits {
+ public:
+  explicit Circuits(pl::sdk::Context& cx) : k_(cx.k) {
+    src_ = cx.s("source");
+    n_probe_ = int(cx.i("n_probe"));
+    late_frac_ = cx.f("late_frac");
+    probe_seed_ = uint64_t(cx.i("probe_seed"));
+    full_every_ = cx.b("full_every");
+    if (src_ == "train") {
+      tc_ = train_config(cx);
+      trainer_ = std::make_unique<mk::Trainer>(tc_, k_);
+      info_.model = tc_.model;
+      info_.chain_seed = tc_.chain_seed;
+      info_.K = tc_.K;
+      info_.infinite = tc_.infinite;
+      info_.alpha = tc_.alpha;
+      info_.alpha1 = trainer_->alpha1();
+      info_.plugin = std::string("circuits ") + kVersion;
+      steps_ = mk::checkpoint_steps(tc_.steps, int(cx.i("checkpoints")));
+    } else {
+      files_ =
+          src_ == "file" ? std::vector<std::string>{cx.s("path")} : run_checkpoints(cx.s("path"));
+      info_ = mk::load_checkpoint(files_.back()).info;
+      model_ = std::make_unique<mk::Model<float>>(info_.model, &k_, 1, 1);
+    }
+    prepare();
+  }
+
+  pl_status run(pl::sdk::Context& cx) {
+    if (src_ == "train") {
+      mk::Trainer& tr = *trainer_;
+      size_t next = 0;
+      for (int64_t step = 0; step <= tc_.steps; ++step) {
+        if (step > 0 && !std::isfinite(tr.train_step(step)))
+          return cx.fail("non-finite training loss at step " + std::to_string(step));
+        if (next < steps_.size() && steps_[next] == step) {
+          ++next;
+          probe(cx, tr.model(), step, step == tc_.steps);
+        }
+        if ((step & 15) == 0) {
+          cx.progress(double(step) / double(tc_.steps));
+          if (cx.cancelled()) return PL_CANCELLED;
+        }
+      }
+      if (cx.b("save")) {
+        char name[96];
+        std::snprintf(name, sizeof name, "p%04llu-s%llu", (unsigned long long)cx.point_index(),
+                      (unsigned long long)cx.seed());
+        const std::string dir = std::string(cx.out_dir()) + "/checkpoints/" + name;
+        mk::make_dirs(dir);
+        std::snprintf(name, sizeof name, "/step-%09lld.safetensors", (long long)tc_.steps);
+        info_.step = tc_.steps;
+        mk::save_checkpoint(dir + name, tr.model(), info_);
+      }
+      return PL_OK;
+    }
+    for (size_t i = 0; i < files_.size(); ++i) {
+      const mk::Checkpoint ck = mk::load_checkpoint(files_[i]);
+      const mk::CheckpointInfo& a = ck.info;
+      if (a.chain_seed != info_.chain_seed || a.K != info_.K || a.infinite != info_.infinite ||
+          a.alpha != info_.alpha || ck.params.size() != model_->params.size())
+        return cx.fail("circuits: " + files_[i] + " is from another model or chain set");
+      mk::load_into(ck, *model_);
+      probe(cx, *model_, a.step, i + 1 == files_.size());
+      cx.progress(double(i + 1) / double(files_.size()));
+      if (cx.cancelled()) return PL_CANCELLED;
+    }
+    return PL_OK;
+  }
+
+ private:
+  // Chains and probe sets, from the checkpoint's (or config's) chain seed.
+  void prepare() {
+    const mk::ModelConfig& c = info_.model;
+    mem_ = !info_.infinite;
+    if (mem_) {
+      chains_.resize(info_.K, c.C);
+      chains_.generate(k_, mk::stream_seed(info_.chain_seed, mk::Stream::kTrainChains), 0,
+                       info_.alpha);
+    }
+    const uint64_t base = pl::sdk::derive(probe_seed_, info_.chain_seed);
+    const mk::Chains* pc = mem_ ? &chains_ : nullptr;
+    sets_[0] = cc::make_probe_set(k_, n_probe_, c.N, c.C, info_.alpha, info_.alpha1, pc, pc,
+                                  pl::sdk::derive(base, kProbeId));
+    sets_[1] = cc::make_probe_set(k_, n_probe_, c.N, c.C, info_.alpha, info_.alpha1, nullptr, pc,
+                                  pl::sdk::derive(base, kProbeOod));
+  }
+
+  void probe(pl::sdk::Context& cx, const mk::Model<float>& m, int64_t step, bool final) {
+    const mk::ModelConfig& c = m.config();
+    const mk::HookedModel<float> hm(m);
+    const char* set_name[2] = {"id", "ood"};
+    mk::HookedCache<float> clean[2];
+    cc::RunMetrics cm[2];
+    std::vector<cc::HeadScores> hs[2];
+    for (int s = 0; s < 2; ++s) {
+      const cc::ProbeSet& p = sets_[s];
+      hm.run(p.seq.data(), p.n, {}, clean[s]);
+      cm[s] = cc::run_metrics(c, clean[s], p.seq.data(), p.q.data(), mem_);
+      for (int l = 0; l < c.layers; ++l) {
+        hs[s].push_back(cc::head_scores(c, p.seq.data(), p.n, clean[s].pattern[size_t(l)].data()));
+        const cc::HeadScores& h = hs[s].back();
+        cx.emit(1,
+                {step, set_name[s], l + 1, h.prev, h.prev_uniform, h.induction, h.induction_uniform,
+                 cm[s].loss, mk::pred_name(cm[s].phase), cm[s].phase, int(final)});
+      }
+    }
+    auto nan_if = [&](double v) { return std::isfinite(v) ? pl::sdk::Cell(v) : pl::sdk::Cell(); };
+    const cc::HeadScores& l1 = hs[0][0];
+    const cc::HeadScores& l2 = hs[0][size_t(std::min(1, c.layers - 1))];
+    cx.emit(0, {step, mk::pred_name(cm[0].phase), cm[0].phase, mk::pred_name(cm[1].phase),
+                cm[0].loss, cm[1].loss, cm[0].kl[mk::kGen2], cm[0].kl[mk::kGen1],
+                nan_if(cm[0].kl[mk::kMem2]), nan_if(cm[0].kl[mk::kMem1]), l1.prev, l1.prev_uniform,
+                l2.induction, l2.induction_uniform, int(cm[0].phase == mk::kGen2), int(final)});
+    if (!final && !full_every_) return;
+    for (int s = 0; s < 2; ++s) {
+      ablations(cx, hm, c, s, clean[s], cm[s], step);
+      patching(cx, hm, c, s, clean[s], step);
+    }
+    task_vectors(cx, c, clean[0], step);
+  }
+
+  void ablations(pl::sdk::Context& cx, const mk::HookedModel<float>& hm, const mk::ModelConfig& c,
+                 int s, const mk::HookedCache<float>& clean, const cc::RunMetrics& cm,
+                 int64_t step) {
+    const cc::ProbeSet& p = sets_[s];
+    const int nb = p.n;
+    struct Abl {
+      std::string name;
+      mk::Hooks<float> h;
+    };
+    std::vector<Abl> list;
+    std::vector<std::vector<float>> keep;  // storage the hooks point into
+    keep.reserve(64);
+    const std::vector<float> zeros(size_t(nb) * c.N * c.d, 0.f);
+    const std::vector<float> uni = mk::uniform_pattern<float>(c, nb),
+                             prev = mk::previous_token_pattern<float>(c, nb);
+    for (int l = 0; l < c.layers; ++l) {
+      const std::string a = "A" + std::to_string(l + 1);
+      Abl u{a + " pattern uniform", {}}, pv{a + " pattern previous-token", {}},
+          o{a + " pattern of another input", {}};
+      u.h.pattern[l] = uni.data();
+      pv.h.pattern[l] = prev.data();
+      keep.push_back(cc::shifted_pattern(c, clean.pattern[size_t(l)], nb));
+      o.h.pattern[l] = keep.back().data();
+      list.push_back(u), list.push_back(pv), list.push_back(o);
+    }
+    for (int k = 1; k < mk::num_components(c); ++k) {
+      if (!mk::has_component(c, k)) continue;
+      Abl z{mk::component_name(k) + " zero", {}}, mn{mk::component_name(k) + " mean", {}};
+      z.h.replace[k] = zeros.data();
+      keep.push_back(cc::position_mean(c, clean.comp[size_t(k)], nb));
+      mn.h.replace[k] = keep.back().data();
+      list.push_back(z), list.push_back(mn);
+    }
+    std::vector<cc::RunMetrics> res(list.size());
+    tbb::parallel_for(size_t(0), list.size(), [&](size_t i) {
+      mk::HookedCache<float> out;
+      hm.run(p.seq.data(), nb, list[i].h, out, &clean);
+      res[i] = cc::run_metrics(c, out, p.seq.data(), p.q.data(), mem_);
+    });
+    auto emit = [&](int idx, const std::string& name, const cc::RunMetrics& r) {
+      std::vector<pl::sdk::Cell> row = {step, s ? "ood" : "id", idx,
+                                        name, r.loss,           r.loss - cm.loss};
+      for (int a = 0; a < mk::kNumPred; ++a)
+        row.push_back(std::isfinite(r.kl[a]) ? pl::sdk::Cell(r.kl[a]) : pl::sdk::Cell());
+      row.push_back(mk::pred_name(r.phase));
+      row.push_back(r.phase);
+      cx.emit(2, row);
+    };
+    emit(0, "none", cm);
+    for (size_t i = 0; i < list.size(); ++i) emit(int(i + 1), list[i].name, res[i]);
+  }
+
+  void patching(pl::sdk::Context& cx, const mk::HookedModel<float>& hm, const mk::ModelConfig& c,
+                int s, const mk::HookedCache<float>& clean, int64_t step) {
+    const cc::ProbeSet& p = sets_[s];
+    const auto edges = cc::all_edges(c);
+    for (int co = 0; co < cc::kNumCorr; ++co) {
+      mk::HookedCache<float> bad;
+      hm.run(p.corrupt[co].data(), p.n, {}, bad);
+      const double gap =
+          cc::logp_last(c, bad, p.seq.data()) - cc::logp_last(c, clean, p.seq.data());
+      const double klgap =
+          cc::mean_kl(cc::last_log_probs(c, clean), cc::last_log_probs(c, bad), c.C);
+      const auto r = cc::patch_edges(hm, c, p.seq.data(), p.n, clean, bad, edges);
+      // rank by share of the distribution shift (1 = largest)
+      std::vector<size_t> order(r.size());
+      for (size_t i = 0; i < r.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return r[a].kl_frac > r[b].kl_frac; });
+      std::vector<int> rank(r.size());
+      for (size_t i = 0; i < order.size(); ++i) rank[order[i]] = int(i + 1);
+      for (size_t i = 0; i < r.size(); ++i) {
+        const std::string sn = mk::component_name(r[i].sender),
+                          rn = mk::receiver_name(c, r[i].receiver);
+        cx.emit(3, {step, s ? "ood" : "id", cc::corruption_name(co), co, sn + "->" + rn, sn, rn,
+                    int(i), r[i].dlogp, r[i].frac, gap, r[i].kl, r[i].kl_frac, klgap, rank[i]});
+      }
+    }
+  }
+
+  // Task vectors (ID, finite K >= 2): each component's output averaged over the late positions
+  // of a sequence; nearest-centroid accuracy of the chain identity, centroids from the even
+  // sequences, accuracy on the odd ones; the same with the labels shuffled; the Bayes accuracy
+  // (argmax of the sequence's likelihood under each training chain).
+  void task_vectors(pl::sdk::Context& cx, const mk::ModelConfig& c,
+                    const mk::HookedCache<float>& clean, int64_t step) {
+    if (!mem_ || info_.K < 2) return;
+    const cc::ProbeSet& p = sets_[0];
+    const int N = c.N, d = c.d, n = p.n, K = info_.K;
+    const int t0 = N - std::max(1, int(std::lround(late_frac_ * N)));
+    std::vector<bool> train(static_cast<size_t>(n), false);
+    std::vector<int> shuffled = p.chain;
+    for (int i = 0; i < n; ++i) train[size_t(i)] = i % 2 == 0;
+    mk::Rng r(k_, pl::sdk::derive(probe_seed_, 0x73687566ull), 0);
+    for (int i = n - 1; i > 0; --i)
+      std::swap(shuffled[size_t(i)], shuffled[r.below(uint64_t(i + 1))]);
+    int bayes_right = 0, n_test = 0;
+    for (int i = 0; i < n; ++i) {
+      if (train[size_t(i)]) continue;
+      const int32_t* x = p.seq.data() + size_t(i) * (N + 1);
+      int best = 0;
+      double bl = -INFINITY;
+      for (int k = 0; k < K; ++k) {
+        double ll = chains_.logpi[size_t(k) * c.C + x[0]];
+        for (int t = 1; t < N; ++t) ll += chains_.logT[(size_t(k) * c.C + x[t - 1]) * c.C + x[t]];
+        if (ll > bl) bl = ll, best = k;
+      }
+      bayes_right += best == p.chain[size_t(i)];
+      ++n_test;
+    }
+    for (int k = 0; k < mk::num_components(c); ++k) {
+      if (!mk::has_component(c, k)) continue;
+      std::vector<double> v(size_t(n) * d, 0.0);
+      const float* src = clean.comp[size_t(k)].data();
+      for (int i = 0; i < n; ++i)
+        for (int t = t0; t < N; ++t)
+          for (int j = 0; j < d; ++j)
+            v[size_t(i) * d + j] += double(src[(size_t(i) * N + t) * d + j]) / (N - t0);
+      const double acc = cc::nearest_centroid_accuracy(v, d, p.chain, train, K);
+      const double accs = cc::nearest_centroid_accuracy(v, d, shuffled, train, K);
+      cx.emit(4, {step, mk::component_name(k), k, K, n - n_test, n_test, acc, accs, 1.0 / K,
+                  double(bayes_right) / n_test});
+    }
+  }
+
+  pl_kernel_table k_;
+  std::string src_;
+  int n_probe_ = 256;
+  double late_frac_ = 0.25;
+  uint64_t probe_seed_ = 0;
+  bool full_every_ = false, mem_ = true;
+  mk::TrainConfig tc_;
+  std::unique_ptr<mk::Trainer> trainer_;
+  std::vector<int64_t> steps_;
+  std::vector<std::string> files_;
+  std::unique_ptr<mk::Model<float>> model_;
+  mk::CheckpointInfo info_;
+  mk::Chains chains_;
+  cc::ProbeSet sets_[2];
+};
+
+}  // namespace
+
+PL_DEFINE_PLUGIN(Circuits, "circuits", kVersion,
+                 "circuit probes of the Markov-ICL transformer: head scores, ablations, path "
+                 "patching, task vectors",
+                 kParams, kTables, kPlots, validate, nullptr)

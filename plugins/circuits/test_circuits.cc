@@ -1,0 +1,377 @@
+// Circuit probes: checkpoints round trip bit-exact and bad files are refused; head scores on
+// hand-built patterns against hand counts; a hand-built induction model whose layer-1 pattern,
+// replaced by exact previous-token attention, gives the closed-form induction output; patching
+// an edge with the clean run changes nothing exactly; all senders of a receiver patched equals
+// the corrupted run; the corruptions do what they say; nearest-centroid accuracy by hand.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "circuits/probes.hpp"
+#include "markov_common/checkpoint.hpp"
+#include "phaselab/kernels.hpp"
+
+namespace {
+
+namespace mk = pl::markov;
+namespace cc = pl::markov::circuits;
+namespace st = pl::sdk::safetensors;
+
+pl_kernel_table table() {
+  pl_kernel_table t{};
+  std::string err;
+  REQUIRE_MESSAGE(pl::select_kernels("", &t, &err), err);
+  return t;
+}
+
+mk::ModelConfig small_cfg() {
+  mk::ModelConfig c;
+  c.C = 5;
+  c.N = 12;
+  c.d = 8;
+  c.ffn = 16;
+  return c;
+}
+
+void randomise(mk::Model<float>& m, const pl_kernel_table& k, uint64_t stream) {
+  std::vector<float> z(m.num_params());
+  k.gaussian(z.data(), z.size(), 7, stream, 0);
+  m.init_from_normals(z.data());
+  for (size_t i = 0; i < m.num_params(); ++i) m.params[i] += 0.3f * z[(i * 7919) % z.size()];
+}
+
+std::string tmp_path(const char* name) {
+  return (std::filesystem::temp_directory_path() /
+          ("phaselab_circuits_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+std::vector<unsigned char> slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::vector<unsigned char>((std::istreambuf_iterator<char>(f)), {});
+}
+void spit(const std::string& p, const std::vector<unsigned char>& b) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+
+std::string load_error(const std::string& p) {
+  try {
+    mk::load_checkpoint(p);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: round trip is bit-exact for every model variant, metadata kept") {
+  const pl_kernel_table k = table();
+  for (int variant = 0; variant < 4; ++variant) {
+    mk::ModelConfig c = small_cfg();
+    if (variant == 1) c.rope = true, c.tied = true;
+    if (variant == 2) c.mlp = false;
+    if (variant == 3) c.ln = false, c.heads = 2, c.layers = 3;
+    mk::Model<float> m(c, &k, 1, 1);
+    randomise(m, k, 10 + uint64_t(variant));
+    mk::CheckpointInfo info;
+    info.model = c;
+    info.step = 1234;
+    info.chain_seed = 77;
+    info.K = 16;
+    info.alpha = 0.5;
+    info.alpha1 = 9.822647400327952;
+    info.plugin = "test 1.0";
+    const std::string p = tmp_path("rt.safetensors");
+    mk::save_checkpoint(p, m, info);
+    const mk::Checkpoint ck = mk::load_checkpoint(p);
+    CHECK(ck.params.size() == m.params.size());
+    CHECK(std::memcmp(ck.params.data(), m.params.data(), m.params.size() * sizeof(float)) == 0);
+    CHECK(ck.info.step == 1234);
+    CHECK(ck.info.chain_seed == 77);
+    CHECK(ck.info.K == 16);
+    CHECK(ck.info.alpha == 0.5);
+    CHECK(ck.info.alpha1 == info.alpha1);  // %.17g round-trips a double exactly
+    CHECK(ck.info.model.rope == c.rope);
+    CHECK(ck.info.model.tied == c.tied);
+    CHECK(ck.info.model.mlp == c.mlp);
+    CHECK(ck.info.model.ln == c.ln);
+    CHECK(ck.info.model.layers == c.layers);
+    CHECK(ck.info.model.heads == c.heads);
+    CHECK(ck.info.model.ln_eps == c.ln_eps);
+    mk::Model<float> m2(ck.info.model, &k, 1, 1);
+    mk::load_into(ck, m2);
+    CHECK(std::memcmp(m2.params.data(), m.params.data(), m.params.size() * sizeof(float)) == 0);
+    const auto m3 = mk::load_model(p, &k);
+    CHECK(std::memcmp(m3->params.data(), m.params.data(), m.params.size() * sizeof(float)) == 0);
+    // tensor names and shapes as documented
+    const st::File f = st::read(p);
+    CHECK(st::find(f, "wte") != nullptr);
+    CHECK((st::find(f, "wpe") != nullptr) == !c.rope);
+    CHECK((st::find(f, "unembed") != nullptr) == !c.tied);
+    CHECK((st::find(f, "l1.ln1") != nullptr) == c.ln);
+    CHECK((st::find(f, "l1.fc") != nullptr) == c.mlp);
+    CHECK(st::get(f, "l1.qkv").shape == std::vector<int64_t>{3 * c.d, c.d});
+    if (c.ln) CHECK(st::get(f, "lnf").shape == std::vector<int64_t>{2, c.d});
+    std::remove(p.c_str());
+  }
+}
+
+TEST_CASE("checkpoint: truncated, foreign and mismatched files are refused with a clear error") {
+  const pl_kernel_table k = table();
+  const mk::ModelConfig c = small_cfg();
+  mk::Model<float> m(c, &k, 1, 1);
+  randomise(m, k, 3);
+  mk::CheckpointInfo info;
+  info.model = c;
+  const std::string p = tmp_path("bad.safetensors"), q = tmp_path("bad2.safetensors");
+  mk::save_checkpoint(p, m, info);
+  const std::vector<unsigned char> good = slurp(p);
+  REQUIRE(load_error(p).empty());
+
+  // truncated: the last byte, half the file, inside the 8-byte length
+  for (size_t cut : {good.size() - 1, good.size() / 2, size_t(5)}) {
+    spit(q, std::vector<unsigned char>(good.begin(), good.begin() + std::ptrdiff_t(cut)));
+    const std::string e = load_error(q);
+    CHECK_MESSAGE(!e.empty(), cut);
+    CHECK(e.find(q) != std::string::npos);
+  }
+  // foreign: a PNG and a text file
+  spit(q, {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 0, 0, 0, 0, 0});
+  CHECK(load_error(q).find("PNG") != std::string::npos);
+  spit(q, std::vector<unsigned char>(100, 'a'));
+  CHECK(!load_error(q).empty());
+  // a valid safetensors file that is not a phaselab checkpoint
+  st::File f = st::read(p);
+  st::File other = f;
+  other.metadata.erase("format");
+  st::write(q, other);
+  CHECK(load_error(q).find("not a phaselab Markov-model checkpoint") != std::string::npos);
+  // a missing tensor, a misshapen tensor, a bad metadata value
+  other = f;
+  other.tensors.erase(other.tensors.begin());
+  st::write(q, other);
+  CHECK(load_error(q).find("tensors") != std::string::npos);
+  other = f;
+  for (auto& t : other.tensors)
+    if (t.name == "l1.o") t.shape = {int64_t(c.d) / 2, int64_t(c.d) * 2};
+  st::write(q, other);
+  CHECK(load_error(q).find("l1.o") != std::string::npos);
+  other = f;
+  other.metadata["d_model"] = "eight";
+  st::write(q, other);
+  CHECK(load_error(q).find("d_model") != std::string::npos);
+  // a model of another config refuses the weights
+  mk::ModelConfig c2 = c;
+  c2.d = 16;
+  mk::Model<float> m2(c2, &k, 1, 1);
+  CHECK_THROWS_AS(mk::load_into(mk::load_checkpoint(p), m2), std::invalid_argument);
+  std::remove(p.c_str());
+  std::remove(q.c_str());
+}
+
+TEST_CASE("head scores on hand-built patterns: previous-token, uniform, exact induction") {
+  mk::ModelConfig c;
+  c.N = 6;
+  c.C = 3;
+  c.heads = 1;
+  // x = 0 1 0 1 2 0 (+ target)
+  const std::vector<int32_t> x = {0, 1, 0, 1, 2, 0, 1};
+  const auto prev = mk::previous_token_pattern<double>(c, 1);
+  const auto uni = mk::uniform_pattern<double>(c, 1);
+  const cc::HeadScores sp = cc::head_scores(c, x.data(), 1, prev.data());
+  const cc::HeadScores su = cc::head_scores(c, x.data(), 1, uni.data());
+  // uniform baseline of the previous-token score: mean over t = 1..5 of 1/(t+1)
+  const double base = (1.0 / 2 + 1.0 / 3 + 1.0 / 4 + 1.0 / 5 + 1.0 / 6) / 5;
+  CHECK(sp.prev == 1.0);
+  CHECK(su.prev == doctest::Approx(base).epsilon(1e-15));
+  CHECK(sp.prev_uniform == doctest::Approx(base).epsilon(1e-15));
+  // matches m in [1, t] with x_{m-1} = x_t:
+  //  t=1 (x=1): x_0=0 no.            t=2 (x=0): m=1 (x_0=0), m=2? x_1=1 no -> {1}
+  //  t=3 (x=1): m=2 (x_1=1) -> {2}    t=4 (x=2): none
+  //  t=5 (x=0): m=1 (x_0), m=3 (x_2) -> {1, 3}
+  // uniform induction baseline: (1/3 + 1/4 + 2/6) / 3 positions with a match
+  CHECK(su.induction == doctest::Approx((1.0 / 3 + 1.0 / 4 + 2.0 / 6) / 3).epsilon(1e-15));
+  CHECK(su.induction_uniform == su.induction);
+  // previous-token attention puts its weight on m = t-1: a match only when x_{t-2} = x_t:
+  //  t=2: m=1 yes (1); t=3: m=2 yes (1); t=5: m=4 (x_3=1 != 0) no (0) -> 2/3
+  CHECK(sp.induction == doctest::Approx(2.0 / 3).epsilon(1e-15));
+  // an exact induction pattern: equal weight on the matches
+  std::vector<double> ind(size_t(c.N) * c.N, 0.0);
+  ind[0] = 1;
+  ind[1 * 6 + 0] = 1;
+  ind[2 * 6 + 1] = 1;
+  ind[3 * 6 + 2] = 1;
+  ind[4 * 6 + 4] = 1;
+  ind[5 * 6 + 1] = 0.5, ind[5 * 6 + 3] = 0.5;
+  const cc::HeadScores si = cc::head_scores(c, x.data(), 1, ind.data());
+  CHECK(si.induction == 1.0);
+  CHECK(si.prev == doctest::Approx((1 + 1 + 1 + 0 + 0) / 5.0).epsilon(1e-15));
+}
+
+// A hand-built attention-only induction model (no LayerNorm, d = 3C):
+//   E = onehot(x_t) in dims [0, C)
+//   layer 1: q = k = 0 (uniform attention), v = the token dims moved to [C, 2C), Wo = I
+//   layer 2: q = g sqrt(d) onehot(x_t), k = the dims [C, 2C) (the previous token when layer 1
+//            attends to t - 1), v = the token dims moved to [2C, 3C), Wo = I
+//   unembedding: logit_j = kappa * (dims 2C + j)
+// With layer 1's pattern replaced by exact previous-token attention, layer 2 is an induction
+// head: P2[t, s] ∝ exp(g [x_{s-1} = x_t]) (s = 0: [x_0 = x_t]), logit_j = kappa sum_s P2[t, s]
+// [x_s = j]. The closed form is computed here in double, independently of the model.
+TEST_CASE("hand-built induction model: exact previous-token layer 1 gives the known output") {
+  const pl_kernel_table k = table();
+  mk::ModelConfig c;
+  c.C = 4;
+  c.N = 10;
+  c.d = 12;
+  c.heads = 1;
+  c.layers = 2;
+  c.mlp = false;
+  c.ln = false;
+  const int C = c.C, N = c.N, d = c.d;
+  const double g = 3.0, kappa = 2.0;
+  mk::Model<float> m(c, &k, 1, 1);
+  std::fill(m.params.begin(), m.params.end(), 0.f);
+  auto W = [&](float* w, int row, int col) -> float& { return w[size_t(row) * d + col]; };
+  for (int j = 0; j < C; ++j) m.P.wte[size_t(j) * d + j] = 1;
+  auto& L1 = m.P.l[0];
+  auto& L2 = m.P.l[1];
+  for (int i = 0; i < C; ++i) {
+    W(L1.wqkv, 2 * d + C + i, i) = 1;                    // v1: token -> [C, 2C)
+    W(L2.wqkv, i, i) = float(g * std::sqrt(double(d)));  // q2: token
+    W(L2.wqkv, d + i, C + i) = 1;                        // k2: previous token
+    W(L2.wqkv, 2 * d + 2 * C + i, i) = 1;                // v2: token -> [2C, 3C)
+    m.P.wu[size_t(i) * d + 2 * C + i] = float(kappa);    // unembed
+  }
+  for (int i = 0; i < d; ++i) W(L1.wo, i, i) = W(L2.wo, i, i) = 1;
+
+  const int nb = 3;
+  std::vector<int32_t> seq(size_t(nb) * (N + 1));
+  uint32_t s = 12345;
+  for (auto& v : seq) s = s * 1664525u + 1013904223u, v = int32_t((s >> 16) % uint32_t(C));
+  const mk::HookedModel<float> hm(m);
+  mk::HookedCache<float> plain, ablated;
+  hm.run(seq.data(), nb, {}, plain);
+  mk::Hooks<float> h;
+  const auto prev = mk::previous_token_pattern<float>(c, nb);
+  h.pattern[0] = prev.data();
+  hm.run(seq.data(), nb, h, ablated);
+
+  double worst = 0, worst_plain = 0;
+  std::vector<double> p2(size_t(nb) * N * N, 0.0);
+  for (int b = 0; b < nb; ++b) {
+    const int32_t* x = seq.data() + size_t(b) * (N + 1);
+    for (int t = 0; t < N; ++t) {
+      std::vector<double> w(size_t(t) + 1);
+      double z = 0;
+      for (int u = 0; u <= t; ++u) z += (w[size_t(u)] = std::exp(g * (x[u ? u - 1 : 0] == x[t])));
+      for (int j = 0; j < C; ++j) {
+        double logit = 0;
+        for (int u = 0; u <= t; ++u) logit += kappa * w[size_t(u)] / z * (x[u] == j);
+        const double got = ablated.logits[(size_t(b) * N + t) * C + j];
+        worst = std::fmax(worst, std::fabs(got - logit));
+        worst_plain =
+            std::fmax(worst_plain, std::fabs(plain.logits[(size_t(b) * N + t) * C + j] - logit));
+      }
+      for (int u = 0; u <= t; ++u) p2[(size_t(b) * N + t) * N + u] = w[size_t(u)] / z;
+    }
+  }
+  MESSAGE("hand-built induction: max |logit - closed form| = " << worst << " (unablated: "
+                                                               << worst_plain << ")");
+  CHECK(worst <= 1e-5 + 1e-5 * kappa);
+  CHECK(worst_plain > 0.05);  // with its own (uniform) layer 1 the model is not an induction head
+  // its layer-2 pattern is the closed form's, so the induction score is the closed form's too
+  const cc::HeadScores got = cc::head_scores(c, seq.data(), nb, ablated.pattern[1].data());
+  const cc::HeadScores want = cc::head_scores(c, seq.data(), nb, p2.data());
+  CHECK(got.induction == doctest::Approx(want.induction).epsilon(1e-5));
+  CHECK(want.induction > 2 * want.induction_uniform);
+  const cc::HeadScores l1 = cc::head_scores(c, seq.data(), nb, ablated.pattern[0].data());
+  CHECK(l1.prev == 1.0);
+}
+
+TEST_CASE("patching: the clean run as source changes nothing; all senders = corrupted run") {
+  const pl_kernel_table k = table();
+  const mk::ModelConfig c = small_cfg();
+  mk::Model<float> m(c, &k, 1, 1);
+  randomise(m, k, 5);
+  mk::Chains ch;
+  ch.resize(3, c.C);
+  ch.generate(k, 11, 0, 1.0);
+  const cc::ProbeSet p = cc::make_probe_set(k, 16, c.N, c.C, 1.0, 1.0, &ch, &ch, 42);
+  const mk::HookedModel<float> hm(m);
+  mk::HookedCache<float> clean, bad;
+  hm.run(p.seq.data(), p.n, {}, clean);
+  const auto edges = cc::all_edges(c);
+  CHECK(edges.size() == 23);  // 3 + 2 + 9 + 4 + 5 for two layers with MLPs
+  for (const auto& r : cc::patch_edges(hm, c, p.seq.data(), p.n, clean, clean, edges)) {
+    CHECK(r.dlogp == 0.0);
+    CHECK(r.kl == 0.0);
+  }
+  hm.run(p.corrupt[cc::kPermute].data(), p.n, {}, bad);
+  for (int r = 0; r < mk::num_receivers(c); ++r) {
+    mk::Hooks<float> h;
+    for (int snd = 0; snd < mk::senders_end(c, r); ++snd) h.edges.push_back({snd, r, &bad});
+    mk::HookedCache<float> out;
+    hm.run(p.seq.data(), p.n, h, out, &clean);
+    CHECK(std::memcmp(out.resid[size_t(r)].data(), bad.resid[size_t(r)].data(),
+                      bad.resid[size_t(r)].size() * sizeof(float)) == 0);
+    if (r == mk::recv_U(c)) {
+      CHECK(std::memcmp(out.logits.data(), bad.logits.data(), bad.logits.size() * sizeof(float)) ==
+            0);
+      // and the edge results of all U's senders at once: the full corrupted shift
+      const std::vector<double> pc = cc::last_log_probs(c, clean);
+      CHECK(cc::mean_kl(pc, cc::last_log_probs(c, out), c.C) ==
+            cc::mean_kl(pc, cc::last_log_probs(c, bad), c.C));
+    }
+  }
+}
+
+TEST_CASE("probe sets: the corruptions keep what they say they keep") {
+  const pl_kernel_table k = table();
+  const int N = 20, C = 5, n = 40;
+  mk::Chains ch;
+  ch.resize(4, C);
+  ch.generate(k, 3, 0, 1.0);
+  const cc::ProbeSet p = cc::make_probe_set(k, n, N, C, 1.0, 1.0, &ch, &ch, 9);
+  const cc::ProbeSet p2 = cc::make_probe_set(k, n, N, C, 1.0, 1.0, &ch, &ch, 9);
+  CHECK(p.seq == p2.seq);  // deterministic
+  int last_changed = 0, perm_changed = 0;
+  for (int i = 0; i < n; ++i) {
+    const int32_t* x = p.seq.data() + size_t(i) * (N + 1);
+    CHECK(p.chain[size_t(i)] >= 0);
+    CHECK(p.chain[size_t(i)] < 4);
+    for (int co = 0; co < cc::kNumCorr; ++co) {
+      const int32_t* y = p.corrupt[co].data() + size_t(i) * (N + 1);
+      CHECK(y[N] == x[N]);  // the target is kept
+      if (co != cc::kLastState) CHECK(y[N - 1] == x[N - 1]);
+    }
+    const int32_t* yl = p.corrupt[cc::kLastState].data() + size_t(i) * (N + 1);
+    CHECK(std::equal(x, x + N - 1, yl));
+    last_changed += yl[N - 1] != x[N - 1];
+    const int32_t* yp = p.corrupt[cc::kPermute].data() + size_t(i) * (N + 1);
+    std::vector<int> cx(size_t(C), 0), cy(size_t(C), 0);
+    for (int t = 0; t < N - 1; ++t) ++cx[size_t(x[t])], ++cy[size_t(yp[t])];
+    CHECK(cx == cy);  // unigram counts of the prefix kept
+    perm_changed += !std::equal(x, x + N - 1, yp);
+  }
+  CHECK(last_changed == n);
+  CHECK(perm_changed >= n - 2);
+}
+
+TEST_CASE("nearest-centroid accuracy by hand") {
+  // 1-d points: class 0 near 0, class 1 near 10; train rows 0-3, test rows 4-7
+  const std::vector<double> x = {0, 1, 10, 11, 0.4, 9, 6, 4};
+  const std::vector<int> y = {0, 0, 1, 1, 0, 1, 0, 1};
+  const std::vector<bool> tr = {true, true, true, true, false, false, false, false};
+  // centroids 0.5 and 10.5: 0.4 -> 0 (right), 9 -> 1 (right), 6 -> 1 (wrong), 4 -> 0 (wrong)
+  CHECK(cc::nearest_centroid_accuracy(x, 1, y, tr, 2) == 0.5);
+}
