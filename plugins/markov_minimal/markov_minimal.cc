@@ -34,8 +34,10 @@ const pl_param_decl kParams[] = {
     pl::sdk::int_param("N", 64, "context length (positions)", 2, 8192),
     pl::sdk::enum_param("optimizer", "adam", "adam|sgd", "Adam (betas below, no decay) or SGD"),
     pl::sdk::float_param("lr", 1e-2, "learning rate", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
-    pl::sdk::float_param("beta1", 0.9, "Adam beta1", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
-    pl::sdk::float_param("beta2", 0.95, "Adam beta2", PL_RANGE_MIN | PL_RANGE_MAX, 0, 1),
+    pl::sdk::float_param("beta1", 0.9, "Adam beta1 (1 would never move the first moment)",
+                         PL_RANGE_MIN | PL_RANGE_MAX | PL_RANGE_MAX_EXCLUSIVE, 0, 1),
+    pl::sdk::float_param("beta2", 0.95, "Adam beta2 (1: bias correction divides by zero)",
+                         PL_RANGE_MIN | PL_RANGE_MAX | PL_RANGE_MAX_EXCLUSIVE, 0, 1),
     pl::sdk::int_param("batch", 32, "sequences per step", 1, 1 << 16),
     pl::sdk::int_param(
         "tokens", 0,
