@@ -603,7 +603,11 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
       axes += ")\nset cbrange [-0.5:" + format_double(double(n) - 0.5) + "]\n";
       axes += "set cbtics " + zcat.tics() + "\nset cblabel " + gp(style.z) + "\n";
     } else {
-      axes += "set palette viridis\nset cblabel " + gp(style.z) + " (mean)\n";
+      // Viridis by its five anchor colours: gnuplot 5.4 (Debian 12) has no `set palette viridis`.
+      axes +=
+          "set palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', 4 "
+          "'#fde725')\nset cblabel " +
+          gp(std::string(style.z) + " (mean)") + "\n";
       if (ylo <= yhi) axes += "set cbrange " + range(padded(ylo, yhi, false)) + "\n";
     }
   } else {

@@ -230,7 +230,8 @@ TEST_CASE("figures: a heat map colours each (x, y) cell by its most frequent cat
   REQUIRE(lm.size() == 3);
   CHECK(near(lm[0][2], 3.0));  // (1 + 2 + 6) / 3
   CHECK(near(lm[1][2], 2.0));  // (1 + 1 + 4) / 3
-  CHECK(run.read("figures/lossmap.gp").find("set palette viridis") != std::string::npos);
+  CHECK(run.read("figures/lossmap.gp").find("set palette defined (0 '#440154'") !=
+        std::string::npos);
 }
 
 TEST_CASE("figures: legends outside the data; styles from older plugins read up to struct_size") {
@@ -279,10 +280,13 @@ TEST_CASE("figures: gnuplot draws every kind of figure (when installed)") {
       pl::sdk::PlotStyle().facet("K").labels("step", "value of a and b");
   constexpr pl::sdk::PlotStyle kCat = pl::sdk::PlotStyle().y_categories("1gen|2gen|1mem|2mem");
   constexpr pl::sdk::PlotStyle kMap = pl::sdk::PlotStyle().heatmap("phase", "1gen|2gen|1mem|2mem");
+  constexpr pl::sdk::PlotStyle kNumMap = pl::sdk::PlotStyle().heatmap("seed");
   const std::vector<pl_plot_decl> plots = {
       pl::sdk::plot("facets", "facets", "results", "step", "a,b", "", "", PL_PLOT_LOGY, &kFacet),
       pl::sdk::plot("cat", "categories", "phases", "K", "phase", "N", "", PL_PLOT_LOGX, &kCat),
       pl::sdk::plot("map", "heat map", "phases", "K", "N", "", "", 0, &kMap),
+      // A numeric heat map (continuous palette and colour-box label: gnuplot 5.4 syntax).
+      pl::sdk::plot("nummap", "numeric heat map", "phases", "K", "N", "", "", 0, &kNumMap),
       pl::sdk::plot("hist", "histogram", "results", "a", "", "K", "", PL_PLOT_HISTOGRAM),
   };
   if (system("command -v gnuplot > /dev/null 2>&1") != 0) {

@@ -100,7 +100,20 @@ const pl_table_decl kTables[] = {
     pl::sdk::table("ablations", kAblCols), pl::sdk::table("patching", kPatchCols),
     pl::sdk::table("task_vectors", kTvCols)};
 
+// Edge importance as a heat map: x the edge (its index in patching.csv: E->A1.q, E->A1.k,
+// E->A1.v, E->M1, A1->M1, E->A2.q, ... M2->U), y the corruption, colour the share of the shift.
+constexpr pl::sdk::PlotStyle kEdgeMap =
+    pl::sdk::PlotStyle()
+        .heatmap("kl_frac")
+        .y_categories("0=other chain|1=permutation|2=last state|3=fresh chain")
+        .labels("edge (index in patching.csv)", "corruption");
 const pl_plot_decl kPlots[] = {
+    pl::sdk::plot(
+        "edge_map_id", "share of the last-position shift recovered per edge and corruption (ID)",
+        "patching", "edge_index", "corruption_code", "K,infinite,seed", "set=id", 0, &kEdgeMap),
+    pl::sdk::plot(
+        "edge_map_ood", "share of the last-position shift recovered per edge and corruption (OOD)",
+        "patching", "edge_index", "corruption_code", "K,infinite,seed", "set=ood", 0, &kEdgeMap),
     pl::sdk::plot("scores_vs_step",
                   "head scores vs step (ID): L1 previous-token, L2 induction, their uniform "
                   "baselines; phase_2gen = 1 where the network is 2-Gen",
