@@ -359,29 +359,6 @@ struct SpaceReserve {
   }
 };
 
-// A table with the kernels this build has; the others stay null. Used only when a kernel has
-// no variant at all (a build where a kernel family is still missing). Returns their names.
-std::vector<std::string> fill_kernel_table(const std::string& target, pl_kernel_table* t) {
-  std::vector<std::string> missing;
-  const std::string tg = target == "best" ? "" : target;
-  std::memset(t, 0, sizeof *t);
-  t->struct_size = sizeof(pl_kernel_table);
-  t->num_kernels = pl::kNumKernels;
-  static std::string shown;
-  shown = tg.empty() ? pl::best_target() : tg;
-  t->target = shown.c_str();
-#define PL_KERNEL(kname, Camel, ret, params)                                       \
-  if (const pl::Variant* v = pl::selected_variant(int(pl::KernelId::kname), tg)) { \
-    t->kname = reinterpret_cast<ret(*) params>(v->fn);                             \
-  } else {                                                                         \
-    missing.push_back(#kname);                                                     \
-  }
-#include "phaselab/kernels.def"
-#undef PL_KERNEL
-  t->variant = pl::selected_names(tg);
-  return missing;
-}
-
 }  // namespace
 
 bool stop_requested() { return g_stop.load() != 0; }
@@ -411,10 +388,10 @@ int resolve_threads(const RunConfig& cfg, const RunOptions& opt) {
   return std::max(1, threads);
 }
 
-std::vector<std::string> select_kernel_table(const std::string& target, pl_kernel_table* kt) {
+std::string select_kernel_table(const std::string& target, pl_kernel_table* kt) {
   std::string why;
   if (pl::select_kernels(target, kt, &why)) return {};
-  return fill_kernel_table(target, kt);
+  return why;
 }
 
 PointOutcome compute_point(const pl_plugin& p, const Point& pt, const pl_kernel_table& kt,
@@ -557,7 +534,10 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
     std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
     return kExitUsage;
   }
-  const std::vector<std::string> missing = select_kernel_table(target, &kt);
+  if (!pl::select_kernels(target, &kt, &why)) {
+    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
+    return kExitUsage;
+  }
 
   std::string out = !opt.out.empty() ? opt.out : cfg.out;
   if (out.empty()) {
@@ -706,12 +686,6 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
                 " on " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : "") +
                 (mpi_size() > 1 ? " x " + std::to_string(mpi_size()) + " MPI ranks" : "") +
                 ", kernels " + kt.target + " -> " + out);
-  if (!missing.empty()) {
-    std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-    progress.warn("phaselab: warning: this build has no variant of: " + list +
-                  " (a plugin calling one of them will crash)");
-  }
   if (opt.resume && done.empty() && !points.empty())
     progress.info("phaselab: nothing to resume in " + out + ", running every point");
 

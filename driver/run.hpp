@@ -62,8 +62,9 @@ void restore_stop_handlers();
 bool finish_run(const RunConfig& cfg, const Plugin& plugin, const pl_kernel_table& kt,
                 const std::string& out, int threads, Progress* progress,
                 std::vector<FigureResult>* figs, std::string* tool, bool* have_tool);
-// The kernel table for a target ("" = best); returns the kernels this build has no variant of.
-std::vector<std::string> select_kernel_table(const std::string& target, pl_kernel_table* kt);
+// The kernel table for a target ("" = best); returns select_kernels' error, empty on success
+// (every kernel has a scalar variant, so a target check_target accepts always succeeds).
+std::string select_kernel_table(const std::string& target, pl_kernel_table* kt);
 // Threads for a run: --threads, else [run] threads, 0 = every core this process may use.
 int resolve_threads(const RunConfig& cfg, const RunOptions& opt);
 

@@ -8,123 +8,52 @@
 #include <memory>
 #include <mutex>
 
+#include "phaselab/isas.h"
 #include "phaselab/kernels.hpp"
 
-// Declarations of every kernel in every implementation namespace that variants.def may name.
-// Declared weak: a family left out of a build (or not written yet) leaves a null pointer, which
-// build_variants() skips; the registry test insists that every kernel has its scalar and
-// Highway variants, so nothing goes missing silently.
+// Declarations of every kernel in every implementation namespace (isas.h): the Highway
+// per-target namespaces, pl::intrin_<isa>, pl::xsimd_<isa> and pl::scalar. Only the ones that
+// variants.def names are referred to, and those must be defined: a missing variant is a link
+// error, not a silent gap.
 namespace pl {
-#define PL_KERNEL(name, Camel, ret, params) __attribute__((weak)) ret Camel params;
-#if HWY_TARGETS & HWY_AVX3_DL
-namespace N_AVX3_DL {
+#define PL_DECLARE_IN(isa, arch, hwy_target, hwy_ns, rank, implies, Camel, ret, params) \
+  namespace hwy_ns {                                                                    \
+  ret Camel params;                                                                     \
+  }                                                                                     \
+  namespace intrin_##isa {                                                              \
+    ret Camel params;                                                                   \
+  }                                                                                     \
+  namespace xsimd_##isa {                                                               \
+    ret Camel params;                                                                   \
+  }
+#define PL_KERNEL(name, Camel, ret, params) PL_ISAS(PL_DECLARE_IN, Camel, ret, params)
 #include "phaselab/kernels.def"
-}
-#endif
-#if HWY_TARGETS & HWY_AVX3
-namespace N_AVX3 {
-#include "phaselab/kernels.def"
-}
-#endif
-#if HWY_TARGETS & HWY_AVX2
-namespace N_AVX2 {
-#include "phaselab/kernels.def"
-}
-#endif
-#if HWY_TARGETS & HWY_SSE4
-namespace N_SSE4 {
-#include "phaselab/kernels.def"
-}
-#endif
-#if HWY_TARGETS & HWY_SSSE3
-namespace N_SSSE3 {
-#include "phaselab/kernels.def"
-}
-#endif
-#if HWY_TARGETS & HWY_SVE2
-namespace N_SVE2 {
-#include "phaselab/kernels.def"
-}
-#endif
-#if HWY_TARGETS & HWY_SVE
-namespace N_SVE {
-#include "phaselab/kernels.def"
-}
-#endif
-#if HWY_TARGETS & HWY_SVE_256
-namespace N_SVE_256 {
-#include "phaselab/kernels.def"
-}
-#endif
-#if HWY_TARGETS & HWY_SVE2_128
-namespace N_SVE2_128 {
-#include "phaselab/kernels.def"
-}
-#endif
-#if HWY_TARGETS & HWY_NEON
-namespace N_NEON {
-#include "phaselab/kernels.def"
-}
-#endif
-#if HWY_TARGETS & HWY_EMU128
-namespace N_EMU128 {
-#include "phaselab/kernels.def"
-}
-#endif
-#if HWY_TARGETS & HWY_SCALAR
-namespace N_SCALAR {
-#include "phaselab/kernels.def"
-}
-#endif
-namespace scalar {
-#include "phaselab/kernels.def"
-}
-namespace intrin_avx2 {
-#include "phaselab/kernels.def"
-}
-namespace intrin_avx512 {
-#include "phaselab/kernels.def"
-}
-namespace intrin_neon {
-#include "phaselab/kernels.def"
-}
-namespace xsimd_avx2 {
-#include "phaselab/kernels.def"
-}
-namespace xsimd_avx512 {
-#include "phaselab/kernels.def"
-}
-namespace xsimd_neon {
-#include "phaselab/kernels.def"
-}
 #undef PL_KERNEL
+#undef PL_DECLARE_IN
 }  // namespace pl
 
 namespace pl {
 namespace {
 
+constexpr int kArch_any = 1;
+constexpr int kArch_x86 = HWY_ARCH_X86;
+constexpr int kArch_arm = HWY_ARCH_ARM;
+
 struct IsaInfo {
   const char* name;
-  int64_t hwy_bit;  // 0: always supported
+  int64_t hwy_target;  // Highway's target bit, 0: none
+  bool always;         // supported on every CPU (emu128, scalar)
+  bool compiled;       // an ISA of this build's architecture
   int rank;
   const char* implies;  // the next ISA down the chain, or nullptr
 };
 
+#define PL_ISA_ROW(isa, arch, hwy_target, hwy_ns, rank, implies, unused)              \
+  {#isa, int64_t(hwy_target),           kArch_##arch == kArch_any, kArch_##arch != 0, \
+   rank, *#implies ? #implies : nullptr},
 // Ordered best first within each architecture.
-const IsaInfo kIsas[] = {
-    {"avx512dl", HWY_AVX3_DL, 52, "avx512"},
-    {"avx512", HWY_AVX3, 50, "avx2"},
-    {"avx2", HWY_AVX2, 40, "sse4"},
-    {"sse4", HWY_SSE4, 30, "ssse3"},
-    {"ssse3", HWY_SSSE3, 25, "emu128"},
-    {"sve2", HWY_SVE2, 48, "sve"},
-    {"sve2_128", HWY_SVE2_128, 47, "sve"},
-    {"sve256", HWY_SVE_256, 46, "sve"},
-    {"sve", HWY_SVE, 45, "neon"},
-    {"neon", HWY_NEON, 40, "emu128"},
-    {"emu128", 0, 10, "scalar"},
-    {"scalar", 0, 0, nullptr},
-};
+const IsaInfo kIsas[] = {PL_ISAS(PL_ISA_ROW, 0)};
+#undef PL_ISA_ROW
 
 const IsaInfo* isa_info(const std::string& name) {
   for (const auto& i : kIsas)
@@ -132,19 +61,8 @@ const IsaInfo* isa_info(const std::string& name) {
   return nullptr;
 }
 
-bool isa_compiled_for_this_arch(const IsaInfo& i) {
-#if HWY_ARCH_X86
-  return i.hwy_bit == 0 || (i.hwy_bit & (HWY_AVX3_DL | HWY_AVX3 | HWY_AVX2 | HWY_SSE4 | HWY_SSSE3));
-#elif HWY_ARCH_ARM
-  return i.hwy_bit == 0 ||
-         (i.hwy_bit & (HWY_SVE2 | HWY_SVE2_128 | HWY_SVE_256 | HWY_SVE | HWY_NEON));
-#else
-  return i.hwy_bit == 0;
-#endif
-}
-
 bool isa_supported(const IsaInfo& i) {
-  return i.hwy_bit == 0 || (hwy::SupportedTargets() & i.hwy_bit) != 0;
+  return i.always || (hwy::SupportedTargets() & i.hwy_target) != 0;
 }
 
 int backend_bonus(const char* backend) {
@@ -173,6 +91,12 @@ void add(std::vector<Variant>& out, KernelId k, const char* backend, const char*
 #define PL_SCALAR(k, C) add(out, KernelId::k, "scalar", "scalar", PL_FN(scalar::C));
 #define PL_INTRIN(k, C, isa) add(out, KernelId::k, "intrin", #isa, PL_FN(intrin_##isa::C));
 #define PL_XSIMD(k, C, isa) add(out, KernelId::k, "xsimd", #isa, PL_FN(xsimd_##isa::C));
+// One row per ISA that has a Highway target compiled into this build. `if constexpr` in a
+// template: the rows of targets not compiled are discarded, so their functions are never named.
+#define PL_HWY_ROW(isa, arch, hwy_target, hwy_ns, rank, implies, k, C) \
+  if constexpr ((HWY_TARGETS & int64_t(hwy_target)) != 0)              \
+    add(out, KernelId::k, "hwy", #isa, PL_FN(hwy_ns::C));
+#define PL_HWY(k, C) PL_ISAS(PL_HWY_ROW, k, C)
 #if HWY_ARCH_X86
 #define PL_X86(...) __VA_ARGS__
 #define PL_ARM(...)
@@ -184,67 +108,7 @@ void add(std::vector<Variant>& out, KernelId k, const char* backend, const char*
 #define PL_ARM(...)
 #endif
 
-#if HWY_TARGETS & HWY_AVX3_DL
-#define PL_HWY_AVX3_DL(k, C) add(out, KernelId::k, "hwy", "avx512dl", PL_FN(N_AVX3_DL::C));
-#else
-#define PL_HWY_AVX3_DL(k, C)
-#endif
-#if HWY_TARGETS & HWY_AVX3
-#define PL_HWY_AVX3(k, C) add(out, KernelId::k, "hwy", "avx512", PL_FN(N_AVX3::C));
-#else
-#define PL_HWY_AVX3(k, C)
-#endif
-#if HWY_TARGETS & HWY_AVX2
-#define PL_HWY_AVX2(k, C) add(out, KernelId::k, "hwy", "avx2", PL_FN(N_AVX2::C));
-#else
-#define PL_HWY_AVX2(k, C)
-#endif
-#if HWY_TARGETS & HWY_SSE4
-#define PL_HWY_SSE4(k, C) add(out, KernelId::k, "hwy", "sse4", PL_FN(N_SSE4::C));
-#else
-#define PL_HWY_SSE4(k, C)
-#endif
-#if HWY_TARGETS & HWY_SSSE3
-#define PL_HWY_SSSE3(k, C) add(out, KernelId::k, "hwy", "ssse3", PL_FN(N_SSSE3::C));
-#else
-#define PL_HWY_SSSE3(k, C)
-#endif
-#if HWY_TARGETS & HWY_SVE2
-#define PL_HWY_SVE2(k, C) add(out, KernelId::k, "hwy", "sve2", PL_FN(N_SVE2::C));
-#else
-#define PL_HWY_SVE2(k, C)
-#endif
-#if HWY_TARGETS & HWY_SVE
-#define PL_HWY_SVE(k, C) add(out, KernelId::k, "hwy", "sve", PL_FN(N_SVE::C));
-#else
-#define PL_HWY_SVE(k, C)
-#endif
-#if HWY_TARGETS & HWY_SVE_256
-#define PL_HWY_SVE_256(k, C) add(out, KernelId::k, "hwy", "sve256", PL_FN(N_SVE_256::C));
-#else
-#define PL_HWY_SVE_256(k, C)
-#endif
-#if HWY_TARGETS & HWY_SVE2_128
-#define PL_HWY_SVE2_128(k, C) add(out, KernelId::k, "hwy", "sve2_128", PL_FN(N_SVE2_128::C));
-#else
-#define PL_HWY_SVE2_128(k, C)
-#endif
-#if HWY_TARGETS & HWY_NEON
-#define PL_HWY_NEON(k, C) add(out, KernelId::k, "hwy", "neon", PL_FN(N_NEON::C));
-#else
-#define PL_HWY_NEON(k, C)
-#endif
-#if HWY_TARGETS & HWY_EMU128
-#define PL_HWY_EMU128(k, C) add(out, KernelId::k, "hwy", "emu128", PL_FN(N_EMU128::C));
-#else
-#define PL_HWY_EMU128(k, C)
-#endif
-#define PL_HWY(k, C)                                                                        \
-  PL_HWY_AVX3_DL(k, C)                                                                      \
-  PL_HWY_AVX3(k, C)                                                                         \
-  PL_HWY_AVX2(k, C) PL_HWY_SSE4(k, C) PL_HWY_SSSE3(k, C) PL_HWY_SVE2(k, C) PL_HWY_SVE(k, C) \
-      PL_HWY_SVE_256(k, C) PL_HWY_SVE2_128(k, C) PL_HWY_NEON(k, C) PL_HWY_EMU128(k, C)
-
+template <int kUnused = 0>
 std::vector<Variant> build_variants() {
   std::vector<Variant> out;
 #include "variants.def"
@@ -289,16 +153,22 @@ bool isa_has_variants(const std::string& isa) {
   return false;
 }
 
+const char* isa_of_hwy_target(int64_t hwy_target) {
+  for (const auto& i : kIsas)
+    if (i.hwy_target == hwy_target) return i.name;
+  return nullptr;
+}
+
 std::vector<std::string> known_targets() {
   std::vector<std::string> out;
   for (const auto& i : kIsas)
-    if (isa_compiled_for_this_arch(i) && isa_has_variants(i.name)) out.push_back(i.name);
+    if (i.compiled && isa_has_variants(i.name)) out.push_back(i.name);
   return out;
 }
 
 bool target_known(const std::string& isa) {
   const IsaInfo* i = isa_info(isa);
-  return i && isa_compiled_for_this_arch(*i) && isa_has_variants(isa);
+  return i && i->compiled && isa_has_variants(isa);
 }
 
 bool target_supported(const std::string& isa) {

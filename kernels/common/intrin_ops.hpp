@@ -1,16 +1,10 @@
 // Hand-written intrinsics: the thin per-ISA vector layer shared by the intrin_<isa> variants.
-// Each *_intrin.cc file is compiled once per instruction set (intrin_avx2_sources,
-// intrin_avx512_sources, intrin_neon_sources, each with only that ISA's flags); this header picks
+// Each *_intrin.cc file is compiled once per instruction set (meson.build's isa_builds, each
+// with only that ISA's flags; GCC 12's false -Wuninitialized in its AVX-512 headers is switched
+// off there for these translation units); this header picks
 // the ISA from the flags of the translation unit and opens the matching namespace
 // pl::intrin_<isa>. The kernels themselves choose their register tiles per ISA (kMr, kNrv below).
 #pragma once
-
-// GCC 12 warns about the _mm512_undefined_*() pass-through operands inside its own AVX-512
-// intrinsics (GCC bug 105593, fixed in GCC 13).
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && defined(__AVX512F__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 
 #include <cstddef>
 #include <cstdint>

@@ -1,14 +1,8 @@
 // xsimd 8.1 set-up shared by the xsimd variants. Each *_xsimd.cc file is compiled once per
-// instruction set (the xsimd_<isa>_sources lists in meson.build, each with only that ISA's
-// flags); this header picks the xsimd architecture and the pl::xsimd_<isa> namespace from the
-// flags of the translation unit being compiled.
+// instruction set (meson.build's isa_builds, each with only that ISA's flags); this header picks
+// the xsimd architecture and the pl::xsimd_<isa> namespace from the flags of the translation unit
+// being compiled.
 #pragma once
-
-// GCC 12 warns about the _mm512_undefined_*() pass-through operands inside its own AVX-512
-// intrinsics once xsimd's wrappers inline them (GCC bug 105593, fixed in GCC 13).
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 #include <cstddef>
 #include <xsimd/xsimd.hpp>

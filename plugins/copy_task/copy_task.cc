@@ -282,11 +282,10 @@ class CopyTask {
     for (size_t i = 0; i < inits_.size(); ++i) {
       BranchResult r;
       r.init = inits_[i];
-      const double done = double(i) / double(inits_.size());
       if (method_ == "adam")
         run_adam(cx, r);
       else
-        run_sampler(cx, r, done);
+        run_sampler(cx, r);
       if (cx.cancelled()) return PL_CANCELLED;
       if (!r.ok)
         return cx.fail(method_ == "adam"
@@ -369,7 +368,7 @@ class CopyTask {
               {method_, r.init, chain, j, o.cG, std::fabs(o.cG), o.c1, o.cG_hat, o.c1_hat});
   }
 
-  void run_sampler(pl::sdk::Context& cx, BranchResult& r, double /*done*/) {
+  void run_sampler(pl::sdk::Context& cx, BranchResult& r) {
     stats_.clear();
     const uint64_t init_id = r.init == "copy" ? 1 : 0;
     double acc = 0;

@@ -23,13 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "copy_common/data.hpp"
 #include "copy_common/marginal.hpp"
 #include "copy_common/theory.hpp"
 #include "sdk/phaselab_sdk.hpp"
-#if __has_include("copy_common/data.hpp")
-#include "copy_common/data.hpp"
-#define COPY_THEORY_HAS_DATA 1
-#endif
 
 namespace {
 
@@ -126,21 +123,6 @@ const pl_plot_decl kPlots[] = {
                   "P_star_over_V2", "L", "attention=linear", PL_PLOT_LOGX),
 };
 
-std::vector<int32_t> sample_tokens(const pl_kernel_table& k, uint64_t seed, uint64_t stream, int P,
-                                   int L, int V) {
-#ifdef COPY_THEORY_HAS_DATA
-  return pl::copy::make_tokens(k, seed, stream, P, L, V);
-#else
-  // Same mapping as pl::copy::make_tokens (copy_task's training data for this seed).
-  const size_t n = size_t(P) * size_t(L);
-  std::vector<uint32_t> bits(n);
-  if (n) k.uniform_bits(bits.data(), n, seed, stream, 0);
-  std::vector<int32_t> tok(n);
-  for (size_t i = 0; i < n; ++i) tok[i] = int32_t((uint64_t(bits[i]) * uint64_t(V)) >> 32);
-  return tok;
-#endif
-}
-
 // A number cell, or an empty cell where the value does not apply (NaN).
 pl::sdk::Cell num(double x) { return std::isnan(x) ? pl::sdk::Cell() : pl::sdk::Cell(x); }
 
@@ -183,7 +165,8 @@ class CopyTheory {
       for (double P : grid_)
         if (P <= cx.f("exact_P_max")) Pe = std::max(Pe, int(std::lround(P)));
       // stream 1 = copy_task's training data stream: the same sequences for the same seed and P.
-      if (Pe > 0) tokens_ = sample_tokens(cx.k, cx.seed(), cx.seed_stream(1), Pe, m_.L, m_.V);
+      if (Pe > 0)
+        tokens_ = pl::copy::make_tokens(cx.k, cx.seed(), cx.seed_stream(1), Pe, m_.L, m_.V);
       if (Pe == 0) exact_ = false;
     }
     configure(cx);

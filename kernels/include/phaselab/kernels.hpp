@@ -45,6 +45,8 @@ const Variant* find_variant(const std::string& name);
 std::vector<std::string> known_targets();
 bool target_supported(const std::string& isa);
 bool target_known(const std::string& isa);
+// The ISA name of a Highway target bit (HWY_AVX3 -> "avx512"), nullptr if it has none.
+const char* isa_of_hwy_target(int64_t hwy_target);
 // The best ISA the CPU supports ("avx512", "neon", ...).
 std::string best_target();
 
