@@ -224,30 +224,25 @@ inline V pow2i(V n) {
 }
 #endif
 
-// exp(x), <= 2 ULP where the result is a normal float: n = round(x / ln 2) (1.5 * 2^23 shifter),
-// r = x - n ln 2 in two parts (Cody-Waite), exp(r) = 1 + r + r^2 P(r) (Cephes coefficients).
-// exp_reduced returns e^r from x and t = x log2(e) + 1.5 * 2^23 (n = t - 1.5 * 2^23).
-inline V exp_reduced(V x, V t) {
-  const V n = sub(t, set1(12582912.0f));
-  V r = fnma(n, set1(0.693359375f), x);
-  r = fnma(n, set1(-2.12194440e-4f), r);
-  V p = set1(1.9875691500e-4f);
-  p = fma(p, r, set1(1.3981999507e-3f));
-  p = fma(p, r, set1(8.3334519073e-3f));
-  p = fma(p, r, set1(4.1665795894e-2f));
-  p = fma(p, r, set1(1.6666665459e-1f));
-  p = fma(p, r, set1(5.0000001201e-1f));
-  return add(fma(p, mul(r, r), r), set1(1.0f));
-}
+// The operations exp_poly.inc needs, and its e^x range reduction and polynomial.
+struct ExpOps {
+  static V set(float c) { return set1(c); }
+  static V fma(V a, V b, V c) { return pl::PL_INTRIN_NS::fma(a, b, c); }
+  static V fnma(V a, V b, V c) { return pl::PL_INTRIN_NS::fnma(a, b, c); }
+  static V mul(V a, V b) { return pl::PL_INTRIN_NS::mul(a, b); }
+  static V add(V a, V b) { return pl::PL_INTRIN_NS::add(a, b); }
+  static V sub(V a, V b) { return pl::PL_INTRIN_NS::sub(a, b); }
+};
+#include "kernels/exp/exp_poly.inc"
 
 // Any input: clamped to [-104, 89], beyond which exp is 0 / +inf in float, and 2^n applied as
 // two factors 2^(n/2) 2^(n - n/2), so results near overflow and subnormal results come out right.
 // Inline, not a call: a call would make the softmax loops spill their live vectors around it.
 inline V exp_any_range(V x) {
-  x = min(max(x, set1(-104.0f)), set1(89.0f));
-  const V shifter = set1(12582912.0f);
-  const V t = fma(x, set1(1.44269504088896341f), shifter);
-  const V e = exp_reduced(x, t);
+  x = min(max(x, set1(kExpMin)), set1(kExpMax));
+  const V shifter = set1(kExpShifter);
+  const V t = exp_shift(ExpOps(), x);
+  const V e = exp_reduced(ExpOps(), x, t);
   // n is an exact integer in [-150, 128]; halves rounded down / up stay in the normal range.
   const V n = sub(t, shifter);
   const V half = set1(0.5f);
@@ -262,9 +257,9 @@ inline V exp_any_range(V x) {
 // through the top. Other vectors take exp_any_range, which gives the same bits on in-range lanes
 // (scaling by 2^n is exact either way), so no element depends on its neighbours.
 inline V exp(V x) {
-  if (__builtin_expect(!all_in(x, -87.0f, 88.0f), 0)) return exp_any_range(x);
-  const V t = fma(x, set1(1.44269504088896341f), set1(12582912.0f));
-  return add_exponent(exp_reduced(x, t), t);
+  if (__builtin_expect(!all_in(x, kExpFastMin, kExpFastMax), 0)) return exp_any_range(x);
+  const V t = exp_shift(ExpOps(), x);
+  return add_exponent(exp_reduced(ExpOps(), x, t), t);
 }
 
 // e^(scale x - m) with the exponent t = scale x - m carried as an exact float pair

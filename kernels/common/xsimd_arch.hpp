@@ -33,27 +33,27 @@ using Vu = xsimd::batch<uint32_t, Arch>;
 using Vi = xsimd::batch<int32_t, Arch>;
 constexpr size_t kLanes = Vf::size;
 
+// The operations exp_poly.inc needs, and its e^x range reduction and polynomial.
+struct ExpOps {
+  static Vf set(float c) { return Vf(c); }
+  static Vf fma(Vf a, Vf b, Vf c) { return xsimd::fma(a, b, c); }
+  static Vf fnma(Vf a, Vf b, Vf c) { return xsimd::fnma(a, b, c); }
+  static Vf mul(Vf a, Vf b) { return a * b; }
+  static Vf add(Vf a, Vf b) { return a + b; }
+  static Vf sub(Vf a, Vf b) { return a - b; }
+};
+#include "kernels/exp/exp_poly.inc"
+
 // exp(x) for a whole vector, <= 2 ULP against double exp where the result is a normal float.
 // Written with xsimd operations rather than xsimd::exp, whose overflow threshold (88.376) sends
-// exp(88.4 .. 88.72) to +inf. n = round(x / ln 2) by the 1.5 * 2^23 trick, r = x - n ln 2 in two
-// parts (Cody-Waite), exp(r) = 1 + r + r^2 P(r) (Cephes coefficients), times 2^n as two factors
+// exp(88.4 .. 88.72) to +inf: exp_poly.inc's reduction and polynomial, times 2^n as two factors
 // 2^(n/2) 2^(n - n/2) so results near overflow and in the subnormal range come out right.
 inline Vf exp_vec(Vf x) {
-  x = xsimd::min(xsimd::max(x, Vf(-104.0f)), Vf(89.0f));  // exp is 0 / inf beyond
-  const Vf shifter(12582912.0f);                          // 1.5 * 2^23
-  const Vf t = xsimd::fma(x, Vf(1.44269504088896341f), shifter);
-  const Vf n = t - shifter;
-  Vf r = xsimd::fnma(n, Vf(0.693359375f), x);  // ln 2 = 0.693359375 - 2.12194440e-4
-  r = xsimd::fnma(n, Vf(-2.12194440e-4f), r);
-  Vf p(1.9875691500e-4f);
-  p = xsimd::fma(p, r, Vf(1.3981999507e-3f));
-  p = xsimd::fma(p, r, Vf(8.3334519073e-3f));
-  p = xsimd::fma(p, r, Vf(4.1665795894e-2f));
-  p = xsimd::fma(p, r, Vf(1.6666665459e-1f));
-  p = xsimd::fma(p, r, Vf(5.0000001201e-1f));
-  const Vf e = xsimd::fma(p, r * r, r) + Vf(1.0f);
+  x = xsimd::min(xsimd::max(x, Vf(kExpMin)), Vf(kExpMax));  // exp is 0 / inf beyond
+  const Vf t = exp_shift(ExpOps(), x);
+  const Vf e = exp_reduced(ExpOps(), x, t);
   // The low bits of t hold n (two's complement) as long as |n| < 2^22.
-  const Vi ni = xsimd::bitwise_cast<Vi>(t) - xsimd::bitwise_cast<Vi>(shifter);
+  const Vi ni = xsimd::bitwise_cast<Vi>(t) - xsimd::bitwise_cast<Vi>(Vf(kExpShifter));
   const Vi n1 = ni >> 1;  // arithmetic shift: floor(n / 2)
   const Vi n2 = ni - n1;
   const Vf s1 = xsimd::bitwise_cast<Vf>((n1 + Vi(127)) << 23);

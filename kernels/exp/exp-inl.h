@@ -1,7 +1,7 @@
 // Highway e^x shared by exp_hwy.cc and attention_hwy.cc: one copy per Highway target
 // (per-target include guard, the "-inl.h" convention of Highway). <= 2 ULP against double exp
-// where the result is a normal float; the same formulas as exp_vec of
-// kernels/common/xsimd_arch.hpp and exp of kernels/common/intrin_ops.hpp.
+// where the result is a normal float; the reduction and polynomial are exp_poly.inc's, shared with
+// exp_vec of kernels/common/xsimd_arch.hpp and exp of kernels/common/intrin_ops.hpp.
 //
 // Why not hn::Exp: it rounds with a float -> int32 conversion (Highway fixes up the overflow
 // lanes of cvttps2dq: several extra operations per vector), converts back, and scales with two
@@ -26,26 +26,31 @@ namespace HWY_NAMESPACE {
 namespace exp_detail {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// e^r for r = x - n ln 2, |r| <= ln 2 / 2, from t = x log2(e) + 1.5 * 2^23 (n = t - 1.5 * 2^23):
-// Cody-Waite r in two parts (ln 2 = 0.693359375 - 2.12194440e-4), then
-// e^r = 1 + r + r^2 P(r) by Horner, Cephes coefficients.
+// The backend operations of exp_poly.inc: one d per call site.
+template <class D>
+struct Ops {
+  D d;
+  using V = hn::Vec<D>;
+  HWY_INLINE V set(float c) const { return hn::Set(d, c); }
+  HWY_INLINE V fma(V a, V b, V c) const { return hn::MulAdd(a, b, c); }
+  HWY_INLINE V fnma(V a, V b, V c) const { return hn::NegMulAdd(a, b, c); }
+  HWY_INLINE V mul(V a, V b) const { return hn::Mul(a, b); }
+  HWY_INLINE V add(V a, V b) const { return hn::Add(a, b); }
+  HWY_INLINE V sub(V a, V b) const { return hn::Sub(a, b); }
+};
+
+#define PL_EXP_INLINE HWY_INLINE
+#include "kernels/exp/exp_poly.inc"
+#undef PL_EXP_INLINE
+
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V ExpReduced(D d, V x, V t) {
-  const V n = hn::Sub(t, hn::Set(d, 12582912.0f));
-  V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), x);
-  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
-  V p = hn::Set(d, 1.9875691500e-4f);
-  p = hn::MulAdd(p, r, hn::Set(d, 1.3981999507e-3f));
-  p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
-  p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
-  p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
-  return hn::Add(hn::MulAdd(p, hn::Mul(r, r), r), hn::Set(d, 1.0f));
+  return exp_reduced(Ops<D>{d}, x, t);
 }
 
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V Shifted(D d, V x) {
-  return hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), hn::Set(d, 12582912.0f));
+  return exp_shift(Ops<D>{d}, x);
 }
 
 // Any input: clamped to [-104, 89] (beyond, e^x is 0 / inf in float), 2^n applied as two
@@ -54,11 +59,11 @@ HWY_INLINE V Shifted(D d, V x) {
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V ExpAnyRange(D d, V x) {
   const hn::RebindToSigned<D> di;
-  x = hn::Min(hn::Max(x, hn::Set(d, -104.0f)), hn::Set(d, 89.0f));
+  x = hn::Min(hn::Max(x, hn::Set(d, kExpMin)), hn::Set(d, kExpMax));
   const V t = Shifted(d, x);
   const V e = ExpReduced(d, x, t);
   // The low bits of t hold n (two's complement) as long as |n| < 2^22.
-  const auto ni = hn::Sub(hn::BitCast(di, t), hn::BitCast(di, hn::Set(d, 12582912.0f)));
+  const auto ni = hn::Sub(hn::BitCast(di, t), hn::BitCast(di, hn::Set(d, kExpShifter)));
   const auto n1 = hn::ShiftRight<1>(ni);  // arithmetic shift: floor(n / 2)
   const auto n2 = hn::Sub(ni, n1);
   const auto bias = hn::Set(di, 127);
@@ -74,7 +79,7 @@ HWY_INLINE V ExpAnyRange(D d, V x) {
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V ExpVec(D d, V x) {
   const hn::RebindToSigned<D> di;
-  const auto in = hn::And(hn::Ge(x, hn::Set(d, -87.0f)), hn::Le(x, hn::Set(d, 88.0f)));
+  const auto in = hn::And(hn::Ge(x, hn::Set(d, kExpFastMin)), hn::Le(x, hn::Set(d, kExpFastMax)));
   if (HWY_UNLIKELY(!hn::AllTrue(d, in))) return ExpAnyRange(d, x);
   const V t = Shifted(d, x);
   const V e = ExpReduced(d, x, t);
