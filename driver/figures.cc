@@ -16,19 +16,6 @@
 namespace pl::driver {
 namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = std::min(s.find(sep, start), s.size());
-    std::string part = s.substr(start, end - start);
-    const size_t a = part.find_first_not_of(' '), b = part.find_last_not_of(' ');
-    if (a != std::string::npos) out.push_back(part.substr(a, b - a + 1));
-    start = end + 1;
-  }
-  return out;
-}
-
 bool number(const std::string& s, double* v) {
   if (s.empty()) return false;
   char* end = nullptr;
@@ -52,7 +39,7 @@ std::string gp(const std::string& s) {
 std::string find_in_path(const std::string& exe) {
   const char* path = std::getenv("PATH");
   if (!path) return "";
-  for (const auto& dir : split(path, ':')) {
+  for (const auto& dir : split_list(path, ':')) {
     const std::string p = dir + "/" + exe;
     if (::access(p.c_str(), X_OK) == 0) return p;
   }
@@ -177,7 +164,7 @@ struct Categories {
 };
 Categories parse_categories(const char* spec) {
   Categories c;
-  for (const auto& part : split(spec ? spec : "", '|')) {
+  for (const auto& part : split_list(spec ? spec : "", '|')) {
     const size_t eq = part.find('=');
     c.values.push_back(part.substr(0, eq));
     c.labels.push_back(eq == std::string::npos ? part : part.substr(eq + 1));
@@ -259,7 +246,7 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
   }
   std::vector<std::pair<std::string, int>> ys;  // (name, column)
   if (!hist) {
-    for (const auto& y : split(pd.y ? pd.y : "", ','))
+    for (const auto& y : split_list(pd.y ? pd.y : "", ','))
       if (col(y) >= 0) ys.push_back({y, col(y)});
     if (ys.empty()) {
       res.note = std::string("none of the y columns (") + (pd.y ? pd.y : "") + ") is in " +
@@ -288,7 +275,7 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
   }
   // Filters on columns, or on constant parameters (not swept, so not columns).
   std::vector<std::pair<int, std::string>> filters;
-  for (const auto& f : split(pd.filter ? pd.filter : "", ',')) {
+  for (const auto& f : split_list(pd.filter ? pd.filter : "", ',')) {
     const size_t eq = f.find('=');
     const std::string c = f.substr(0, eq), v = eq == std::string::npos ? "" : f.substr(eq + 1);
     if (col(c) >= 0) {
@@ -319,7 +306,7 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
     return true;
   };
   std::vector<int> groups;
-  for (const auto& g : split(pd.group_by ? pd.group_by : "", ',')) {
+  for (const auto& g : split_list(pd.group_by ? pd.group_by : "", ',')) {
     std::string v;
     if (col(g) >= 0 && single_value(col(g), &v))
       fixed += (fixed.empty() ? "" : ", ") + g + "=" + v;
@@ -670,7 +657,7 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
   auto panel_labels = [&](size_t pi) {
     std::string s;
     for (const auto& l : cell_labels) {
-      const auto f = split(l, '\x1f');
+      const auto f = split_list(l, '\x1f');
       if (f.size() == 4 && f[3] == std::to_string(pi))
         s += "set label " + gp(f[0]) + " at " + f[1] + "," + f[2] +
              " center front textcolor 'white' font ',9'\n";

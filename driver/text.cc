@@ -41,55 +41,6 @@ std::string csv_line(const std::vector<std::string>& fields) {
   return o;
 }
 
-bool parse_csv(const std::string& text, std::vector<std::vector<std::string>>* records) {
-  records->clear();
-  std::vector<std::string> rec;
-  std::string field;
-  bool in_quotes = false, any = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_quotes) {
-      if (c == '"') {
-        if (i + 1 < text.size() && text[i + 1] == '"') {
-          field += '"';
-          ++i;
-        } else {
-          in_quotes = false;
-        }
-      } else {
-        field += c;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_quotes = true;
-      any = true;
-    } else if (c == ',') {
-      rec.push_back(std::move(field));
-      field.clear();
-      any = true;
-    } else if (c == '\n' || c == '\r') {
-      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      if (any || !field.empty()) {
-        rec.push_back(std::move(field));
-        records->push_back(std::move(rec));
-      }
-      rec.clear();
-      field.clear();
-      any = false;
-    } else {
-      field += c;
-      any = true;
-    }
-  }
-  if (in_quotes) return false;
-  if (any || !field.empty()) {
-    rec.push_back(std::move(field));
-    records->push_back(std::move(rec));
-  }
-  return true;
-}
-
 size_t edit_distance(const std::string& a, const std::string& b) {
   // Optimal string alignment: insertions, deletions, substitutions and adjacent transpositions
   // ("mdoe" -> "mode" is one edit), case-insensitive.

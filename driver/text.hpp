@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "sdk/text.hpp"
+
 namespace pl::driver {
 
 // Shortest text that reads back to the same double ("0.1", "1e-05", "nan", "inf", "-inf").
@@ -14,8 +16,9 @@ std::string format_double(double v);
 std::string csv_field(const std::string& s);
 // A CSV line (no trailing newline) from fields.
 std::string csv_line(const std::vector<std::string>& fields);
-// Parses CSV text into records of fields. Returns false on an unterminated quote.
-bool parse_csv(const std::string& text, std::vector<std::vector<std::string>>* records);
+// The tree's one CSV reader and list splitter (shared with the plugins).
+using pl::sdk::parse_csv;
+using pl::sdk::split_list;
 
 // Levenshtein distance, and the closest candidate within a distance that scales with length
 // (empty when nothing is close enough).

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "sdk/text.hpp"
+
 namespace {
 
 std::string env_or(const char* name, const char* def) {
@@ -147,6 +149,22 @@ scale = 0.5
 )";
 
 }  // namespace
+
+TEST_CASE("the shared CSV reader and list splitter") {
+  using Recs = std::vector<std::vector<std::string>>;
+  Recs r;
+  // Quoted fields with commas, "" escapes and line ends; CRLF; an empty line; a last line without
+  // its end; empty fields.
+  REQUIRE(pl::sdk::parse_csv("a,\"b,\"\"c\"\"\",d\r\n\n\"x\ny\",,\n1,2", &r));
+  CHECK(r == Recs{{"a", "b,\"c\"", "d"}, {"x\ny", "", ""}, {"1", "2"}});
+  CHECK_FALSE(pl::sdk::parse_csv("a,\"open", &r));
+  CHECK(pl::sdk::csv_fields("p,\"say \"\"hi\"\"\",3\r") ==
+        std::vector<std::string>{"p", "say \"hi\"", "3"});
+  CHECK(pl::sdk::csv_fields("") == std::vector<std::string>{""});
+  CHECK(pl::sdk::split_list(" a, b,,c ,  ", ',') == std::vector<std::string>{"a", "b", "c"});
+  CHECK(pl::sdk::split_list("/x:/y z", ':') == std::vector<std::string>{"/x", "/y z"});
+  CHECK(pl::sdk::split_list("", ',').empty());
+}
 
 TEST_CASE("list shows the toy plugin with its keys and warns about broken ones") {
   TempDir d;

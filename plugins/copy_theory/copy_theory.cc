@@ -27,6 +27,7 @@
 #include "copy_common/marginal.hpp"
 #include "copy_common/theory.hpp"
 #include "sdk/phaselab_sdk.hpp"
+#include "sdk/text.hpp"
 
 namespace {
 
@@ -327,20 +328,6 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
 }
 
 // ---------------------------------------------------------------- finish: sort + scaling fit
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char ch : s) {
-    if (ch == ',') {
-      out.push_back(cur);
-      cur.clear();
-    } else if (ch != '\r') {
-      cur += ch;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
 
 // Least-squares slope of ln y on ln x.
 double loglog_slope(const std::vector<double>& x, const std::vector<double>& y) {
@@ -367,7 +354,7 @@ pl_status finish(const pl_host* host, const char* run_dir) {
   std::map<std::pair<long long, std::string>, std::string> rows;  // (point, seed): last row wins
   while (std::getline(in, line)) {
     if (line.empty() || line == header) continue;
-    const auto f = split(line);
+    const auto f = pl::sdk::csv_fields(line);
     if (f.size() < 2) continue;
     rows[{std::atoll(f[0].c_str()), f[1]}] = line;
   }
@@ -385,7 +372,7 @@ pl_status finish(const pl_host* host, const char* run_dir) {
   };
   std::map<std::string, std::vector<Pt>> by_V, by_L;  // key: attention|fixed value|kappa|sw2|sg2
   for (const auto& r : rows) {
-    const auto f = split(r.second);
+    const auto f = pl::sdk::csv_fields(r.second);
     if (f.size() < 22 || f[12].empty() || f[15] == "none") continue;
     const Pt p{std::atof(f[3].c_str()), std::atof(f[4].c_str()), std::atof(f[12].c_str())};
     // fits only within one order: first-order points and crossovers follow different laws

@@ -15,24 +15,9 @@
 #include <string>
 #include <vector>
 
-namespace pl::markov {
+#include "sdk/text.hpp"
 
-inline std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool q = false;
-  for (char ch : line) {
-    if (ch == '"')
-      q = !q;
-    else if (ch == ',' && !q) {
-      out.push_back(cur);
-      cur.clear();
-    } else if (ch != '\r')
-      cur += ch;
-  }
-  out.push_back(cur);
-  return out;
-}
+namespace pl::markov {
 
 inline bool is_mem(const std::string& p) { return p == "2mem" || p == "1mem" || p == "hybrid"; }
 
@@ -162,7 +147,7 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
     *msg = "markov_icl summary: no results.csv in " + run_dir;
     return false;
   }
-  const auto head = split_csv(line);
+  const auto head = pl::sdk::csv_fields(line);
   auto col = [&](const char* n) {
     for (size_t i = 0; i < head.size(); ++i)
       if (head[i] == n) return int(i);
@@ -176,7 +161,7 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
   std::map<std::vector<std::string>, RunHistory> runs;
   std::vector<std::vector<std::string>> order;
   while (std::getline(in, line)) {
-    const auto f = split_csv(line);
+    const auto f = pl::sdk::csv_fields(line);
     if (int(f.size()) != int(head.size())) continue;
     std::vector<std::string> key(f.begin(), f.begin() + c_step);
     auto it = runs.find(key);

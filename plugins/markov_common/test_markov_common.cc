@@ -557,7 +557,7 @@ TEST_CASE("markov_icl: summary of a synthetic run folder brackets K and fits gam
   std::string line;
   std::map<std::string, std::vector<std::vector<std::string>>> rows;
   while (std::getline(in, line)) {
-    const auto f = pl::markov::split_csv(line);
+    const auto f = pl::sdk::csv_fields(line);
     rows[f[0]].push_back(f);
   }
   // columns: quantity,group,seeds,points,value,stderr,lo,hi,rms,alt,alt_rms

@@ -19,6 +19,7 @@
 #include "model.hpp"
 #include "predictors.hpp"
 #include "sdk/phaselab_sdk.hpp"
+#include "sdk/text.hpp"
 
 namespace pl::markov {
 
@@ -55,10 +56,7 @@ struct TrainConfig {
 // Parses "a=1.5,b=0.1" into the map; throws on a malformed entry.
 inline std::map<std::string, double> parse_mults(const std::string& s) {
   std::map<std::string, double> m;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.find_first_not_of(" ") == std::string::npos) continue;
+  for (const auto& item : pl::sdk::split_list(s, ',')) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos)
       throw std::invalid_argument("expected module=value, got '" + item + "'");
@@ -78,15 +76,7 @@ inline std::map<std::string, double> parse_mults(const std::string& s) {
   return m;
 }
 inline std::vector<std::string> parse_list(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item.erase(0, item.find_first_not_of(' '));
-    item.erase(item.find_last_not_of(' ') + 1);
-    if (!item.empty()) v.push_back(item);
-  }
-  return v;
+  return pl::sdk::split_list(s, ',');
 }
 // Whether `g` names at least one module of the model.
 inline bool known_group(const ModelConfig& c, const std::string& g) {
