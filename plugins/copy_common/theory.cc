@@ -212,6 +212,22 @@ std::vector<Branch> softmax_minima(const Model& m, double P) {
   return out;
 }
 
+// Hessian of the linear action on the (c1, cG) plane at x: central differences of the analytic
+// gradient with steps rel_step (1 + |x_j|), symmetrised.
+static void linear_fd_hessian(const Model& m, double P, const double x[2], double rel_step,
+                              double H[2][2]) {
+  for (int j = 0; j < 2; ++j) {
+    const double e = rel_step * (1 + std::fabs(x[j]));
+    double xp[2] = {x[0], x[1]}, xm[2] = {x[0], x[1]}, gp[2], gm[2];
+    xp[j] += e;
+    xm[j] -= e;
+    linear_action(m, P, xp[0], xp[1], gp);
+    linear_action(m, P, xm[0], xm[1], gm);
+    for (int i = 0; i < 2; ++i) H[i][j] = (gp[i] - gm[i]) / (2 * e);
+  }
+  H[0][1] = H[1][0] = 0.5 * (H[0][1] + H[1][0]);
+}
+
 // Damped Newton on the (c1, cG) plane with a finite-difference Hessian of the analytic gradient
 // and a backtracking line search; returns false if it did not converge.
 static bool newton2(const Model& m, double P, double x[2]) {
@@ -219,16 +235,8 @@ static bool newton2(const Model& m, double P, double x[2]) {
   double S = linear_action(m, P, x[0], x[1], g);
   for (int it = 0; it < 500; ++it) {
     double H[2][2];
-    for (int j = 0; j < 2; ++j) {
-      const double e = 1e-6 * (1 + std::fabs(x[j]));
-      double xp[2] = {x[0], x[1]}, xm[2] = {x[0], x[1]}, gp[2], gm[2];
-      xp[j] += e;
-      xm[j] -= e;
-      linear_action(m, P, xp[0], xp[1], gp);
-      linear_action(m, P, xm[0], xm[1], gm);
-      for (int i = 0; i < 2; ++i) H[i][j] = (gp[i] - gm[i]) / (2 * e);
-    }
-    const double Hs = 0.5 * (H[0][1] + H[1][0]);
+    linear_fd_hessian(m, P, x, 1e-6, H);
+    const double Hs = H[0][1];
     const double det = H[0][0] * H[1][1] - Hs * Hs;
     double step[2];
     if (H[0][0] > 0 && det > 0) {
@@ -288,16 +296,7 @@ std::vector<Branch> linear_minima(const Model& m, double P) {
     }
     // a true minimum: FD Hessian positive definite
     double H[2][2];
-    for (int j = 0; j < 2; ++j) {
-      const double e = 1e-5 * (1 + std::fabs(x[j]));
-      double xp[2] = {x[0], x[1]}, xm[2] = {x[0], x[1]}, gp[2], gm[2];
-      xp[j] += e;
-      xm[j] -= e;
-      linear_action(m, P, xp[0], xp[1], gp);
-      linear_action(m, P, xm[0], xm[1], gm);
-      for (int i = 0; i < 2; ++i) H[i][j] = (gp[i] - gm[i]) / (2 * e);
-    }
-    H[0][1] = H[1][0] = 0.5 * (H[0][1] + H[1][0]);
+    linear_fd_hessian(m, P, x, 1e-5, H);
     if (!(lambda_min2(H) > 0)) continue;
     bool dup = false;
     for (const auto& b : out)

@@ -122,21 +122,11 @@ std::pair<double, double> bisect_bracket(F&& f, double lo, double hi, double rel
   }
   return {lo, hi};
 }
+// The midpoint of bisect_bracket's final bracket.
 template <class F>
 double bisect(F&& f, double lo, double hi, double rel_tol) {
-  double flo = f(lo);
-  for (int it = 0; it < 400; ++it) {
-    if (lo > 0 ? hi / lo - 1 < rel_tol : hi - lo < rel_tol * std::fabs(lo) + 1e-300) break;
-    const double mid = lo > 0 ? std::sqrt(lo * hi) : 0.5 * (lo + hi);
-    const double fm = f(mid);
-    if ((fm > 0) == (flo > 0)) {
-      lo = mid;
-      flo = fm;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo > 0 ? std::sqrt(lo * hi) : 0.5 * (lo + hi);
+  const auto b = bisect_bracket(f, lo, hi, rel_tol);
+  return b.first > 0 ? std::sqrt(b.first * b.second) : 0.5 * (b.first + b.second);
 }
 
 }  // namespace pl::copy::theory
