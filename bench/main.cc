@@ -1,12 +1,18 @@
 // phaselab_bench: Google Benchmark over every kernel x runnable variant x size family.
-// Benchmarks are registered by the kernels/<family>/bench_*.cc files at start-up.
+// Benchmarks come from the harness cases (kernels/<family>/cases_*.cc) and the
+// kernels/<family>/bench_*.cc files.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
 
 #include "phaselab/kernels.hpp"
 
+namespace pl::bench {
+void register_harness_cases();  // harness_bench.cc
+}
+
 int main(int argc, char** argv) {
+  pl::bench::register_harness_cases();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("phaselab.best_target", pl::best_target());

@@ -9,24 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "kernels/harness/harness.hpp"
 #include "phaselab/kernels.hpp"
 
 namespace pl::bench {
 
-inline std::vector<const pl::Variant*> runnable(pl::KernelId k) {
-  std::vector<const pl::Variant*> out;
-  for (const auto& v : pl::variants())
-    if (v.kernel == static_cast<int>(k) && v.supported) out.push_back(&v);
-  return out;
-}
-
-inline std::vector<float> uniform(size_t n, float lo, float hi, uint32_t seed = 1) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(g);
-  return v;
-}
+using pl::test::runnable;  // kernels/harness/harness.hpp, shared with the tests
+using pl::test::uniform;
 
 // Registers `fn` once per runnable variant of kernel k, named "<variant>/<label>".
 // Items/s (elements, samples, parameters) or a FLOP rate counter is set inside fn.

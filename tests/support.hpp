@@ -10,18 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "kernels/harness/harness.hpp"  // runnable, uniform
 #include "phaselab/kernels.hpp"
 #include "tests/emulation.hpp"
 
 namespace pl::test {
-
-// Every variant of `k` that this CPU can run, scalar included.
-inline std::vector<const pl::Variant*> runnable(pl::KernelId k) {
-  std::vector<const pl::Variant*> out;
-  for (const auto& v : pl::variants())
-    if (v.kernel == static_cast<int>(k) && v.supported) out.push_back(&v);
-  return out;
-}
 
 // Sizes at, around and far from every vector width we compile for (4, 8, 16 lanes of float).
 inline std::vector<size_t> sizes_around_widths(size_t max_n = 1000) {
@@ -31,14 +24,6 @@ inline std::vector<size_t> sizes_around_widths(size_t max_n = 1000) {
   for (size_t n : s)
     if (n <= max_n) out.push_back(n);
   return out;
-}
-
-inline std::vector<float> uniform(size_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(g);
-  return v;
 }
 
 // Distance in units in the last place between two finite floats of any sign.

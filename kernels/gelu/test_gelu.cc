@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/gelu/gelu_ref.hpp"
 #include "tests/support.hpp"
 
 namespace {
@@ -17,22 +18,8 @@ using GeluBwdFn = decltype(&pl::scalar::GeluBwd);
 constexpr double kRtol = 1e-6;
 constexpr double kAtol = 1e-35;
 const double kC = std::sqrt(2.0 / M_PI);
-
-double z_of(double x) { return 2 * kC * (x + 0.044715 * x * x * x); }  // z = 2u
-// 0.5 x (1 + tanh(u)) = x / (1 + e^-2u): the same function, without the cancellation of
-// 1 + tanh(u) at negative x.
-double gelu_ref(double x) { return x / (1 + std::exp(-z_of(x))); }
-
-// gelu'(x) = sigma + x sigma (1 - sigma) dz/dx, and the magnitude of its two terms: where they
-// cancel (gelu' = 0 at x = -0.75179) no float evaluation can be relatively accurate, so the budget
-// there is 1e-6 of that magnitude.
-double gelu_grad_ref(double x, double* magnitude) {
-  const double e = std::exp(-z_of(x));
-  const double sigma = 1 / (1 + e), om = 1 / (1 + 1 / e);  // om = 1 - sigma
-  const double second = sigma * om * x * 2 * kC * (1 + 3 * 0.044715 * x * x);
-  *magnitude = sigma + std::fabs(second);
-  return sigma + second;
-}
+using pl::test::gelu_grad_ref;
+using pl::test::gelu_ref;
 
 // Dense near 0, the whole interesting range, the underflow region, and special values.
 std::vector<float> test_inputs() {
