@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config cmake libhwy-dev libxsimd-dev libtbb-dev
       doctest-dev libbenchmark-dev libtomlplusplus-dev nlohmann-json3-dev gnuplot-nox python3
-      clang libclang-rt-14-dev openmpi-bin libopenmpi-dev)
+      clang libclang-rt-14-dev openmpi-bin libopenmpi-dev
+      clang-format clang-tidy)
 if [[ "${PHASELAB_ARM:-0}" == 1 ]]; then
   pkgs+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libtbb-dev:arm64 libtomlplusplus-dev:arm64
          libbenchmark-dev:arm64 libxsimd-dev:arm64 libstdc++-12-dev:arm64)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, builds (release and address/undefined
-# sanitizer), runs every test suite and ends with "N passed, N failed, N skipped" (test cases).
+# sanitizer), checks formatting and runs clang-tidy (scripts/lint.sh), runs every test suite and
+# ends with "N passed, N failed, N skipped" (test cases).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
@@ -32,6 +33,11 @@ if [[ -f build/build.ninja ]]; then
   if bash scripts/test-sdk.sh build; then echo "sdk-out-of-tree 1 0 0" >> "$counts"
   else echo "sdk-out-of-tree 0 1 0" >> "$counts"; status=1; fi
 fi
+
+# Formatting and static checks (scripts/lint.sh: clang-format on every tracked C/C++ file,
+# clang-tidy with .clang-tidy's checks on the release tree): a finding fails the run.
+echo "== lint (clang-format, clang-tidy)"
+bash scripts/lint.sh build || { echo "lint failed"; status=1; }
 
 if [[ "${PHASELAB_SKIP_SANITIZE:-0}" != 1 ]]; then
   # No MPI here: Open MPI's own allocations would read as leaks; the release tree tests mpirun.

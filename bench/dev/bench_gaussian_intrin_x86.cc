@@ -14,23 +14,10 @@ void Gaussian(float* out, size_t n, uint64_t seed, uint64_t stream, uint64_t cou
 }
 }  // namespace pl
 
-namespace {
-
-using GaussianFn = void (*)(float*, size_t, uint64_t, uint64_t, uint64_t);
-
-void bench(benchmark::State& st, GaussianFn fn, size_t n) {
-  std::vector<float> out(n);
-  uint64_t counter = 0;
-  for (auto _ : st) {
-    fn(out.data(), n, 7, 1, counter);
-    counter += n;
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  pl::bench::set_items(st, double(n));
-}
-
-}  // namespace
+namespace pl::bench {
+void bench_gaussian(benchmark::State& st, void (*fn)(float*, size_t, uint64_t, uint64_t, uint64_t),
+                    size_t n);  // kernels/random/bench_random.cc
+}  // namespace pl::bench
 
 PL_BENCHMARKS {
   // The variant's ISA must be one the CPU has, as for registered variants.
@@ -39,12 +26,14 @@ PL_BENCHMARKS {
   for (size_t n : {size_t(4096), size_t(1) << 20}) {
     const std::string label = "/n:" + std::to_string(n);
     if (avx2 && avx2->supported)
-      benchmark::RegisterBenchmark(
-          ("dev/gaussian.intrin.avx2" + label).c_str(),
-          [n](benchmark::State& st) { bench(st, &pl::intrin_avx2::Gaussian, n); });
+      benchmark::RegisterBenchmark(("dev/gaussian.intrin.avx2" + label).c_str(),
+                                   [n](benchmark::State& st) {
+                                     pl::bench::bench_gaussian(st, &pl::intrin_avx2::Gaussian, n);
+                                   });
     if (avx512 && avx512->supported)
-      benchmark::RegisterBenchmark(
-          ("dev/gaussian.intrin.avx512" + label).c_str(),
-          [n](benchmark::State& st) { bench(st, &pl::intrin_avx512::Gaussian, n); });
+      benchmark::RegisterBenchmark(("dev/gaussian.intrin.avx512" + label).c_str(),
+                                   [n](benchmark::State& st) {
+                                     pl::bench::bench_gaussian(st, &pl::intrin_avx512::Gaussian, n);
+                                   });
   }
 }

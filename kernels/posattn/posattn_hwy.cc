@@ -360,12 +360,13 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
   dw##o##0 = hn::MulAdd(r, h0, dw##o##0); \
   dw##o##1 = hn::MulAdd(r, h1, dw##o##1); \
   dw##o##2 = hn::MulAdd(r, h2, dw##o##2); \
-  dw##o##3 = hn::MulAdd(r, h3, dw##o##3);
-          PL_DW_ROW(0, r0)
-          PL_DW_ROW(1, r1)
-          PL_DW_ROW(2, r2) PL_DW_ROW(3, r3)
+  dw##o##3 = hn::MulAdd(r, h3, dw##o##3)
+          PL_DW_ROW(0, r0);
+          PL_DW_ROW(1, r1);
+          PL_DW_ROW(2, r2);
+          PL_DW_ROW(3, r3);
 #undef PL_DW_ROW
-              float* dhs = dhT + s * sv + c;
+          float* dhs = dhT + s * sv + c;
           for (size_t u = 0; u < 4; ++u) {
             auto t = hn::Mul(hn::Set(d, w[u]), r0);
             t = hn::MulAdd(hn::Set(d, w[4 + u]), r1, t);

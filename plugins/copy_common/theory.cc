@@ -139,8 +139,8 @@ SoftRow softmax_row(const Model& m, double Delta) {
   return s;
 }
 
-PopStats softmax_stats(const Model& m, double Delta) {
-  const SoftRow s = softmax_row(m, Delta);
+// The population statistics of R identical softmax rows.
+static PopStats row_stats(const Model& m, const SoftRow& s) {
   const double R = m.R();
   PopStats st;
   st.Q = R * (s.a * s.a + s.q_rest);
@@ -150,14 +150,12 @@ PopStats softmax_stats(const Model& m, double Delta) {
   return st;
 }
 
+PopStats softmax_stats(const Model& m, double Delta) { return row_stats(m, softmax_row(m, Delta)); }
+
 double softmax_action(const Model& m, double P, double Delta, double* dDelta) {
   const SoftRow s = softmax_row(m, Delta);
   const double R = m.R();
-  PopStats st;
-  st.Q = R * (s.a * s.a + s.q_rest);
-  st.D = R * s.a;
-  st.s1 = R;
-  st.s2 = R;
+  const PopStats st = row_stats(m, s);
   PopStats g;
   const double S = R * Delta * Delta / (2 * m.sg2) + s_pop(m, P, st, dDelta ? &g : nullptr);
   if (dDelta) *dDelta = R * Delta / m.sg2 + g.Q * R * (2 * s.a * s.da + s.dq_rest) + g.D * R * s.da;
