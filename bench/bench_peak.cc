@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // peak/fma/<isa>: the single-core floating-point peak of every vector ISA this CPU runs (AVX-512,
 // AVX2, SVE, NEON), measured with the loop of independent FMAs in peak.hpp. The GEMM and step
 // targets are quoted as a fraction of this number.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Side-by-side kernel timings: phaselab vs PyTorch (CPU) vs OpenBLAS sgemm, one thread each.
 
 Runs, on the same machine and in the same session:

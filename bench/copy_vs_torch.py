@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Side-by-side speed of the copy-task Adam training: phaselab vs PyTorch and JAX (CPU, float32).
 
 Same model and objective in both (docs/copy-task.md): A = row-softmax(G), F = A X W^T,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Benchmarks of the harness cases (kernels/*/cases_*.cc): every case marked for benchmarking,
 // on every runnable variant, named "<variant>/<label>", items/s and the time per item.
 #include "bench/support.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // phaselab_bench: Google Benchmark over every kernel x runnable variant x size family.
 // Benchmarks come from the harness cases (kernels/<family>/cases_*.cc) and the
 // kernels/<family>/bench_*.cc files.

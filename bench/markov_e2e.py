@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The whole markov_default experiment end to end: phaselab vs a PyTorch peer, wall time.
 
 phaselab: `phaselab run` on configs/markov_default.toml (or --config), optionally with fewer

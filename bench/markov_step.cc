@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Times one markov_icl training step (batch sampling, forward, backward, AdamW) on the kernel
 // table and prints one line of key=value pairs; bench/markov_vs_torch.py runs it beside PyTorch.
 //   markov_step [--threads T] [--d 64] [--N 128] [--batch 64] [--heads 1] [--reps 20]

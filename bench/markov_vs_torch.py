@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """One markov_icl training step, phaselab vs PyTorch (CPU), side by side.
 
 The model: token embedding + learned positions, L pre-LN blocks (causal softmax attention, 1 head,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // openblas_bench: OpenBLAS cblas_sgemm on the shapes of phaselab_bench's gemm benchmarks
 // (row-major, C = op(A) op(B), beta = 0), named "openblas/sgemm/<ta><tb>/m:M/n:N/k:K" (t = the
 // operand stored transposed, as in phaselab_bench's names) with the same GFLOPS

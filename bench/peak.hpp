@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The single-core floating-point peak of each vector ISA, measured with a loop of independent
 // FMAs: 12 accumulators, more than FMA latency x FMA ports on current cores (4 cycles x 2 ports
 // on x86, 4 x 4 on Neoverse V1/V2), so the loop is bound by FMA throughput alone. Used by the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Kernel benchmark tables: every variant compiled for this machine side by side, per kernel and
 size, with the speed-up over the scalar reference; optionally joined with another machine's file.
 

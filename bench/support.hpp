@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the per-kernel benchmarks: each family registers one benchmark per runnable variant
 // (scalar, every supported Highway target, intrinsics, xsimd) and size.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Command-line parsing and help texts. Each command knows its options; an unknown option is a
 // usage error (exit 2) with a did-you-mean.
 #pragma once

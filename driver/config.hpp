@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading a run config (TOML) against a plugin's declarations. Every problem becomes one
 // "file:line:col: error: ..." line; the caller prints them and exits 2 without running anything.
 //

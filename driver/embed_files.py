@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes a C++ header holding files as raw string literals (the `phaselab new` template).
 
     embed_files.py OUT.h FILE...

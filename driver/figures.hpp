@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Figures: every plot a plugin declares (pl_plot_decl) becomes figures/<name>.png, drawn by
 // gnuplot from figures/<name>.gp and figures/<name>.dat, which stay beside the PNG so that
 // `cd figures && gnuplot <name>.gp` redraws it. Line plots average the rows that share an x

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checked file writes for the run folder. Every byte phaselab writes into a run folder goes
 // through write_all(), so a full disk, a quota or an I/O error is never silent: callers get the
 // errno and name the path. A test hook makes the failure reproducible without a small disk:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A minimal JSON writer for run.json: objects and arrays nest, commas and indentation are
 // handled here; a compact container keeps its members on one line.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "driver/limits.hpp"
 
 #include <dlfcn.h>
@@ -208,8 +209,8 @@ bool check_memory(const RunConfig& cfg, const Plugin& plugin, int threads, std::
   const uint64_t at_once = std::min<uint64_t>(uint64_t(std::max(threads, 1)), count_points(cfg));
   if (m.per_point)
     what = format_bytes(m.per_point) + " per point" + (m.at.empty() ? "" : " (at " + m.at + ")") +
-           " x " + std::to_string(at_once) + " point" + (at_once > 1 ? "s" : "") +
-           " at once + " + format_bytes(m.bookkeeping) + " for the point list";
+           " x " + std::to_string(at_once) + " point" + (at_once > 1 ? "s" : "") + " at once + " +
+           format_bytes(m.bookkeeping) + " for the point list";
   else
     what = format_bytes(m.bookkeeping) + " for the point list";
   *error = cfg.file + ": error: this run needs about " + format_bytes(m.total) + " (" + what +

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Up-front limits on what phaselab accepts, checked before any work (exit 2): the config file
 // (a regular file, at most kMaxConfigBytes), its text before the TOML library sees it (dotted
 // key depth and bracket nesting, which would otherwise recurse deeply inside the parser; NUL

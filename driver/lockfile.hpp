@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One writer per run folder: <out>/run.lock holds "pid host start" of the phaselab writing the
 // folder, under an exclusive flock(2) kept for the whole run. A second phaselab is refused with
 // the holder named. A lock left by a process that died (crash, SIGKILL, power loss) is stale:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // phaselab: the command-line driver. Commands: list, kernels, check, run (see cli.cc for the
 // options and driver/run.cc for what a run writes).
 #include <cstdio>

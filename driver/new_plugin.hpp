@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `phaselab new NAME [--dir DIR]`: writes a plugin folder from the template in plugins/template/
 // (embedded at build time): NAME.cc, test_NAME.cc, NAME.toml and a meson.build that finds the
 // installed SDK with pkg-config.

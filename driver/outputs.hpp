@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The run folder's CSV files. results.csv is table 0 of the plugin, <name>.csv the others,
 // failures.csv the points that failed. Every file starts with the sweep keys and seed.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Finding and loading experiment plugins. Search path: the folders of PHASELAB_PLUGIN_PATH
 // (colon-separated, in order), then the plugin folder that comes with this phaselab (the build's
 // plugins/ when run from a build tree, <libdir>/phaselab/plugins when installed). In each folder a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Progress reporting on stderr: on a terminal a bar redrawn a few times a second (points done /
 // total, percent, elapsed, ETA); otherwise one plain line per finished point. --quiet keeps
 // only warnings and errors. All output goes through here so lines never interleave with the bar.

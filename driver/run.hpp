@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `phaselab run`: executes the points of a resolved config in parallel (oneTBB), writes the run
 // folder (results, side tables, failures.csv, run.json, figures) and returns the exit status.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading a run folder back: is a folder a phaselab run, and does a config resolve to the same
 // values as the run recorded in its run.json. `--resume` (and a later `merge` of shards) refuse
 // a config whose resolved values differ from the run's, naming the keys.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small text helpers shared by the driver: number formatting, CSV fields, edit distance,
 // JSON string escaping.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Expands variants.def into the variant list, and selects one variant per kernel for a target.
 #include <hwy/highway.h>
 #include <hwy/targets.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* phaselab plugin ABI (plain C; no C++ types or exceptions cross this boundary).
  *
  * A plugin is a shared library exporting one symbol, PL_PLUGIN_ENTRY ("phaselab_plugin_entry"),

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks that every code block of docs/*.md marked `<!-- excerpt: PATH -->` (on the line before
 the block) is a verbatim part of PATH, so the guides cannot drift from the code they quote.
 Exit status 1 with the first differing line of each stale block."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Theory next to experiment for the copy task: runs copy_task (Adam, both initialisations) and
 # copy_theory on the same (attention, L, V, kappa, sw2, sg2) and overlays the theory branches on
 # the measured c_G and training MSE (figures/*.png in the output folder).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Style and static checks, run by scripts/test.sh (or alone: scripts/lint.sh [BUILD_DIR]).
 #  1. clang-format --dry-run --Werror on every tracked C/C++ file (.clang-format: 100 columns);
 #     the X-macro tables (*.def), which clang-format misreads, only get the 100-column check.

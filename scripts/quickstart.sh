@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's first command: installs dependencies, builds, runs the default experiment
 # (a small copy-task sweep, softmax vs linear attention) and prints where results and figures are.
 set -euo pipefail

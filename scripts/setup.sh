@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs phaselab's build and test dependencies from Debian 12 packages. Idempotent: does
 # nothing when everything is already installed. Needs root (or sudo).
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Cross-compiles phaselab for aarch64 and runs every test suite under qemu-aarch64 (CPU model
 # "max": NEON, SVE and SVE2, so every Highway target of the arm build runs). Called by
 # scripts/test.sh when PHASELAB_ARM=1 (after scripts/setup.sh installed the :arm64 packages);

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The SDK out of tree, as a user meets it: installs a build into a temporary prefix (DESTDIR),
 # lets the installed `phaselab new` write the plugin guide's example (the template), builds it
 # with meson + pkg-config against that prefix only, runs its tests, runs its config with the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's test command: installs dependencies, builds (release and address/undefined
 # sanitizer), checks formatting and runs clang-tidy (scripts/lint.sh), runs every test suite and
 # ends with "N passed, N failed, N skipped" (test cases).

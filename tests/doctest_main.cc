@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared doctest main for every phaselab test binary. Besides doctest's own report it appends
 // "<binary> <passed> <failed> <skipped>" (test cases) to $PHASELAB_TEST_COUNTS, which the README's
 // test command sums into its closing "N passed, N failed" line.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether the test suites run under an emulator. The aarch64 cross build runs its suites under
 // qemu-aarch64 (the cross file's exe_wrapper); meson test sets PHASELAB_EMULATED=1 there (see
 // tests/meson.build) and scripts/test-aarch64.sh sets it for the suites it starts itself.

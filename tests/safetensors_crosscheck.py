@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Cross-check phaselab's safetensors code against the reference library (run by hand).
 
 Needs numpy and safetensors from PyPI (pip install numpy safetensors) and a build with the

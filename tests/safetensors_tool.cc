@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small command-line tool over the SDK's safetensors code, used by
 // tests/safetensors_crosscheck.py to compare phaselab with the reference Python library:
 //

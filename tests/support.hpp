@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared helpers for the doctest suites: variant iteration, tolerances, deterministic inputs.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The harness's correctness sweep: every registered case (kernels/*/cases_*.cc) on every runnable
 // variant of its kernel, every output element against the case's double reference.
 #include "kernels/harness/harness.hpp"

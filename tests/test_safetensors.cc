@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the SDK's safetensors reader and writer (plugins/sdk/safetensors.hpp): bit-exact round
 // trips, the exact bytes of a small file built here from the format's definition, and every kind
 // of malformed or foreign file refused with a message saying what is wrong.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kept for comparison, not registered (after llm.c's dev/): gaussian.intrin.avx2/avx512, the
 // hand-written Philox + Box-Muller of kernels/random/gaussian_intrin.cc compiled for x86. It
 // does not beat gaussian.hwy.<isa> there (measured side by side: avx512 at parity, avx2 slower),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target for config checking: every input goes through what `phaselab check` does
 // before a run (size limit, the pre-scan of dotted keys and nesting, the TOML parser, key/type/
 // range resolution against a plugin's declarations, point enumeration for small sweeps). Any

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Redraws the figures of a finished run from its tables, with the plot declarations of a plugin
 // as built now (for working on figures without rerunning the experiment):
 //   phaselab_redraw_figures PLUGIN.so RUN_DIR [param=value ...]

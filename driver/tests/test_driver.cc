@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Driver tests: run the built `phaselab` binary (PHASELAB_EXE) on configs written to a
 // temporary folder, with the test plugins of PHASELAB_TEST_PLUGINS (toy, badabi, noentry) on
 // the plugin path. Every bad input checks its exit status and its message.

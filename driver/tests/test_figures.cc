@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the figure writer (driver/figures.cc): the gnuplot scripts and data blocks written for
 // each plot declaration feature (facets, categorical axes, heat maps, mean +- s.e., padded ranges,
 // legends outside the data, the optional style's struct_size), checked against values computed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // attention.hwy.<isa>, attention_bwd.hwy.<isa>: one head, fused as GEMMs (gemm-inl.h) around a
 // vectorised row softmax / softmax backward, all targets.
 // foreach_target.h must follow HWY_TARGET_INCLUDE and precede the other includes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // attention.intrin.<isa>, attention_bwd.intrin.<isa>: one head, fused as blocks of rows around
 // the intrinsics GEMM (gemm_intrin.cc) and row softmax (softmax_intrin.cc) of the same ISA.
 // With a causal mask only the blocks on or below the diagonal are computed: row block

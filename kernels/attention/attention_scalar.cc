@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // attention.scalar, attention_bwd.scalar: the reference, plain loops in double.
 #include <cmath>
 #include <vector>

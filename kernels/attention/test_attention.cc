@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // attention, attention_bwd: every runnable variant against a double forward / analytic backward
 // written here, and the backward also against central finite differences of that forward
 // (objective sum(dO .* O)). |err| <= (1e-5 + 1e-5 |ref|) * sqrt(inner dimension).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hand-written intrinsics: the thin per-ISA vector layer shared by the intrin_<isa> variants.
 // Each *_intrin.cc file is compiled once per instruction set (meson.build's isa_builds, each
 // with only that ISA's flags; GCC 12's false -Wuninitialized in its AVX-512 headers is switched

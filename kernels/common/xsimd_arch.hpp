@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // xsimd 8.1 set-up shared by the xsimd variants. Each *_xsimd.cc file is compiled once per
 // instruction set (meson.build's isa_builds, each with only that ISA's flags); this header picks
 // the xsimd architecture and the pl::xsimd_<isa> namespace from the flags of the translation unit

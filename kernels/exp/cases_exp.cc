@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // exp: harness cases (kernels/harness/harness.hpp), 64 and 4096 elements in [-10, 10].
 // rtol 3e-7: the 2 ULP budget (test_exp.cc checks it in ULP over every exponent) plus the
 // reference's own rounding to float.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Highway e^x shared by exp_hwy.cc and attention_hwy.cc: one copy per Highway target
 // (per-target include guard, the "-inl.h" convention of Highway). <= 2 ULP against double exp
 // where the result is a normal float; the reduction and polynomial are exp_poly.inc's, shared with

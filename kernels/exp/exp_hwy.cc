@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // exp.hwy.<isa>: exp_detail::ExpVec of kernels/exp/exp-inl.h (Cody-Waite reduction + Cephes
 // polynomial, shifter rounding and an exponent-field add on a range-checked fast path), all
 // targets.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // exp.scalar: the reference, computed in double and rounded once.
 #include <cmath>
 

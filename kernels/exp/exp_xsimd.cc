@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // exp.xsimd.<isa>: exp_vec of kernels/common/xsimd_arch.hpp (Cody-Waite reduction + Cephes
 // polynomial written with xsimd operations), one translation unit per instruction set.
 #include <cstring>

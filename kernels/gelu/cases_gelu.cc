@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gelu, gelu_bwd: harness cases (kernels/harness/harness.hpp): 4096 elements (in L1) and
 // 8192 x 64 (model-sized MLP activations, 2 MiB per buffer). The per-element budget near the
 // zero of gelu' (1e-6 of the terms' magnitude) is test_gelu.cc's; here gelu_bwd gets atol 2e-6

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gelu.hwy.<isa>, gelu_bwd.hwy.<isa>: GELU (tanh form) as x sigma(z), z = 2u, every target.
 //
 // Accuracy (budget: 1e-6 relative per element). y = x sigma(z) has relative condition |z| with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GELU (tanh approximation) and its derivative in double: the oracle of test_gelu.cc and of the
 // harness cases (cases_gelu.cc).
 #pragma once

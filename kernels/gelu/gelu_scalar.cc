@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gelu.scalar, gelu_bwd.scalar: the references, in double, rounded once.
 //
 // GELU (tanh form): y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3). Written with the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gelu / gelu_bwd: every runnable variant against a double-precision oracle written here, the
 // oracle against the textbook tanh form, and the backward pass against central finite
 // differences of the double forward.

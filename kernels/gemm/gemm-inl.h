@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Highway GEMM internals shared by gemm_hwy.cc, attention_hwy.cc and posattn_hwy.cc: one copy
 // per Highway target (per-target include guard, the "-inl.h" convention of Highway).
 //

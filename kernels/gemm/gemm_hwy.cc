@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gemm.hwy.<isa>, gemm_batched.hwy.<isa>: the register-blocked GEMM of gemm-inl.h, all targets.
 // foreach_target.h must follow HWY_TARGET_INCLUDE and precede the other includes.
 // clang-format off

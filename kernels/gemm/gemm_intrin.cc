@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gemm.intrin.<isa>: C = alpha op(A) op(B) + beta C with a register-tiled micro-kernel, written
 // with the intrinsics of kernels/common/intrin_ops.hpp. Compiled once per ISA (AVX2, AVX-512,
 // NEON); the tile is kMr rows x kNrv vectors of C held in registers for the whole of k.

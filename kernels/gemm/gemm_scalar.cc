@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gemm.scalar, gemm_batched.scalar: the reference, plain loops with double accumulation.
 #include "phaselab/kernels.hpp"
 

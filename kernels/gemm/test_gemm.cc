@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gemm, gemm_batched: every runnable variant against a double-precision oracle written here
 // (independent of gemm.scalar), |err| <= (1e-5 + 1e-5 |ref|) * sqrt(k).
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One harness for the per-kernel correctness sweeps and benchmarks, after ggml's
 // test-backend-ops: a kernel family registers cases (a kernel, a shape, the inputs, a double
 // reference and a tolerance) once, in kernels/<family>/cases_<family>.cc, and

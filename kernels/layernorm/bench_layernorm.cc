@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/support.hpp"
 
 // Residual-stream shapes: 8192 tokens x 64 features and 1024 x 256. Items are elements.

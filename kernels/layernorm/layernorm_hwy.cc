@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // layernorm.hwy.<isa>, layernorm_bwd.hwy.<isa>: every target from one source.
 //
 // Accuracy (budget: 1e-6 relative per element). Row sums (mean, variance, and the backward's

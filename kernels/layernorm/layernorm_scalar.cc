@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // layernorm.scalar, layernorm_bwd.scalar: the references, in double, rounded once.
 #include <cmath>
 #include <vector>

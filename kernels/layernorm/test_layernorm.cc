@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // layernorm / layernorm_bwd: every runnable variant against a double-precision oracle written
 // here, and the backward pass against central finite differences of the double forward.
 //

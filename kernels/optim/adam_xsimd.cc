@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // adam.xsimd.<isa>: the Adam update of optim_scalar.cc with xsimd batches, one translation unit
 // per instruction set (kernels/common/xsimd_arch.hpp). Float arithmetic with the bias
 // corrections folded into two constants computed in double, as the Highway variant does:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // adam.hwy.<isa>, adamw.hwy.<isa>: one fused pass over (param, grad, m, v) in float, bias
 // corrections folded into two scalars. sgld.hwy.<isa>: the gradient step plus the noise of
 // gaussian.hwy.<isa> (the same group function, so the same numbers), all targets.

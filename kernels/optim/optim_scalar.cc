@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // adam.scalar, adamw.scalar, sgld.scalar: the references, each element updated in double and
 // rounded once when stored.
 #include <cmath>

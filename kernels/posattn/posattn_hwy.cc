@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // posattn.hwy.<isa>, posattn_bwd.hwy.<isa>, posattn_onehot_sse.hwy.<isa>,
 // posattn_gram_sse.hwy.<isa>: the copy task's positional attention, all targets.
 //

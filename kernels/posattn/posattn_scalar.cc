@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // posattn.scalar, posattn_bwd.scalar, posattn_onehot_sse.scalar: the reference, plain loops in
 // double.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gaussian.intrin.<isa>: Philox4x32-10 + Box-Muller with hand-written intrinsics (AVX2, AVX-512,
 // NEON), same stream and same Box-Muller formulas as philox.hpp (uniform words bit-identical).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gaussian.xsimd.<isa>: Philox4x32-10 + Box-Muller with xsimd batches, one translation unit per
 // instruction set (kernels/common/xsimd_arch.hpp); same stream and formulas as philox.hpp, so the
 // uniform words are bit-identical to every other variant.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Vectorised Philox4x32-10 and Box-Muller for Highway targets (see philox.hpp for the stream
 // layout). Included after foreach_target.h by random_hwy.cc and optim_hwy.cc (sgld).
 //

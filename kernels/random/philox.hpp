@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC'11)
 // and the Box-Muller map of phaselab's gaussian stream, in plain scalar C++.
 //

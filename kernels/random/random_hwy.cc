@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gaussian.hwy.<isa>, uniform_bits.hwy.<isa>: vectorised Philox4x32-10 and Box-Muller
 // (philox-inl.h), all targets. The uniform words are bit-identical to the scalar reference.
 #undef HWY_TARGET_INCLUDE

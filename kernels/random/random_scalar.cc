@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gaussian.scalar, uniform_bits.scalar: the references, one Philox block at a time, Box-Muller in
 // double rounded once.
 #include "kernels/random/philox.hpp"

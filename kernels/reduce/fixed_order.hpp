@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fixed summation order of the reductions (kernels.def): element i goes to accumulator
 // i mod 16, and the 16 accumulators are folded as a halving tree (j + 8, j + 4, j + 2, j + 1).
 // Scalar and vector variants share this fold, so their results are bit-identical.

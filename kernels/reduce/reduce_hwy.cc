@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sum.hwy.<isa>, dot.hwy.<isa>, max.hwy.<isa>: the fixed order of fixed_order.hpp with the 16
 // accumulators held in K = 16 / N vectors of N lanes (lane l of vector k is accumulator k N + l),
 // so every accumulator sees the same additions in the same order as in the scalar reference and

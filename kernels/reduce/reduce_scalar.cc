@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sum.scalar, dot.scalar, max.scalar: the references of the fixed order (fixed_order.hpp), with
 // double accumulators. Products of two floats are exact in double, so dot's terms are exact.
 #include <limits>

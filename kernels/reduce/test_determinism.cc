@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thread-count determinism: the same seed and target give bit-identical results whatever the
 // number of threads, because (a) every gaussian sample depends only on (seed, stream, index),
 // whatever chunk of a parallel loop produces it, and (b) the reductions have a fixed order: the

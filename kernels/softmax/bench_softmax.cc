@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/support.hpp"
 
 // Attention-shaped workloads: rows x cols with rows of 64 (short sequences) and 512.

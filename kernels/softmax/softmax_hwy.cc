@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // softmax_rows.hwy.<isa>, softmax_rows_bwd.hwy.<isa>: three passes per row (max, exp + sum,
 // scale), every target from one source.
 //

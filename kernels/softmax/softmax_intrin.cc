@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // softmax_rows.intrin.<isa>: numerically stable row softmax with the intrinsics of
 // kernels/common/intrin_ops.hpp, compiled once per ISA (AVX2, AVX-512, NEON).
 // Rows of up to kRegVecs vectors stay in registers between the max, exp-sum and normalise

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the intrinsics variants of softmax_rows and attention (same ISA, same namespace).
 #pragma once
 

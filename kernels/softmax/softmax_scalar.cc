@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // softmax_rows.scalar, softmax_rows_bwd.scalar: the references, in double, rounded once.
 #include <algorithm>
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // softmax_rows / softmax_rows_bwd: every runnable variant against a double-precision oracle
 // written here (not the scalar variant), and the backward pass against central finite
 // differences of the double forward.

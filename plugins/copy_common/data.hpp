@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copy-task data: i.i.d. uniform tokens, one-hot encoding, previous-token targets.
 // Shared by copy_task (training, sampling) and copy_theory (exact marginal on sampled data).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exact marginal posterior of the copy task over the attention matrix (read-out W integrated out).
 // See docs/copy-task.md, "Theory", exact marginal. Double precision.
 //

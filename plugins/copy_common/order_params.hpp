@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Order parameters of an attention matrix A (L x L, row-major; for softmax A is after the softmax)
 // and of an ensemble of them (seeds or posterior samples). Definitions: docs/copy-task.md.
 #pragma once

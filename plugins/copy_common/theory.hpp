@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Population (large-P) action of the copy task and its reduced forms (docs/copy-task.md,
 // "Theory": population form and reduced actions). Everything in double, O(1) per call.
 //

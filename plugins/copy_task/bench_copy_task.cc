@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Timing entry for bench/copy_vs_torch.py: full-batch Adam on the copy-task MAP objective
 // (the plugin's own CopyNet and AdamTrainer on the selected kernels), fixed step count, one
 // thread. Prints one line per repetition and the medians of wall and CPU time

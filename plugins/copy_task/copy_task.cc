@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // copy_task: emergence of the copy head, softmax vs linear positional attention.
 // One sweep point = one (attention, L, V, P, ..., seed): trains with Adam from both
 // initialisations (MAP branches, hysteresis), or samples the posterior with SGLD on (W, G) or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Langevin/MALA on G with the read-out integrated out: an adapter from the copy net's config and
 // data to pl::copy::theory::ExactMarginal (plugins/copy_common/marginal.hpp, shared with
 // copy_theory).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The copy-task network and its MAP objective on the kernel table (docs/copy-task.md).
 //   A = softmax_rows(G) (softmax) or G (linear), optional causal mask;   A: L x L
 //   h^mu = A X^mu, f^mu = h^mu W^T;                                       X, h, f: P x L x V

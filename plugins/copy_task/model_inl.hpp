@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Template parts of model.hpp.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Posterior samplers for the copy task.
 //  - SgldSampler: SGLD on theta = (W, G) with potential U = (P / (2 kappa)) obj, mini-batch
 //    gradients rescaled to the full data set: theta <- theta - eta grad U + sqrt(2 eta T) xi.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Per-P summary of a copy_task run folder (results.csv): one line per (attention, L, V, method,
 init, P) with the seed mean of the columns that carry the claims, plus the MAP-branch and
 coexistence counts over seeds.

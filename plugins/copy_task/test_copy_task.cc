@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // copy_task suite: order parameters (closed forms), data, the MAP objective and its gradient
 // (double-precision finite differences of an independent double implementation), the uniform
 // plateau (1 - 1/V)(1 - 1/L), samplers on targets with known moments, and the plugin end to end

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // copy_theory: Bayesian theory of the copy task (docs/copy-task.md, theory sections).
 // One sweep point = one (attention, L, V, kappa, sw2, sg2, conventions) and seed:
 //  * every local minimum of the reduced action on a log grid of P (softmax: S(Delta); linear:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // copy_theory tests: the exact marginal against independent oracles (dual GP form, explicit
 // Hessian, enumeration of the population, finite differences), the reduced actions, the linear
 // threshold and the transition finder.

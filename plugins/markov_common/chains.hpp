@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Markov-chain data: counter-based random streams, gamma and Dirichlet variates, transition
 // matrices with their stationary distributions (double precision), sequence sampling.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The hooked forward pass of the Markov model, for circuit probes: forward only, plain and
 // sequential, on the same layer functions and kernels as Model<T> (T = float: the kernel table;
 // T = double: the plain double loops).

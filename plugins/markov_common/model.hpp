@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two-layer (L-layer) transformer of the Markov ICL experiment, in the shape of llm.c's
 // train_gpt2.c: one flat parameter buffer with named views, one flat activation buffer, one
 // forward/backward pair per layer kind (embedding, layernorm, attention, mlp, residual,

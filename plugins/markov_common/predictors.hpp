@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The five reference predictors for x_{n+1} given the prefix x_1..x_n (docs/markov-icl.md).
 // Bigram / unigram counts and the chain log-likelihoods are updated incrementally (O(K) per token).
 #pragma once

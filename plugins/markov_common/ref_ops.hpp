@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plain double loops of the kernels the transformer uses: Model<double> runs on them, the oracle
 // the float model on the kernel table is checked against (and finite differences run through).
 // Semantics follow kernels.def. The float model always uses the kernel table.

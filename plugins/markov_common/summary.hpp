@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-run summary of a markov_icl run folder, read back from results.csv: for every
 // (sweep point, seed) the final phase, the phase path, transition times; and the estimated
 // K boundaries (K1*: memorise directly vs generalise-then-memorise; K2*: memorise vs stay in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hooked forward pass: hooks off equals Model::forward (bit-exact in double, rounding in float);
 // patching an edge with the clean run, or a pattern with the model's own, changes nothing
 // (exactly); patching every sender of a receiver equals the receiver on the corrupted run

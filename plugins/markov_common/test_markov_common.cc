@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // markov_icl tests: whole-model gradients vs central finite differences (double), the float
 // model on the kernel table vs the double oracle, thread-count invariance, each predictor vs a
 // brute-force Bayes computation by enumeration, stationary distributions, Dirichlet moments,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One Markov-ICL training run: chains, online batches, evaluation sets with their predictor
 // outputs, the model, AdamW by module (lr multipliers, freezing) and the phase metric.
 // Everything is allocated in the constructor; train_step() and evaluate() do not allocate.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // markov_icl: a two-layer transformer trained online on K Markov chains; at log-spaced
 // checkpoints, its KL distance to the five Bayes predictors (2-Gen, 1-Gen, 2-Mem, 1-Mem, hybrid)
 // on ID and OOD evaluation sets and the phase label. Science: docs/markov-icl.md.

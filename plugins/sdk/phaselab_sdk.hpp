@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // phaselab plugin SDK: a small C++ layer over phaselab_plugin.h for experiment authors.
 // Header-only. Typed parameter declarations, named parameter access (also in validate), result
 // rows, buffered random streams from the kernels, and PL_DEFINE_PLUGIN, which turns an Experiment

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // safetensors reader and writer (header-only, no dependencies beyond the C++17 library and POSIX).
 //
 // The format, as written by the Hugging Face `safetensors` library and read by PyTorch, NumPy,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test support for plugin suites: a kernel table from the registry and an in-process host that
 // drives a plugin's C entry (validate, create, run, destroy) the way the driver does, keeping the
 // emitted rows as text. Header-only; used by plugin test executables, in the tree and out of it

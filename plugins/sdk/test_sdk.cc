@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SDK: Rng against direct kernel calls (the scalar reference and the selected variant),
 // Params by name and its type errors, validate_with, the kernel-table size check, FakeHost.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Text helpers shared by the driver and the plugins (header only, no dependencies): the one CSV
 // reader and the one list splitter of the tree.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ou_process: n independent particles of the Ornstein-Uhlenbeck process
 //   dx = -theta x dt + sqrt(2 T) dW,
 // integrated with Euler-Maruyama: x <- a x + s xi, a = 1 - theta dt, s = sqrt(2 T dt), xi ~ N(0,1).

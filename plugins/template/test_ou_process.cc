@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of ou_process through the SDK's test host (no driver, no files): the stationary variance
 // against its closed form, the relaxation from x0 = 0 against (1 - a^(2t)) times it, the validate
 // message, and determinism. Exit status 0 when every check holds.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-target helpers for the partial vector at the end of an array. Highway 1.0.3's MaskedLoad
 // and BlendedStore read (and BlendedStore rewrites) the whole vector on NEON and EMU128, which
 // can cross the end of the array; these go through a stack buffer instead and touch only the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-target helpers: sums of float vectors accumulated in double. Widening a float to double is
 // exact, and so is the double product of two widened floats (24 + 24 bits < 53), so a row sum
 // computed this way is as accurate as the scalar reference's double loop up to summation order.

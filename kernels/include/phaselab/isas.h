@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ISA targets: the single list. registry.cc generates from it the declarations of every
 // implementation namespace, the Highway rows of the variant registry (PL_HWY in variants.def),
 // the target table (names, ranks, the implies chain) and the Highway-target -> name map.

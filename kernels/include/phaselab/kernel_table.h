@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The kernel table handed to plugins: one function pointer per kernel of kernels.def, filled
  * with the variant that dispatch (or a forced target) selected. Plain C, part of the plugin ABI. */
 #ifndef PHASELAB_KERNEL_TABLE_H

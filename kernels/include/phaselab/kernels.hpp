@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C++ view of the kernel library: every implementation namespace, the variant registry and
 // selection. Plugins use the C table (kernel_table.h); tests, benchmarks and the driver use this.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A plugin built for ABI version 1 (before the kernel table's variant names moved behind a
  * pointer): the driver must refuse it before reading further, saying what to do. */
 #include "phaselab_plugin.h"

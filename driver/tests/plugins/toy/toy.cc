@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // toy: a tiny deterministic plugin for the driver tests. Each point draws n uniform values
 // x_i in [-1, 1) from its own RNG stream and reports sum/mean/max of exp(scale * x_i + shift)
 // computed with the kernel table (value) and in double with std::exp (ref, the oracle).
