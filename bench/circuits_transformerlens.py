@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Cross-check of phaselab's Markov model, checkpoints and circuit probes against TransformerLens.
 
 Run by hand (needs torch, transformer-lens, safetensors; not part of the test suite):

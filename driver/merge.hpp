@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `phaselab merge OUT SHARD_DIR...`: joins the folders of `phaselab run --shard I/N` into one run
 // folder, as if the run had not been sharded: results.csv, the side tables and failures.csv are
 // byte-identical to an unsharded run's (rows in point order), run.json covers every point (with

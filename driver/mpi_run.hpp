@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `mpirun -n R phaselab run CFG`: the ranks share one run. Rank 0 writes the run folder (as a
 // one-process run does, each point flushed when it arrives) and runs points with its own threads;
 // it hands the others to the threads of ranks 1..R-1 as they ask, in blocks of about 1/(8 R) of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sharding a run for job arrays: `phaselab run CFG --shard I/N` runs a fixed 1/N of the points
 // into <out>/shard-I-of-N, `phaselab merge` (driver/merge.hpp) joins the shards. The points are
 // dealt round-robin in a fixed pseudo-random order of their indices: shard sizes differ by at

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # scripts/slurm/sweep.sbatch end to end: a 20-point toy sweep as a 3-task array + merge job must
 # give the same results.csv and history.csv as one process. Through a real Slurm when one answers
 # (`sinfo`; CI starts a one-node cluster with scripts/slurm/local-cluster.sh), else through the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scale-out tests: `run --shard` + `merge` against the one-process run (byte for byte), merge's
 // refusals, `--shard auto` from job-array environments, and (in a build with MPI) `mpirun -n 3`
 // against the one-process run, a rank killed mid-run then --resume. The oracle everywhere is the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // circuits: mechanism probes of the Markov-ICL transformer (docs/circuits.md). On a checkpoint
 // file, on every checkpoint of a markov_icl run folder, or on a model it trains itself: head
 // scores, ablations with the phase the ablated network matches, path patching of every

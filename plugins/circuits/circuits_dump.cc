@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // circuits_dump CHECKPOINT OUT.safetensors [n]: runs the circuits probes on n (default 32) ID
 // probe sequences of a checkpoint and writes the inputs and the outputs as safetensors, for an
 // independent reimplementation to compare against (bench/circuits_transformerlens.py):

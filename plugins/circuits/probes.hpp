@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Circuit probes of the Markov model (docs/circuits.md): probe sets with the five Bayes
 // predictors, head scores, the phase metric of any (hooked) run, ablations, path patching under
 // four corruptions, and task-vector separability. Everything here is deterministic and plain;

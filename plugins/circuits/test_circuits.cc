@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Circuit probes: checkpoints round trip bit-exact and bad files are refused; head scores on
 // hand-built patterns against hand counts; a hand-built induction model whose layer-1 pattern,
 // replaced by exact previous-token attention, gives the closed-form induction output; patching

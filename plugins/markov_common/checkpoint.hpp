@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checkpoints of the Markov model as safetensors files: one F32 tensor per named module, the
 // model config, the chain seed (the training chains and evaluation sets are rebuilt from it), the
 // step and the writing plugin in the header's "__metadata__". Layout (docs/markov-model.md):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One training run of a minimal model on the Markov task: the chains, online batches and
 // evaluation sets of markov_icl (same streams: the same chain_seed gives the same K chains and the
 // same evaluation sequences), the five Bayes predictors and the KL phase metric, and a plain

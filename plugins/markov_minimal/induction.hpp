@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The hard-wired induction model (docs/markov-minimal.md, "induction"): layer 1 is replaced by its
 // ideal previous-token output, the residual stream y_n = e(x_n) (+) e(x_{n-1}) in two orthogonal
 // C-dimensional blocks (one-hot; e(x_{-1}) = 0 at the first position). A trainable causal

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """K1* and K2* per layer-1 query/key learning-rate multiplier, from a markov_icl run folder
 (configs/markov_kinetic.toml): reads RUN_DIR/summary.csv (written by markov_icl at the end of
 the run: per point and seed the final phase, the class and the phase path) and prints, per

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // markov_minimal: the minimal models of the Markov ICL experiment (docs/markov-minimal.md) on the
 // same chains, evaluation sets, Bayes predictors and KL phase labels as markov_icl:
 //   symmetric  the symmetry-constrained attention-only transformer (beta, delta, read-out gains):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The encode-pool-decode memoriser (docs/markov-minimal.md, "memoriser"): every transition of the
 // prefix is encoded by a learned lookup phi(a, b) (a row of a C^2 x d table, optionally through
 // GELU), pooled by the mean z_n = (1/n) sum_{t=1..n} phi(x_{t-1}, x_t) (z_0 = 0), and decoded with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Post-run summary of a markov_minimal run folder, from run.csv (one row per point x seed):
 //   symmetric: tau vs N per group (the other swept keys), pooled over seeds: tau = A N^p and
 //              tau = c N / ln N by least squares in log tau (markov_icl's fit_tau_vs_N), plus the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The symmetry-constrained attention-only transformer (docs/markov-minimal.md, "symmetric"):
 // two attention layers on one-hot tokens where every C x C token form is a I + b 11^T and the
 // layer-1 positional pattern is one previous-position score. The 11^T parts and the value/output

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // markov_minimal tests: each minimal model's gradient vs central finite differences (double); the
 // symmetric model's loss equals the full attention-only transformer's (markov_icl's Model<double>,
 // LN off, MLP off) with its weights set to the symmetric form; the float path on the kernel table

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A one-node Slurm on this machine for the tests (Debian's slurm-wlm and munge): munged,
 # slurmctld and slurmd with a minimal config in STATE_DIR, every CPU of this machine in one
 # partition. `local-cluster.sh start STATE_DIR` prints the environment to use it (SLURM_CONF);
