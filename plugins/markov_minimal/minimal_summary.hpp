@@ -64,7 +64,7 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
     *msg = "markov_minimal summary: no run.csv in " + run_dir;
     return false;
   }
-  const auto head = split_csv(line);
+  const auto head = pl::sdk::csv_fields(line);
   auto col = [&](const char* n) {
     for (size_t i = 0; i < head.size(); ++i)
       if (head[i] == n) return int(i);
@@ -77,7 +77,7 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
   }
   std::vector<std::vector<std::string>> rows;
   while (std::getline(in, line)) {
-    auto f = split_csv(line);
+    auto f = pl::sdk::csv_fields(line);
     if (f.size() == head.size()) rows.push_back(f);
   }
   auto num = [](double v) {

@@ -386,7 +386,7 @@ TEST_CASE("markov_minimal: summary recovers tau ~ N / ln N and K_max ~ width^a f
   std::map<std::string, std::vector<std::string>> rows;
   std::getline(in, line);
   while (std::getline(in, line)) {
-    const auto f = pl::markov::split_csv(line);
+    const auto f = pl::sdk::csv_fields(line);
     rows[f[0] + "|" + f[1]] = f;
   }
   auto value = [&](const std::string& q, const std::string& g, int col) {
