@@ -113,6 +113,52 @@ inline const pl_kernel_table& require_kernels(const pl_kernel_table& k) {
   return k;
 }
 
+// An evaluation set of n sequences of N + 1 states, each from a chain of `train` (uniformly) or,
+// with train == nullptr, from a fresh chain of the Dirichlet(alpha) ensemble; with every
+// predictor's output q, sum_j q log q, and the Bayes loss of each predictor. `mem`: the chains
+// the memorising predictors know (nullptr when there are none: infinite K). Shared by every
+// Markov plugin so they evaluate on the same sets (same streams).
+inline void make_eval_set(EvalSet& e, const pl_kernel_table& k, const Chains* train,
+                          const Chains* mem, uint64_t seed, int C, int N, int n, double alpha,
+                          double alpha1) {
+  e.n = n;
+  e.seq.assign(size_t(n) * (N + 1), 0);
+  e.q.assign(size_t(n) * N * kNumPred * C, 0.f);
+  e.qlogq.assign(size_t(n) * N * kNumPred, 0.f);
+  std::vector<double> bayes(size_t(n) * kNumPred, 0.0);
+  tbb::parallel_for(0, n, [&](int i) {
+    Rng r(k, seed, uint64_t(i));
+    int32_t* x = e.seq.data() + size_t(i) * (N + 1);
+    if (train) {
+      train->sample(int(r.below(uint64_t(train->K))), r, N + 1, x);
+    } else {
+      Chains fresh;
+      fresh.resize(1, C);
+      fresh.make(0, r, alpha);
+      fresh.sample(0, r, N + 1, x);
+    }
+    PredictorScratch s;
+    std::vector<double> q(size_t(N) * kNumPred * C);
+    predict(mem, x, N, C, alpha, alpha1, s, q.data());
+    for (int t = 0; t < N; ++t)
+      for (int a = 0; a < kNumPred; ++a) {
+        const double* qa = q.data() + (size_t(t) * kNumPred + a) * C;
+        double ql = 0;
+        for (int j = 0; j < C; ++j) {
+          ql += qa[j] * std::log(std::fmax(qa[j], 1e-8));
+          e.q[((size_t(i) * N + t) * kNumPred + a) * C + j] = float(qa[j]);
+        }
+        e.qlogq[(size_t(i) * N + t) * kNumPred + a] = float(ql);
+        bayes[size_t(i) * kNumPred + a] -= std::log(std::fmax(qa[x[t + 1]], 1e-8));
+      }
+  });
+  for (int a = 0; a < kNumPred; ++a) {
+    double s = 0;
+    for (int i = 0; i < n; ++i) s += bayes[size_t(i) * kNumPred + a];
+    e.bayes[a] = s / (double(n) * N);
+  }
+}
+
 class Trainer {
  public:
   Trainer(const TrainConfig& tc, const pl_kernel_table& k)
@@ -212,43 +258,8 @@ class Trainer {
   };
 
   void make_eval(EvalSet& e, const Chains* train, uint64_t seed) {
-    const int C = tc_.model.C, N = tc_.model.N, n = tc_.n_eval;
-    e.n = n;
-    e.seq.assign(size_t(n) * (N + 1), 0);
-    e.q.assign(size_t(n) * N * kNumPred * C, 0.f);
-    e.qlogq.assign(size_t(n) * N * kNumPred, 0.f);
-    std::vector<double> bayes(size_t(n) * kNumPred, 0.0);
-    tbb::parallel_for(0, n, [&](int i) {
-      Rng r(k_, seed, uint64_t(i));
-      int32_t* x = e.seq.data() + size_t(i) * (N + 1);
-      if (train) {
-        train->sample(int(r.below(uint64_t(train->K))), r, N + 1, x);
-      } else {
-        Chains fresh;
-        fresh.resize(1, C);
-        fresh.make(0, r, tc_.alpha);
-        fresh.sample(0, r, N + 1, x);
-      }
-      PredictorScratch s;
-      std::vector<double> q(size_t(N) * kNumPred * C);
-      predict(mem_defined() ? &chains_ : nullptr, x, N, C, tc_.alpha, tc_.alpha1, s, q.data());
-      for (int t = 0; t < N; ++t)
-        for (int a = 0; a < kNumPred; ++a) {
-          const double* qa = q.data() + (size_t(t) * kNumPred + a) * C;
-          double ql = 0;
-          for (int j = 0; j < C; ++j) {
-            ql += qa[j] * std::log(std::fmax(qa[j], 1e-8));
-            e.q[((size_t(i) * N + t) * kNumPred + a) * C + j] = float(qa[j]);
-          }
-          e.qlogq[(size_t(i) * N + t) * kNumPred + a] = float(ql);
-          bayes[size_t(i) * kNumPred + a] -= std::log(std::fmax(qa[x[t + 1]], 1e-8));
-        }
-    });
-    for (int a = 0; a < kNumPred; ++a) {
-      double s = 0;
-      for (int i = 0; i < n; ++i) s += bayes[size_t(i) * kNumPred + a];
-      e.bayes[a] = s / (double(n) * N);
-    }
+    make_eval_set(e, k_, train, mem_defined() ? &chains_ : nullptr, seed, tc_.model.C, tc_.model.N,
+                  tc_.n_eval, tc_.alpha, tc_.alpha1);
   }
 
   void eval_one(const EvalSet& e, double& loss, double* kl, double* kl_late) {

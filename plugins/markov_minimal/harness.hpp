@@ -207,43 +207,8 @@ class Harness {
  private:
   // The evaluation sets of markov_icl's Trainer (same streams, same predictor outputs).
   void make_eval(EvalSet& e, const Chains* train, uint64_t seed) {
-    const int C = c_.C, N = c_.N, n = c_.n_eval;
-    e.n = n;
-    e.seq.assign(size_t(n) * (N + 1), 0);
-    e.q.assign(size_t(n) * N * kNumPred * C, 0.f);
-    e.qlogq.assign(size_t(n) * N * kNumPred, 0.f);
-    std::vector<double> bayes(size_t(n) * kNumPred, 0.0);
-    tbb::parallel_for(0, n, [&](int i) {
-      Rng r(k_, seed, uint64_t(i));
-      int32_t* x = e.seq.data() + size_t(i) * (N + 1);
-      if (train) {
-        train->sample(int(r.below(uint64_t(train->K))), r, N + 1, x);
-      } else {
-        Chains fresh;
-        fresh.resize(1, C);
-        fresh.make(0, r, c_.alpha);
-        fresh.sample(0, r, N + 1, x);
-      }
-      PredictorScratch s;
-      std::vector<double> q(size_t(N) * kNumPred * C);
-      predict(mem_defined() ? &chains_ : nullptr, x, N, C, c_.alpha, c_.alpha1, s, q.data());
-      for (int t = 0; t < N; ++t)
-        for (int a = 0; a < kNumPred; ++a) {
-          const double* qa = q.data() + (size_t(t) * kNumPred + a) * C;
-          double ql = 0;
-          for (int j = 0; j < C; ++j) {
-            ql += qa[j] * std::log(std::fmax(qa[j], 1e-8));
-            e.q[((size_t(i) * N + t) * kNumPred + a) * C + j] = float(qa[j]);
-          }
-          e.qlogq[(size_t(i) * N + t) * kNumPred + a] = float(ql);
-          bayes[size_t(i) * kNumPred + a] -= std::log(std::fmax(qa[x[t + 1]], 1e-8));
-        }
-    });
-    for (int a = 0; a < kNumPred; ++a) {
-      double s = 0;
-      for (int i = 0; i < n; ++i) s += bayes[size_t(i) * kNumPred + a];
-      e.bayes[a] = s / (double(n) * N);
-    }
+    make_eval_set(e, k_, train, mem_defined() ? &chains_ : nullptr, seed, c_.C, c_.N, c_.n_eval,
+                  c_.alpha, c_.alpha1);
   }
 
   void eval_one(const EvalSet& e, double& loss, double* kl, double* kl_late) {
