@@ -276,6 +276,7 @@ int execute_merge(const MergeOptions& opt) {
   std::string why;
   if (!load_config(ref.rec, &plugin, &cfg, &why)) return fail(ref.dir + ": " + why);
   const std::vector<Point> all = enumerate_points(cfg, plugin);
+  const std::vector<double> costs = point_costs(all, plugin);
   if (uint64_t(all.size()) != ref.rec["shard"].value("points_in_run", uint64_t(0)))
     return fail("the recorded config has " + std::to_string(all.size()) +
                 " points, the shards say " +
@@ -283,7 +284,7 @@ int execute_merge(const MergeOptions& opt) {
   {
     std::string missing;
     std::vector<const Point*> pts;
-    const std::vector<uint64_t> shard = shard_of_points(all.size(), n);
+    const std::vector<uint64_t> shard = shard_of_points(all.size(), n, costs);
     for (uint64_t i = 0; i < n; ++i) {
       if (by_index.count(i)) continue;
       missing += (missing.empty() ? "" : ", ") + std::to_string(i);
@@ -333,7 +334,7 @@ int execute_merge(const MergeOptions& opt) {
   for (size_t si = 0; si < shards.size(); ++si) {
     const Shard& s = shards[si];
     std::unordered_map<std::string, uint64_t> key_index;
-    const std::vector<Point> mine = shard_points(all, s.spec);
+    const std::vector<Point> mine = shard_points(all, s.spec, costs);
     for (const Point& pt : mine) key_index[pt.key] = pt.index;
     std::set<uint64_t> done, failed;
     for (uint32_t t = 0; t < p.num_tables; ++t)

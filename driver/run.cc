@@ -599,7 +599,10 @@ int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& op
   }
 
   // With --shard only this shard's points (their indices stay those of the whole run).
-  const std::vector<Point> points = shard_points(enumerate_points(cfg, plugin), opt.shard);
+  const std::vector<Point> all_points = enumerate_points(cfg, plugin);
+  const std::vector<Point> points =
+      shard_points(all_points, opt.shard,
+                   opt.shard.count ? point_costs(all_points, plugin) : std::vector<double>{});
   const size_t total_points = points.empty() ? 0 : size_t(points.back().index) + 1;
   std::unordered_map<std::string, uint64_t> key_index;
   for (const auto& pt : points) key_index[pt.key] = pt.index;

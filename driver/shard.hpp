@@ -3,8 +3,8 @@
 // into <out>/shard-I-of-N, `phaselab merge` (driver/merge.hpp) joins the shards. The points are
 // dealt round-robin in a fixed pseudo-random order of their indices: shard sizes differ by at
 // most one, and every shard gets a random mix of the sweep's cheap and expensive points (large
-// P, N, d_model), whatever the grid's shape. The plugin ABI has no cost estimate; the balance is
-// by count.
+// P, N, d_model), whatever the grid's shape. A plugin that exports a cost estimate per point
+// (phaselab_plugin_point_cost) gets shards of about equal cost instead (greedy, largest first).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "driver/config.hpp"
+#include "driver/plugins.hpp"
 
 namespace pl::driver {
 
@@ -30,9 +31,16 @@ bool parse_shard(const std::string& text, const char* (*env)(const char*), Shard
 // "shard-03-of-16": the index zero-padded to the width of N - 1, so a glob sorts by index.
 std::string shard_dir_name(const ShardSpec& s);
 
-// The shard (0..count-1) of each of num_points points.
-std::vector<uint64_t> shard_of_points(uint64_t num_points, uint64_t count);
+// The plugin's cost estimate of each point (its optional phaselab_plugin_point_cost export);
+// empty when the plugin has none.
+std::vector<double> point_costs(const std::vector<Point>& all, const Plugin& plugin);
+// The shard (0..count-1) of each of num_points points: with `costs` (one per point, finite and
+// >= 0) the points go, largest first, to the shard with the least cost so far (ties: lowest
+// shard; equal costs in the fixed pseudo-random order); without, dealt by count.
+std::vector<uint64_t> shard_of_points(uint64_t num_points, uint64_t count,
+                                      const std::vector<double>& costs = {});
 // The points of shard s, in run order (indices keep their place in the whole run).
-std::vector<Point> shard_points(const std::vector<Point>& all, const ShardSpec& s);
+std::vector<Point> shard_points(const std::vector<Point>& all, const ShardSpec& s,
+                                const std::vector<double>& costs = {});
 
 }  // namespace pl::driver

@@ -235,6 +235,14 @@ typedef struct pl_plugin {
 typedef uint64_t (*pl_point_bytes_fn)(const pl_value* params, uint32_t num_params);
 #define PL_POINT_BYTES_SYMBOL "phaselab_plugin_point_bytes"
 
+/* Optional third export, looked up by name: a relative cost estimate of one point with these
+ * resolved params (any unit, e.g. its FLOP count; only ratios between points matter). `run
+ * --shard I/N` deals the points to shards by it, largest first to the least-loaded shard, so
+ * each shard gets about the same work. It must depend on the params only (every shard and
+ * `merge` recompute the same assignment). Plugins without it are balanced by count. */
+typedef double (*pl_point_cost_fn)(const pl_value* params, uint32_t num_params);
+#define PL_POINT_COST_SYMBOL "phaselab_plugin_point_cost"
+
 #ifdef __cplusplus
 }
 #endif

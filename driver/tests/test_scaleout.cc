@@ -212,6 +212,32 @@ TEST_CASE("shards merged equal the one-process run byte for byte, for N = 1, 2, 
   CHECK(count_lines(slurp(dir / "sh25/shard-24-of-25/results.csv")) == 1);
 }
 
+TEST_CASE("--shard balances by the plugin's cost estimate; merge follows the same deal") {
+  // Three points cost 61 (sleep_ms = 60) and three cost 1: largest first to the least-loaded
+  // shard gives {61, 61} and {61, 1, 1, 1}, i.e. 2 and 4 points; a deal by count would give 3
+  // and 3. The merge recomputes the deal from the same estimates.
+  TempDir dir;
+  spit(dir / "c.toml",
+       "plugin = \"toy\"\n[run]\nseeds = 1\n[sweep]\nn = [4, 8, 16]\nsleep_ms = [0, 60]\n");
+  const Result one = phaselab({"run", dir / "c.toml", "--out", dir / "one", "--quiet"}, dir);
+  REQUIRE(one.rc == 0);
+  const std::string parent = dir / "sh";
+  std::vector<size_t> sizes;
+  for (int i = 0; i < 2; ++i) {
+    const Result r = phaselab(
+        {"run", dir / "c.toml", "--shard", std::to_string(i) + "/2", "--out", parent, "--quiet"},
+        dir);
+    REQUIRE(r.rc == 0);
+    sizes.push_back(
+        count_lines(slurp(parent + "/shard-" + std::to_string(i) + "-of-2/results.csv")) - 1);
+  }
+  std::sort(sizes.begin(), sizes.end());
+  CHECK(sizes == std::vector<size_t>{2, 4});
+  const Result m = merge(dir, parent, shard_dirs(parent));
+  CHECK(m.rc == 0);
+  expect_same_tables(dir / "one", parent);
+}
+
 TEST_CASE("merge refuses missing, duplicated, foreign and unfinished shards") {
   TempDir dir;
   spit(dir / "s.toml", sweep_toml());

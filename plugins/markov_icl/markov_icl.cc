@@ -328,6 +328,24 @@ extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point
   return uint64_t(b);
 }
 
+// The cost `run --shard` balances by: the training FLOPs, 6 x (matrix parameters touched per
+// token) + 12 N d per layer for attention (forward + backward), times tokens (steps x batch x N),
+// plus the K-dependent evaluation (the memorising predictors: O(K C) per token).
+extern "C" __attribute__((visibility("default"))) double phaselab_plugin_point_cost(
+    const pl_value* v, uint32_t n) {
+  auto get = [&](const char* name) -> double {
+    for (uint32_t j = 0; j < PL_SDK_COUNT(kParams) && j < n; ++j)
+      if (!std::strcmp(kParams[j].name, name)) return double(v[j].i);
+    return 0;
+  };
+  const double d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
+  const double C = get("C"), K = get("K"), batch = get("batch"), steps = get("steps");
+  const double n_eval = get("n_eval");
+  const double per_token =
+      6 * layers * (4 * d * d + 2 * mlp * d * d) + 6 * C * d + layers * 12 * N * d;
+  return steps * batch * N * per_token + 2 * n_eval * N * (K + 1) * C * 4;
+}
+
 PL_DEFINE_PLUGIN(
     MarkovIcl, "markov_icl", kVersion,
     "transformer on K Markov chains: KL to 2-Gen/1-Gen/2-Mem/1-Mem/hybrid, phase histories",

@@ -108,6 +108,12 @@ extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point
   return uint64_t(p[0].i) * 8 + uint64_t(p[9].i) * (uint64_t(1) << 20);
 }
 
+// The cost estimate `run --shard` balances by: a point that sleeps longer costs more.
+extern "C" __attribute__((visibility("default"))) double phaselab_plugin_point_cost(
+    const pl_value* p, uint32_t) {
+  return 1.0 + double(p[7].i);  // sleep_ms
+}
+
 #ifdef PL_TOY_V2
 PL_DEFINE_PLUGIN(Toy, "toy_v2", "0.2", "the toy with one more parameter (driver tests)", kParams,
                  kTables, kPlots, pl::sdk::validate_with<validate>, nullptr)
