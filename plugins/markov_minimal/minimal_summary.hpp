@@ -133,7 +133,11 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
       g.cd[N].push_back(val(r, c_cd));
     }
     int fig = 0;
-    for (auto& [gname, g] : gs) {
+    for (auto& group : gs) {
+      // Named, not a structured binding: the lambdas below capture it (C++17 lets a lambda capture
+      // variables only, and clang refuses a binding).
+      const std::string& gname = group.first;
+      auto& g = group.second;
       txt << "\nsymmetric model " << (gname.empty() ? "(all)" : gname) << "\n";
       txt << "  N: tau median [min, max] over seeds (n); c_beta, c_delta seed means\n";
       std::vector<double> Ns, taus, lNb, lNd, lcb, lcd;  // c fits: N with a positive mean
