@@ -431,10 +431,12 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
   for (const auto& [k, rows] : data)
     for (const auto& p : rows) xlo = std::min(xlo, p.x), xhi = std::max(xhi, p.x);
   static const int kMarkers[] = {7, 5, 9, 13, 11, 15};
+  // gnuplot cycles 8 colours; beyond 8 series the dash and marker change too.
+  auto line_style = [&](size_t i) {  // colour and dash only (a band takes no point type)
+    return " lc " + std::to_string(1 + i % 8) + " dt " + std::to_string(1 + (i / 8) % 5);
+  };
   auto series_style = [&](size_t i) {
-    // gnuplot cycles 8 colours; beyond 8 series the dash and marker change too.
-    const size_t cycle = i / 8;
-    std::string s = " lc " + std::to_string(1 + i % 8) + " dt " + std::to_string(1 + cycle % 5);
+    std::string s = line_style(i);
     if (!hist) s += " pt " + std::to_string(kMarkers[i % 6]);
     return s;
   };
@@ -536,7 +538,7 @@ FigureResult render_one(const pl_plot_decl& pd, const std::string& out_dir,
         if (errs && agg.size() > 12) {
           // Many x: the s.e. as a shaded band under the mean line (clipped at the axis floor).
           plot = spec + " using 1:(YFLOOR($2-$3)):($2+$3) with filledcurves fs transparent solid " +
-                 "0.2 noborder" + series_style(si) + " notitle, \\\n     " + spec +
+                 "0.2 noborder" + line_style(si) + " notitle, \\\n     " + spec +
                  " using 1:2 with linespoints ps 0.5" + series_style(si) + " notitle";
         } else {
           plot = spec +
