@@ -1,21 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
 // One harness for the per-kernel correctness sweeps and benchmarks, after ggml's
 // test-backend-ops: a kernel family registers cases (a kernel, a shape, the inputs, a double
-// reference and a tolerance) once, in kernels/<family>/cases_<family>.cc, and
-//   - the kernel suite (tests/test_harness.cc) runs every case on every runnable variant and
-//     checks every output element against the double reference: |got - ref| <= atol + rtol |ref|;
-//   - phaselab_bench (bench/harness_bench.cc) times every case marked for benchmarking on every
-//     runnable variant, named "<variant>/<label>", with items/s and the time per item.
-// The family's own test file keeps what does not fit one shape (finite differences, aliasing,
-// special values, determinism).
+// reference, a tolerance and the work per call) once, in kernels/<family>/cases_<family>.cc, and
+//   - the kernel suite (tests/test_harness.cc) runs every test case on every runnable variant and
+//     checks every output element against its reference: |got - ref| <= atol + rtol |ref| (or
+//     rtol times the magnitude of the terms where they cancel), bit-identity where the contract
+//     fixes the bits, and named conditions (sentinels past the ends, padding kept);
+//   - phaselab_bench (bench/harness_bench.cc) times every bench case on every runnable variant,
+//     named "<variant>/<label>", with items/s, the time per item and, where the case gives them,
+//     GFLOP/s and bytes/s. Bench cases make no reference.
+// The family's own test file keeps what does not fit a shape sweep (special values, aliasing,
+// splits of a range into calls, statistical tests, thread-count determinism).
+// Also the helpers both sides share: runnable variants, deterministic inputs, the sizes around
+// the vector widths, the comparison of an output with its reference, start-up registration.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "phaselab/kernels.hpp"
@@ -39,30 +49,161 @@ inline std::vector<float> uniform(size_t n, float lo, float hi, uint32_t seed = 
   return v;
 }
 
-// One output buffer of a case: what the variant wrote, and the double reference it must match.
+inline std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+inline std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+// Sizes at, around and far from every vector width we compile for (4, 8, 16 lanes of float).
+inline std::vector<size_t> sizes_around_widths(size_t max_n = 1000) {
+  std::vector<size_t> s = {1,  2,  3,  4,   5,   7,   8,   9,   15,  16,  17,  31,  32,  33,  48,
+                           63, 64, 65, 100, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1000};
+  std::vector<size_t> out;
+  for (size_t n : s)
+    if (n <= max_n) out.push_back(n);
+  return out;
+}
+
+// |got - ref| <= atol + rtol * |ref|
+inline bool close(double got, double ref, double atol, double rtol) {
+  return std::fabs(got - ref) <= atol + rtol * std::fabs(ref) && std::isfinite(got);
+}
+
+// ---------------------------------------------------------------- outputs and their check
+
+// One output of a case after a variant ran: what the variant wrote next to its double
+// reference, or a named condition (a sentinel survived, padding was kept).
 struct Output {
+  enum class Kind { f32, f64, u32, condition };
   std::string name;
-  const float* got;
-  const double* ref;
-  size_t n;
+  Kind kind = Kind::f32;
+  const void* got = nullptr;
+  const double* ref = nullptr;
+  size_t n = 0;
+  double atol = -1, rtol = -1;  // < 0: the case's
+  const double* mag = nullptr;  // rtol scales mag[i] (the terms' magnitude) instead of |ref[i]|
+  bool exact = false;           // bit-identical to ref converted to the output's type
+  bool ok = true;               // Kind::condition
+
+  Output tol(double a, double r) const {
+    Output o = *this;
+    o.atol = a;
+    o.rtol = r;
+    return o;
+  }
+  Output scaled(const double* m) const {
+    Output o = *this;
+    o.mag = m;
+    return o;
+  }
+  Output bitexact() const {
+    Output o = *this;
+    o.exact = true;
+    return o;
+  }
 };
 
-// A case with its inputs made: run() calls a variant on them, outputs() lists the outputs next
-// to their reference (computed once, in double, when the instance is made).
+inline Output out(std::string name, const float* got, const double* ref, size_t n) {
+  return {std::move(name), Output::Kind::f32, got, ref, n};
+}
+inline Output out(std::string name, const double* got, const double* ref, size_t n) {
+  return {std::move(name), Output::Kind::f64, got, ref, n};
+}
+// Integer outputs are always compared bit for bit.
+inline Output out(std::string name, const uint32_t* got, const double* ref, size_t n) {
+  Output o{std::move(name), Output::Kind::u32, got, ref, n};
+  o.exact = true;
+  return o;
+}
+inline Output holds(std::string name, bool ok) {
+  Output o{std::move(name), Output::Kind::condition};
+  o.ok = ok;
+  return o;
+}
+
+// The outcome of comparing one output: how many elements are out of budget and the worst one.
+struct Verdict {
+  size_t bad = 0, worst = 0;
+  double got = 0, ref = 0, tol = 0;
+};
+
+inline Verdict compare(const Output& o, double case_atol, double case_rtol) {
+  Verdict r;
+  if (o.kind == Output::Kind::condition) {
+    r.bad = o.ok ? 0 : 1;
+    return r;
+  }
+  const double atol = o.atol < 0 ? case_atol : o.atol, rtol = o.rtol < 0 ? case_rtol : o.rtol;
+  double worst_excess = -INFINITY;
+  for (size_t i = 0; i < o.n; ++i) {
+    double got = 0;
+    bool same_bits = false;
+    switch (o.kind) {
+      case Output::Kind::f32: {
+        const float g = static_cast<const float*>(o.got)[i], e = float(o.ref[i]);
+        got = g;
+        same_bits = std::memcmp(&g, &e, sizeof g) == 0;
+        break;
+      }
+      case Output::Kind::f64: {
+        got = static_cast<const double*>(o.got)[i];
+        same_bits = std::memcmp(&got, &o.ref[i], sizeof got) == 0;
+        break;
+      }
+      case Output::Kind::u32: {
+        const uint32_t g = static_cast<const uint32_t*>(o.got)[i];
+        got = g;
+        same_bits = double(g) == o.ref[i];
+        break;
+      }
+      case Output::Kind::condition:
+        break;
+    }
+    const double tol = o.exact ? 0 : atol + rtol * (o.mag ? o.mag[i] : std::fabs(o.ref[i]));
+    const bool ok = o.exact ? same_bits : std::fabs(got - o.ref[i]) <= tol && std::isfinite(got);
+    const double excess = std::isfinite(got) ? std::fabs(got - o.ref[i]) - tol : INFINITY;
+    if (!ok) ++r.bad;
+    if (!ok && (r.bad == 1 || excess > worst_excess)) {
+      worst_excess = excess;
+      r.worst = i;
+      r.got = got;
+      r.ref = o.ref[i];
+      r.tol = tol;
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------- cases
+
+// A case with its inputs made: reset() restores them as made (the sweep runs every variant on
+// the same inputs, also for kernels that update their outputs in place), run() calls a variant,
+// outputs() lists the outputs next to their references.
 class Instance {
  public:
   virtual ~Instance() = default;
+  virtual void reset() = 0;
   virtual void run(const pl::Variant& v) = 0;
-  virtual std::vector<Output> outputs() const = 0;
+  virtual std::vector<Output> outputs(const pl::Variant& v) = 0;
 };
+
+// The work one call does, for the benchmark's rates: items (elements, samples, parameters,
+// sequences) always, FLOPs and bytes moved where they say something (0: not reported).
+struct Work {
+  double items = 0, flops = 0, bytes = 0;
+};
+
+// What a case is for. Shapes too large for a double reference in the suite are bench only;
+// every bench-only case has test cases of the same kernel that cover its code paths.
+enum class Use { test_and_bench, test, bench };
 
 struct Case {
   pl::KernelId kernel;
-  std::string label;  // the shape: "n:4096", "rows:64,cols:256"
-  double atol, rtol;  // |got - ref| <= atol + rtol |ref| per element
-  double items;       // work per call for the benchmark's items/s (elements, samples, flops)
-  bool bench;         // also benchmarked (the test runs every case)
-  std::function<std::unique_ptr<Instance>()> make;
+  std::string label;  // the shape: "n:4096", "256x64", "nn/m:64/n:64/k:64"
+  double atol, rtol;  // default budget of every output: |got - ref| <= atol + rtol |ref|
+  Work work;
+  Use use;
+  // Makes the inputs; with `reference` also the references (the suite), without them for the
+  // benchmark.
+  std::function<std::unique_ptr<Instance>(bool reference)> make;
 };
 
 inline std::vector<Case>& cases() {
@@ -73,34 +214,48 @@ inline std::vector<Case>& cases() {
 // A family's registrations run at start-up: PL_KERNEL_CASES { pl::test::add_case(...); }
 inline void add_case(Case c) { cases().push_back(std::move(c)); }
 
-// An Instance from lambdas over one state struct S: make the state, run a variant on it, list
-// its outputs. Most families need nothing more.
-template <class S, class Run, class Outs>
-std::function<std::unique_ptr<Instance>()> instance(std::function<S()> make_state, Run run,
-                                                    Outs outs) {
+// An Instance from lambdas over one state struct S: make_state(bool reference) makes the state,
+// run(S&, const Variant&) calls a variant on it, outs(S&) or outs(S&, const Variant&) lists its
+// outputs (it may gather strided outputs into S first). Most families need nothing more.
+template <class S, class Make, class Run, class Outs>
+std::function<std::unique_ptr<Instance>(bool)> instance(Make make_state, Run run, Outs outs) {
   struct Impl : Instance {
+    std::optional<S> made;  // the inputs as made, kept for reset() in the suite
     S s;
     Run r;
     Outs o;
-    Impl(S st, Run rr, Outs oo) : s(std::move(st)), r(rr), o(oo) {}
+    Impl(S st, bool keep, Run rr, Outs oo) : s(std::move(st)), r(rr), o(oo) {
+      if (keep) made = s;
+    }
+    void reset() override {
+      if (made) s = *made;
+    }
     void run(const pl::Variant& v) override { r(s, v); }
-    std::vector<Output> outputs() const override { return o(s); }
+    std::vector<Output> outputs(const pl::Variant& v) override {
+      if constexpr (std::is_invocable_v<Outs&, S&, const pl::Variant&>)
+        return o(s, v);
+      else
+        return o(s);
+    }
   };
-  return [make_state, run, outs]() -> std::unique_ptr<Instance> {
-    return std::make_unique<Impl>(make_state(), run, outs);
+  return [make_state, run, outs](bool reference) -> std::unique_ptr<Instance> {
+    return std::make_unique<Impl>(make_state(reference), reference, run, outs);
   };
 }
 
-struct CaseRegistrar {
-  explicit CaseRegistrar(void (*f)()) { f(); }
+// Runs f() during static initialisation (case and benchmark registration).
+struct AtStartup {
+  explicit AtStartup(void (*f)()) { f(); }
 };
 
 }  // namespace pl::test
 
-#define PL_CASES_CAT2(a, b) a##b
-#define PL_CASES_CAT(a, b) PL_CASES_CAT2(a, b)
-#define PL_KERNEL_CASES                                               \
-  static void PL_CASES_CAT(pl_cases_fn_, __LINE__)();                 \
-  static const pl::test::CaseRegistrar PL_CASES_CAT(                  \
-      pl_cases_reg_, __LINE__)(PL_CASES_CAT(pl_cases_fn_, __LINE__)); \
-  static void PL_CASES_CAT(pl_cases_fn_, __LINE__)()
+#define PL_STARTUP_CAT2(a, b) a##b
+#define PL_STARTUP_CAT(a, b) PL_STARTUP_CAT2(a, b)
+// PL_AT_STARTUP { ... } runs the block at start-up of the binary it is linked into.
+#define PL_AT_STARTUP                                                       \
+  static void PL_STARTUP_CAT(pl_startup_fn_, __LINE__)();                   \
+  static const pl::test::AtStartup PL_STARTUP_CAT(                          \
+      pl_startup_reg_, __LINE__)(PL_STARTUP_CAT(pl_startup_fn_, __LINE__)); \
+  static void PL_STARTUP_CAT(pl_startup_fn_, __LINE__)()
+#define PL_KERNEL_CASES PL_AT_STARTUP
