@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -36,8 +37,11 @@ inline void check_output(const std::string& what, const Output& o, double atol, 
     CHECK(r.bad == 0);
     return;
   }
-  INFO(what << ": " << r.bad << " of " << o.n << " outside; worst at " << r.worst << " got "
-            << r.got << " ref " << r.ref << " tol " << r.tol << (o.exact ? " (bit-exact)" : ""));
+  char detail[200];
+  std::snprintf(detail, sizeof detail,
+                "%zu of %zu outside; worst at %zu: got %.9g ref %.9g tol %.3g%s", r.bad, o.n,
+                r.worst, r.got, r.ref, r.tol, o.exact ? " (bit-exact)" : "");
+  INFO(what << ": " << std::string(detail));
   CHECK(r.bad == 0);
 }
 

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -60,6 +61,13 @@ inline std::vector<size_t> sizes_around_widths(size_t max_n = 1000) {
   for (size_t n : s)
     if (n <= max_n) out.push_back(n);
   return out;
+}
+
+// A number for a case label: "0.125", "-3", "1e+30".
+inline std::string num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
 }
 
 // |got - ref| <= atol + rtol * |ref|
