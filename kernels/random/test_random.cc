@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
+// uniform_bits, gaussian: what is not a shape sweep. The sweeps (every word bit for bit against
+// philox.hpp's block function, every sample against Box-Muller in long double) are harness cases
+// in cases_random.cc; here: Random123's known answers, splits of a range into calls, and the
+// statistical tests (moments, Kolmogorov-Smirnov, correlations, fair bits).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,47 +14,6 @@
 using pl::test::runnable;
 using GaussianFn = decltype(&pl::scalar::Gaussian);
 using UniformFn = decltype(&pl::scalar::UniformBits);
-
-namespace {
-
-// Start counters: block-aligned, inside a block, where the low counter word wraps inside a
-// vector group (block 2^32 - 3), and far out in the stream.
-const uint64_t kCounters[] = {
-    0, 1, 3, 4, 6, 4 * 0xFFFFFFFDull + 1, (uint64_t{0x0123456789ABCDEF} & ~uint64_t{3}) + 2};
-
-// z (and the radius r) for the word pair (a, b), written out here again in long double as an
-// oracle independent of the library's helpers.
-void box_muller_oracle(uint32_t a, uint32_t b, double* za, double* zb, double* r_out) {
-  const long double u1 = ((a >> 8) + 1.0L) / 16777216.0L;
-  const long double u2 = (b >> 8) / 16777216.0L;
-  const long double r = std::sqrt(-2.0L * std::log(u1));
-  const long double two_pi = 6.283185307179586476925286766559L;
-  *za = static_cast<double>(r * std::cos(two_pi * u2));
-  *zb = static_cast<double>(r * std::sin(two_pi * u2));
-  *r_out = static_cast<double>(r);
-}
-
-struct Oracle {
-  std::vector<double> z, r;  // sample and the radius of its Box-Muller pair
-};
-
-Oracle gaussian_oracle(size_t n, uint64_t seed, uint64_t stream, uint64_t counter) {
-  // The uniform words of samples counter - counter % 4 ... rounded out to whole blocks.
-  const uint64_t first = counter - counter % 4;
-  const size_t words = static_cast<size_t>(((counter + n + 3) / 4) * 4 - first);
-  std::vector<uint32_t> u(words);
-  pl::scalar::UniformBits(u.data(), words, seed, stream, first);
-  std::vector<double> z(words), r(words);
-  for (size_t k = 0; k < words; k += 2) {
-    box_muller_oracle(u[k], u[k + 1], &z[k], &z[k + 1], &r[k]);
-    r[k + 1] = r[k];
-  }
-  const size_t off = static_cast<size_t>(counter - first);
-  return {std::vector<double>(z.begin() + off, z.begin() + off + n),
-          std::vector<double>(r.begin() + off, r.begin() + off + n)};
-}
-
-}  // namespace
 
 TEST_CASE("philox: Random123 known-answer vectors (kat_vectors, philox4x32 10)") {
   using pl::philox::philox4x32_10;
@@ -82,32 +45,6 @@ TEST_CASE("philox: Random123 known-answer vectors (kat_vectors, philox4x32 10)")
   }
 }
 
-TEST_CASE("uniform_bits: every variant bit-identical to the scalar stream for any start and size") {
-  const auto variants = runnable(pl::KernelId::uniform_bits);
-  REQUIRE(variants.size() >= 2);
-  for (uint64_t counter : kCounters) {
-    for (size_t n : pl::test::sizes_around_widths()) {
-      CAPTURE(counter);
-      CAPTURE(n);
-      // Reference: sample t is word t % 4 of block t / 4, straight from the block function.
-      std::vector<uint32_t> ref(n);
-      for (size_t i = 0; i < n; ++i) {
-        const uint64_t t = counter + i;
-        ref[i] =
-            pl::philox::stream_block(0x9E3779B97F4A7C15ull, 0xDEADBEEF00000001ull, t / 4)[t % 4];
-      }
-      for (const auto* v : variants) {
-        CAPTURE(v->name);
-        std::vector<uint32_t> out(n + 1, 0xA5A5A5A5u);
-        pl::as<UniformFn> (*v)(out.data(), n, 0x9E3779B97F4A7C15ull, 0xDEADBEEF00000001ull,
-                               counter);
-        CHECK(std::equal(ref.begin(), ref.end(), out.begin()));
-        CHECK(out[n] == 0xA5A5A5A5u);
-      }
-    }
-  }
-}
-
 TEST_CASE("random: any split of a range into calls gives the same bits (every variant)") {
   const size_t n = 1500;
   const uint64_t seed = 42, stream = 7, counter = 4 * 0xFFFFFFF0ull + 3;
@@ -132,40 +69,6 @@ TEST_CASE("random: any split of a range into calls gives the same bits (every va
     for (size_t c = 0; c + 1 < cuts.size(); ++c)
       fn(parts.data() + cuts[c], cuts[c + 1] - cuts[c], seed, stream, counter + cuts[c]);
     CHECK(std::memcmp(whole.data(), parts.data(), n * sizeof(float)) == 0);
-  }
-}
-
-TEST_CASE("gaussian: every variant matches Box-Muller in long double on the same uniform words") {
-  // Budget, in units of 2^-24 r (r = the pair's radius, <= sqrt(2 ln 2^24) = 5.77): the scalar
-  // reference rounds a double result once, so |err| <= 2^-24 |z| <= 2^-24 r (1 unit, plus the
-  // double error); float variants lose about one float ulp each in log, sqrt, the angle and the
-  // sin/cos polynomial: 6 units (hwy measures 2.9 over 4M samples).
-  for (const auto* v : runnable(pl::KernelId::gaussian)) {
-    CAPTURE(v->name);
-    const double units = v->name == "gaussian.scalar" ? 1.0001 : 6.0;
-    for (uint64_t counter : kCounters) {
-      for (size_t n : {size_t{1}, size_t{3}, size_t{16}, size_t{63}, size_t{64}, size_t{65},
-                       size_t{257}, size_t{40009}}) {
-        CAPTURE(counter);
-        CAPTURE(n);
-        const auto ref = gaussian_oracle(n, 12345, 3, counter);
-        std::vector<float> out(n + 1, -99.f);
-        pl::as<GaussianFn> (*v)(out.data(), n, 12345, 3, counter);
-        double worst = 0;
-        size_t at = 0;
-        for (size_t i = 0; i < n; ++i) {
-          const double e = std::fabs(out[i] - ref.z[i]) / (0x1p-24 * ref.r[i] + 1e-300);
-          if (!(e <= worst)) {
-            worst = e;
-            at = i;
-          }
-        }
-        INFO("worst " << worst << " units of 2^-24 r at " << at << ": " << out[at] << " vs "
-                      << ref.z[at]);
-        CHECK(worst <= units);
-        CHECK(out[n] == -99.f);
-      }
-    }
   }
 }
 
