@@ -194,7 +194,8 @@ class Instance {
 };
 
 // The work one call does, for the benchmark's rates: items (elements, samples, parameters,
-// sequences) always, FLOPs and bytes moved where they say something (0: not reported).
+// sequences) always; FLOPs for the compute-bound kernels (GEMM, attention, posattn: GFLOP/s is
+// then what bench/summary.py reports) and the bytes read and written (0: not reported).
 struct Work {
   double items = 0, flops = 0, bytes = 0;
 };

@@ -331,7 +331,7 @@ void add_onehot(const std::string& label, size_t p, size_t l, size_t v, TokenSpe
        (grad ? "sse_grad/" : "sse/") + label,
        tol,
        tol,
-       {double(p), 2.0 * p * l * v * (grad ? 2 * l + 2 * v : l + v)},
+       {double(p), 0, 8.0 * p * l + 4.0 * (l * l + v * v) * (grad ? 2 : 1)},
        use,
        pl::test::instance<Onehot>(
            [=](bool reference) {
@@ -439,7 +439,7 @@ void add_gram(const std::string& label, size_t p, size_t l, size_t v, TokenSpec 
        (grad ? "gram_grad/" : "gram/") + label,
        t + 1e-9,
        t,
-       {double(p), 2.0 * l * l * v * v * (grad ? 4 : 2)},
+       {double(p), 0, 16.0 * l * l * v * v + 4.0 * (l * l + v * v) * (grad ? 2 : 1)},
        use,
        pl::test::instance<Onehot>(
            [=](bool reference) {

@@ -76,7 +76,7 @@ void add_sum_dot(const std::string& label, bool dot, size_t off, size_t n, bool 
        label,
        0,
        0,
-       {double(n), dot ? 2.0 * n : double(n), (dot ? 8.0 : 4.0) * n},
+       {double(n), 0, (dot ? 8.0 : 4.0) * n},
        use,
        pl::test::instance<Red>(
            [=](bool reference) {
