@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // phaselab_bench: Google Benchmark over every kernel x runnable variant x size family.
-// Benchmarks come from the harness cases (kernels/<family>/cases_*.cc) and the
-// kernels/<family>/bench_*.cc files.
+// The kernels' benchmarks come from their harness cases (kernels/<family>/cases_*.cc); the
+// FMA peak (bench_peak.cc) and the variants kept for comparison (bench/dev) register their own.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>

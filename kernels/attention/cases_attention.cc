@@ -90,18 +90,7 @@ void backward(const Inputs& in, const std::vector<double>& P, std::vector<double
 
 // Central differences of the objective with respect to every element of x.
 std::vector<double> finite_diff(Inputs in, std::vector<double> Inputs::*x) {
-  const double h = 1e-4;
-  std::vector<double> g((in.*x).size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double x0 = (in.*x)[i];
-    (in.*x)[i] = x0 + h;
-    const double fp = objective(in);
-    (in.*x)[i] = x0 - h;
-    const double fm = objective(in);
-    (in.*x)[i] = x0;
-    g[i] = (fp - fm) / (2 * h);
-  }
-  return g;
+  return pl::test::central_differences(in.*x, [&] { return objective(in); });
 }
 
 // A padded float matrix rows x cols (row stride cols + pad, NaN in the padding) and its dense
@@ -186,84 +175,78 @@ void add_attention(const std::string& label, Shape s, bool causal, bool linear, 
                    uint32_t seed, float scale, bool with_fd, pl::test::Use use) {
   const double tol = 1e-5 * std::sqrt(double(std::max({s.n, s.dk, s.dv})));
   const double nn = double(s.n) * s.n;
-  pl::test::add_case(
+  pl::test::add_case<Fwd>(
       {pl::KernelId::attention,
        "fwd/" + label,
        tol,
        tol,
        {nn, 2.0 * nn * (s.dk + s.dv), 4.0 * (2 * s.n * s.dk + 2 * s.n * s.dv + nn)},
-       use,
-       pl::test::instance<Fwd>(
-           [=](bool reference) {
-             Fwd f{make_problem(s, causal, linear, pad, seed, scale),
-                   Out(s.n, s.dv, pad),
-                   std::vector<float>(s.n * s.n, std::numeric_limits<float>::quiet_NaN()),
-                   {},
-                   {}};
-             if (reference) forward(f.pr.in, f.P, f.O);
-             return f;
-           },
-           [=](Fwd& f, const pl::Variant& v) {
-             pl::as<decltype(&pl::scalar::Attention)>(v)(
-                 f.pr.q.f.data(), f.pr.q.ld, f.pr.k.f.data(), f.pr.k.ld, f.pr.v.f.data(), f.pr.v.ld,
-                 f.o.f.data(), f.o.ld, f.p.data(), s.n, s.dk, s.dv, f.pr.scale, causal, linear);
-           },
-           [](Fwd& f) {
-             const bool pad_ok = f.o.gather();
-             return std::vector<Output>{out("O", f.o.got.data(), f.O.data(), f.O.size()),
-                                        out("P", f.p.data(), f.P.data(), f.P.size()),
-                                        pl::test::holds("padding of O kept", pad_ok)};
-           })});
-  pl::test::add_case(
+       use},
+      [=](bool reference) {
+        Fwd f{make_problem(s, causal, linear, pad, seed, scale),
+              Out(s.n, s.dv, pad),
+              std::vector<float>(s.n * s.n, std::numeric_limits<float>::quiet_NaN()),
+              {},
+              {}};
+        if (reference) forward(f.pr.in, f.P, f.O);
+        return f;
+      },
+      [=](Fwd& f, const pl::Variant& v) {
+        pl::as<decltype(&pl::scalar::Attention)>(v)(
+            f.pr.q.f.data(), f.pr.q.ld, f.pr.k.f.data(), f.pr.k.ld, f.pr.v.f.data(), f.pr.v.ld,
+            f.o.f.data(), f.o.ld, f.p.data(), s.n, s.dk, s.dv, f.pr.scale, causal, linear);
+      },
+      [](Fwd& f) {
+        const bool pad_ok = f.o.gather();
+        return std::vector<Output>{out("O", f.o.got.data(), f.O.data(), f.O.size()),
+                                   out("P", f.p.data(), f.P.data(), f.P.size()),
+                                   pl::test::holds("padding of O kept", pad_ok)};
+      });
+  pl::test::add_case<Bwd>(
       {pl::KernelId::attention_bwd,
        "bwd/" + label,
        tol,
        tol,
        {nn, 4.0 * nn * (s.dk + s.dv), 4.0 * (4 * s.n * s.dk + 4 * s.n * s.dv + 3 * nn)},
-       use,
-       pl::test::instance<Bwd>(
-           [=](bool reference) {
-             Bwd b;
-             b.pr = make_problem(s, causal, linear, pad, seed, scale);
-             std::vector<double> P, O;
-             forward(b.pr.in, P, O);
-             b.p = pl::test::to_float(P);
-             b.scratch.resize(s.n * s.n);
-             b.gq = Out(s.n, s.dk, pad + 1);
-             b.gk = Out(s.n, s.dk, pad);
-             b.gv = Out(s.n, s.dv, pad + 3);
-             if (reference) backward(b.pr.in, P, b.dq, b.dk, b.dv);
-             if (reference && with_fd) {
-               b.fdq = finite_diff(b.pr.in, &Inputs::q);
-               b.fdk = finite_diff(b.pr.in, &Inputs::k);
-               b.fdv = finite_diff(b.pr.in, &Inputs::v);
-             }
-             return b;
-           },
-           [=](Bwd& b, const pl::Variant& v) {
-             const Problem& pr = b.pr;
-             pl::as<decltype(&pl::scalar::AttentionBwd)>(v)(
-                 pr.q.f.data(), pr.q.ld, pr.k.f.data(), pr.k.ld, pr.v.f.data(), pr.v.ld, b.p.data(),
-                 pr.d_o.f.data(), pr.d_o.ld, b.gq.f.data(), b.gq.ld, b.gk.f.data(), b.gk.ld,
-                 b.gv.f.data(), b.gv.ld, b.scratch.data(), s.n, s.dk, s.dv, pr.scale, causal,
-                 linear);
-           },
-           [with_fd](Bwd& b) {
-             const bool pad_ok = b.gq.gather() & b.gk.gather() & b.gv.gather();
-             std::vector<Output> o = {out("dQ", b.gq.got.data(), b.dq.data(), b.dq.size()),
-                                      out("dK", b.gk.got.data(), b.dk.data(), b.dk.size()),
-                                      out("dV", b.gv.got.data(), b.dv.data(), b.dv.size()),
-                                      pl::test::holds("padding of dQ, dK, dV kept", pad_ok)};
-             if (with_fd) {
-               o.push_back(
-                   out("dQ vs finite differences", b.gq.got.data(), b.fdq.data(), b.fdq.size()));
-               o.push_back(
-                   out("dK vs finite differences", b.gk.got.data(), b.fdk.data(), b.fdk.size()));
-               o.push_back(
-                   out("dV vs finite differences", b.gv.got.data(), b.fdv.data(), b.fdv.size()));
-             }
-             return o;
-           })});
+       use},
+      [=](bool reference) {
+        Bwd b;
+        b.pr = make_problem(s, causal, linear, pad, seed, scale);
+        std::vector<double> P, O;
+        forward(b.pr.in, P, O);
+        b.p = pl::test::to_float(P);
+        b.scratch.resize(s.n * s.n);
+        b.gq = Out(s.n, s.dk, pad + 1);
+        b.gk = Out(s.n, s.dk, pad);
+        b.gv = Out(s.n, s.dv, pad + 3);
+        if (reference) backward(b.pr.in, P, b.dq, b.dk, b.dv);
+        if (reference && with_fd) {
+          b.fdq = finite_diff(b.pr.in, &Inputs::q);
+          b.fdk = finite_diff(b.pr.in, &Inputs::k);
+          b.fdv = finite_diff(b.pr.in, &Inputs::v);
+        }
+        return b;
+      },
+      [=](Bwd& b, const pl::Variant& v) {
+        const Problem& pr = b.pr;
+        pl::as<decltype(&pl::scalar::AttentionBwd)>(v)(
+            pr.q.f.data(), pr.q.ld, pr.k.f.data(), pr.k.ld, pr.v.f.data(), pr.v.ld, b.p.data(),
+            pr.d_o.f.data(), pr.d_o.ld, b.gq.f.data(), b.gq.ld, b.gk.f.data(), b.gk.ld,
+            b.gv.f.data(), b.gv.ld, b.scratch.data(), s.n, s.dk, s.dv, pr.scale, causal, linear);
+      },
+      [with_fd](Bwd& b) {
+        const bool pad_ok = b.gq.gather() & b.gk.gather() & b.gv.gather();
+        std::vector<Output> o = {out("dQ", b.gq.got.data(), b.dq.data(), b.dq.size()),
+                                 out("dK", b.gk.got.data(), b.dk.data(), b.dk.size()),
+                                 out("dV", b.gv.got.data(), b.dv.data(), b.dv.size()),
+                                 pl::test::holds("padding of dQ, dK, dV kept", pad_ok)};
+        if (with_fd) {
+          o.push_back(out("dQ vs finite differences", b.gq.got.data(), b.fdq.data(), b.fdq.size()));
+          o.push_back(out("dK vs finite differences", b.gk.got.data(), b.fdk.data(), b.fdk.size()));
+          o.push_back(out("dV vs finite differences", b.gv.got.data(), b.fdv.data(), b.fdv.size()));
+        }
+        return o;
+      });
 }
 
 std::string shape_label(Shape s, int causal, int linear, size_t pad) {

@@ -52,62 +52,61 @@ struct Shape {
 
 void add_gemm(const std::string& label, Shape s, float alpha, float beta, pl::test::Use use) {
   const double tol = tol_for(s.k);
-  pl::test::add_case(
+  pl::test::add_case<Gemm>(
       {pl::KernelId::gemm,
        label,
        tol,
        tol,
        {double(s.m) * s.n * s.k, 2.0 * s.m * s.n * s.k, 4.0 * (s.m * s.k + s.k * s.n + s.m * s.n)},
-       use,
-       pl::test::instance<Gemm>(
-           [=](bool reference) {
-             Gemm g{s.m,
-                    s.n,
-                    s.k,
-                    s.n + s.cpad,
-                    alpha,
-                    beta,
-                    Mat(s.m, s.k, s.ta, s.apad, s.seed),
-                    Mat(s.k, s.n, s.tb, s.bpad, s.seed + 1),
-                    {},
-                    std::vector<float>(s.m * s.n),
-                    {}};
-             const auto c0 = pl::test::uniform(s.m * g.ldc, -1.f, 1.f, 99);
-             g.c.resize(s.m * g.ldc);
-             for (size_t i = 0; i < s.m; ++i)
-               for (size_t j = 0; j < g.ldc; ++j)
-                 g.c[i * g.ldc + j] = j >= s.n      ? kPad
-                                      : beta == 0.f ? std::numeric_limits<float>::quiet_NaN()
-                                                    : c0[i * g.ldc + j];
-             if (reference) {  // alpha op(A) op(B) + beta C in double
-               g.ref.assign(s.m * s.n, 0.0);
-               for (size_t i = 0; i < s.m; ++i)
-                 for (size_t p = 0; p < s.k; ++p) {
-                   const double aip = g.a.at(i, p);
-                   for (size_t j = 0; j < s.n; ++j) g.ref[i * s.n + j] += aip * g.b.at(p, j);
-                 }
-               for (size_t i = 0; i < s.m; ++i)
-                 for (size_t j = 0; j < s.n; ++j) {
-                   double& r = g.ref[i * s.n + j];
-                   r = alpha * r + (beta == 0.f ? 0.0 : beta * double(g.c[i * g.ldc + j]));
-                 }
-             }
-             return g;
-           },
-           [](Gemm& g, const pl::Variant& v) {
-             pl::as<decltype(&pl::scalar::Gemm)>(v)(g.a.t, g.b.t, g.m, g.n, g.k, g.alpha,
-                                                    g.a.v.data(), g.a.ld, g.b.v.data(), g.b.ld,
-                                                    g.beta, g.c.data(), g.ldc);
-           },
-           [](Gemm& g) {
-             g.pad_ok = true;
-             for (size_t i = 0; i < g.m; ++i) {
-               for (size_t j = 0; j < g.n; ++j) g.got[i * g.n + j] = g.c[i * g.ldc + j];
-               for (size_t j = g.n; j < g.ldc; ++j) g.pad_ok &= g.c[i * g.ldc + j] == kPad;
-             }
-             return std::vector<Output>{out("C", g.got.data(), g.ref.data(), g.m * g.n),
-                                        pl::test::holds("padding of C kept", g.pad_ok)};
-           })});
+       use},
+      [=](bool reference) {
+        Gemm g{s.m,
+               s.n,
+               s.k,
+               s.n + s.cpad,
+               alpha,
+               beta,
+               Mat(s.m, s.k, s.ta, s.apad, s.seed),
+               Mat(s.k, s.n, s.tb, s.bpad, s.seed + 1),
+               {},
+               std::vector<float>(s.m * s.n),
+               {}};
+        const auto c0 = pl::test::uniform(s.m * g.ldc, -1.f, 1.f, 99);
+        g.c.resize(s.m * g.ldc);
+        for (size_t i = 0; i < s.m; ++i)
+          for (size_t j = 0; j < g.ldc; ++j)
+            g.c[i * g.ldc + j] = j >= s.n      ? kPad
+                                 : beta == 0.f ? std::numeric_limits<float>::quiet_NaN()
+                                               : c0[i * g.ldc + j];
+        if (reference) {  // alpha op(A) op(B) + beta C in double
+          g.ref.assign(s.m * s.n, 0.0);
+          for (size_t i = 0; i < s.m; ++i)
+            for (size_t p = 0; p < s.k; ++p) {
+              const double aip = g.a.at(i, p);
+              for (size_t j = 0; j < s.n; ++j) g.ref[i * s.n + j] += aip * g.b.at(p, j);
+            }
+          for (size_t i = 0; i < s.m; ++i)
+            for (size_t j = 0; j < s.n; ++j) {
+              double& r = g.ref[i * s.n + j];
+              r = alpha * r + (beta == 0.f ? 0.0 : beta * double(g.c[i * g.ldc + j]));
+            }
+        }
+        return g;
+      },
+      [](Gemm& g, const pl::Variant& v) {
+        pl::as<decltype(&pl::scalar::Gemm)>(v)(g.a.t, g.b.t, g.m, g.n, g.k, g.alpha, g.a.v.data(),
+                                               g.a.ld, g.b.v.data(), g.b.ld, g.beta, g.c.data(),
+                                               g.ldc);
+      },
+      [](Gemm& g) {
+        g.pad_ok = true;
+        for (size_t i = 0; i < g.m; ++i) {
+          for (size_t j = 0; j < g.n; ++j) g.got[i * g.n + j] = g.c[i * g.ldc + j];
+          for (size_t j = g.n; j < g.ldc; ++j) g.pad_ok &= g.c[i * g.ldc + j] == kPad;
+        }
+        return std::vector<Output>{out("C", g.got.data(), g.ref.data(), g.m * g.n),
+                                   pl::test::holds("padding of C kept", g.pad_ok)};
+      });
 }
 
 // Every transpose of one shape, for beta == 0 (NaN in C) and an accumulating alpha/beta.
@@ -135,71 +134,69 @@ struct Batched {
 void add_batched(const std::string& label, size_t m, size_t n, size_t k, size_t batch, int ta,
                  int tb, float alpha, float beta, bool padded, bool shared_a, pl::test::Use use) {
   const double tol = tol_for(k);
-  pl::test::add_case(
+  pl::test::add_case<Batched>(
       {pl::KernelId::gemm_batched,
        label,
        tol,
        tol,
        {double(batch) * m * n * k, 2.0 * batch * m * n * k,
         4.0 * batch * ((shared_a ? 0 : m * k) + k * n + m * n)},
-       use,
-       pl::test::instance<Batched>(
-           [=](bool reference) {
-             Batched q{};
-             q.m = m, q.n = n, q.k = k, q.batch = batch, q.ta = ta, q.tb = tb;
-             q.alpha = alpha, q.beta = beta;
-             q.lda = (ta ? m : k) + (padded ? 2 : 0);
-             q.ldb = (tb ? k : n) + (padded ? 1 : 0);
-             q.ldc = n + (padded ? 3 : 0);
-             q.sa = shared_a ? 0 : (ta ? k : m) * q.lda + (padded ? 7 : 0);
-             q.sb = (tb ? n : k) * q.ldb + (padded ? 1 : 0);
-             q.sc = m * q.ldc + (padded ? 5 : 0);
-             q.a = pl::test::uniform(shared_a ? (ta ? k : m) * q.lda : batch * q.sa, -1.f, 1.f, 3);
-             q.b = pl::test::uniform(batch * q.sb, -1.f, 1.f, 4);
-             // beta == 0: C is not read (NaN there must not leak into the result)
-             q.c0 = pl::test::uniform(batch * q.sc, -1.f, 1.f, 5);
-             if (beta == 0.f)
-               for (size_t e = 0; e < batch; ++e)
-                 for (size_t i = 0; i < m; ++i)
-                   for (size_t j = 0; j < n; ++j)
-                     q.c0[e * q.sc + i * q.ldc + j] = std::numeric_limits<float>::quiet_NaN();
-             q.c = q.c0;
-             q.got.resize(batch * m * n);
-             if (reference) {
-               q.ref.resize(batch * m * n);
-               for (size_t e = 0; e < batch; ++e)
-                 for (size_t i = 0; i < m; ++i)
-                   for (size_t j = 0; j < n; ++j) {
-                     double acc = 0;
-                     for (size_t p = 0; p < k; ++p)
-                       acc += double(ta ? q.a[e * q.sa + p * q.lda + i]
-                                        : q.a[e * q.sa + i * q.lda + p]) *
-                              double(tb ? q.b[e * q.sb + j * q.ldb + p]
-                                        : q.b[e * q.sb + p * q.ldb + j]);
-                     q.ref[(e * m + i) * n + j] =
-                         alpha * acc +
-                         (beta == 0.f ? 0.0 : beta * double(q.c0[e * q.sc + i * q.ldc + j]));
-                   }
-             }
-             return q;
-           },
-           [](Batched& q, const pl::Variant& v) {
-             pl::as<decltype(&pl::scalar::GemmBatched)>(v)(
-                 q.ta, q.tb, q.m, q.n, q.k, q.alpha, q.a.data(), q.lda, q.sa, q.b.data(), q.ldb,
-                 q.sb, q.beta, q.c.data(), q.ldc, q.sc, q.batch);
-           },
-           [](Batched& q) {
-             q.rest_ok = true;  // everything of C outside the m x n blocks is kept
-             for (size_t i = 0; i < q.c.size(); ++i) {
-               const size_t e = i / q.sc, in = i % q.sc, r = in / q.ldc, col = in % q.ldc;
-               if (e < q.batch && r < q.m && col < q.n)
-                 q.got[(e * q.m + r) * q.n + col] = q.c[i];
-               else
-                 q.rest_ok &= std::memcmp(&q.c[i], &q.c0[i], sizeof(float)) == 0;
-             }
-             return std::vector<Output>{out("C", q.got.data(), q.ref.data(), q.got.size()),
-                                        pl::test::holds("C outside the blocks kept", q.rest_ok)};
-           })});
+       use},
+      [=](bool reference) {
+        Batched q{};
+        q.m = m, q.n = n, q.k = k, q.batch = batch, q.ta = ta, q.tb = tb;
+        q.alpha = alpha, q.beta = beta;
+        q.lda = (ta ? m : k) + (padded ? 2 : 0);
+        q.ldb = (tb ? k : n) + (padded ? 1 : 0);
+        q.ldc = n + (padded ? 3 : 0);
+        q.sa = shared_a ? 0 : (ta ? k : m) * q.lda + (padded ? 7 : 0);
+        q.sb = (tb ? n : k) * q.ldb + (padded ? 1 : 0);
+        q.sc = m * q.ldc + (padded ? 5 : 0);
+        q.a = pl::test::uniform(shared_a ? (ta ? k : m) * q.lda : batch * q.sa, -1.f, 1.f, 3);
+        q.b = pl::test::uniform(batch * q.sb, -1.f, 1.f, 4);
+        // beta == 0: C is not read (NaN there must not leak into the result)
+        q.c0 = pl::test::uniform(batch * q.sc, -1.f, 1.f, 5);
+        if (beta == 0.f)
+          for (size_t e = 0; e < batch; ++e)
+            for (size_t i = 0; i < m; ++i)
+              for (size_t j = 0; j < n; ++j)
+                q.c0[e * q.sc + i * q.ldc + j] = std::numeric_limits<float>::quiet_NaN();
+        q.c = q.c0;
+        q.got.resize(batch * m * n);
+        if (reference) {
+          q.ref.resize(batch * m * n);
+          for (size_t e = 0; e < batch; ++e)
+            for (size_t i = 0; i < m; ++i)
+              for (size_t j = 0; j < n; ++j) {
+                double acc = 0;
+                for (size_t p = 0; p < k; ++p)
+                  acc +=
+                      double(ta ? q.a[e * q.sa + p * q.lda + i] : q.a[e * q.sa + i * q.lda + p]) *
+                      double(tb ? q.b[e * q.sb + j * q.ldb + p] : q.b[e * q.sb + p * q.ldb + j]);
+                q.ref[(e * m + i) * n + j] =
+                    alpha * acc +
+                    (beta == 0.f ? 0.0 : beta * double(q.c0[e * q.sc + i * q.ldc + j]));
+              }
+        }
+        return q;
+      },
+      [](Batched& q, const pl::Variant& v) {
+        pl::as<decltype(&pl::scalar::GemmBatched)>(v)(
+            q.ta, q.tb, q.m, q.n, q.k, q.alpha, q.a.data(), q.lda, q.sa, q.b.data(), q.ldb, q.sb,
+            q.beta, q.c.data(), q.ldc, q.sc, q.batch);
+      },
+      [](Batched& q) {
+        q.rest_ok = true;  // everything of C outside the m x n blocks is kept
+        for (size_t i = 0; i < q.c.size(); ++i) {
+          const size_t e = i / q.sc, in = i % q.sc, r = in / q.ldc, col = in % q.ldc;
+          if (e < q.batch && r < q.m && col < q.n)
+            q.got[(e * q.m + r) * q.n + col] = q.c[i];
+          else
+            q.rest_ok &= std::memcmp(&q.c[i], &q.c0[i], sizeof(float)) == 0;
+        }
+        return std::vector<Output>{out("C", q.got.data(), q.ref.data(), q.got.size()),
+                                   pl::test::holds("C outside the blocks kept", q.rest_ok)};
+      });
 }
 
 }  // namespace

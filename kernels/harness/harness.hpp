@@ -75,6 +75,27 @@ inline bool close(double got, double ref, double atol, double rtol) {
   return std::fabs(got - ref) <= atol + rtol * std::fabs(ref) && std::isfinite(got);
 }
 
+// The central difference (f() at p + h - f() at p - h) / 2h in one parameter p of f, restored
+// after: the finite-difference oracle of the backward kernels.
+template <class F>
+double central_difference(double& p, F f, double h = 1e-4) {
+  const double p0 = p;
+  p = p0 + h;
+  const double fp = f();
+  p = p0 - h;
+  const double fm = f();
+  p = p0;
+  return (fp - fm) / (2 * h);
+}
+
+// ... in every element of x.
+template <class F>
+std::vector<double> central_differences(std::vector<double>& x, F f, double h = 1e-4) {
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) g[i] = central_difference(x[i], f, h);
+  return g;
+}
+
 // ---------------------------------------------------------------- outputs and their check
 
 // One output of a case after a variant ran: what the variant wrote next to its double
@@ -211,8 +232,8 @@ struct Case {
   Work work;
   Use use;
   // Makes the inputs; with `reference` also the references (the suite), without them for the
-  // benchmark.
-  std::function<std::unique_ptr<Instance>(bool reference)> make;
+  // benchmark. add_case<S>(...) below fills it in.
+  std::function<std::unique_ptr<Instance>(bool reference)> make = nullptr;
 };
 
 inline std::vector<Case>& cases() {
@@ -253,6 +274,14 @@ std::function<std::unique_ptr<Instance>(bool)> instance(Make make_state, Run run
 }
 
 // Runs f() during static initialisation (case and benchmark registration).
+// Registers case c over one state struct S (see instance()):
+//   add_case<State>({kernel, label, atol, rtol, {items, flops, bytes}, use}, make, run, outs);
+template <class S, class Make, class Run, class Outs>
+void add_case(Case c, Make make_state, Run run, Outs outs) {
+  c.make = instance<S>(make_state, run, outs);
+  add_case(std::move(c));
+}
+
 struct AtStartup {
   explicit AtStartup(void (*f)()) { f(); }
 };

@@ -106,45 +106,38 @@ constexpr float kGuard = -1.f;
 void add_forward(const std::string& label, size_t rows, size_t d, float lo, float hi,
                  bool constant_last_row, uint32_t seed, uint32_t param_seed, pl::test::Use use) {
   const size_t n = rows * d;
-  pl::test::add_case({pl::KernelId::layernorm,
-                      label,
-                      kAtol,
-                      kRtol,
-                      {double(n), 0, 4.0 * (2 * n + 2 * d)},
-                      use,
-                      pl::test::instance<Fwd>(
-                          [=](bool reference) {
-                            Fwd f{rows,
-                                  d,
-                                  pl::test::uniform(n, lo, hi, seed),
-                                  pl::test::uniform(d, 0.5f, 1.5f, param_seed),
-                                  pl::test::uniform(d, -1.f, 1.f, param_seed + 3),
-                                  std::vector<float>(n + 1, kGuard),
-                                  std::vector<float>(rows + 1, kGuard),
-                                  std::vector<float>(rows + 1, kGuard),
-                                  {}};
-                            if (constant_last_row)  // variance 0
-                              std::fill(f.x.end() - long(d), f.x.end(), (lo + hi) / 2 + 0.25f);
-                            if (reference)
-                              f.ref = forward_ref(pl::test::to_double(f.x),
-                                                  pl::test::to_double(f.gamma),
-                                                  pl::test::to_double(f.beta), rows, d, kEps);
-                            return f;
-                          },
-                          [](Fwd& f, const pl::Variant& v) {
-                            pl::as<decltype(&pl::scalar::Layernorm)>(v)(
-                                f.x.data(), f.gamma.data(), f.beta.data(), f.y.data(),
-                                f.mean.data(), f.rstd.data(), f.rows, f.d, kEps);
-                          },
-                          [n, rows](Fwd& f) {
-                            return std::vector<Output>{
-                                out("y", f.y.data(), f.ref.y.data(), n).scaled(f.ref.y_mag.data()),
-                                out("mean", f.mean.data(), f.ref.mean.data(), rows).tol(0, kRtol),
-                                out("rstd", f.rstd.data(), f.ref.rstd.data(), rows).tol(0, kRtol),
-                                pl::test::holds("nothing written past the ends",
-                                                f.y[n] == kGuard && f.mean[rows] == kGuard &&
-                                                    f.rstd[rows] == kGuard)};
-                          })});
+  pl::test::add_case<Fwd>(
+      {pl::KernelId::layernorm, label, kAtol, kRtol, {double(n), 0, 4.0 * (2 * n + 2 * d)}, use},
+      [=](bool reference) {
+        Fwd f{rows,
+              d,
+              pl::test::uniform(n, lo, hi, seed),
+              pl::test::uniform(d, 0.5f, 1.5f, param_seed),
+              pl::test::uniform(d, -1.f, 1.f, param_seed + 3),
+              std::vector<float>(n + 1, kGuard),
+              std::vector<float>(rows + 1, kGuard),
+              std::vector<float>(rows + 1, kGuard),
+              {}};
+        if (constant_last_row)  // variance 0
+          std::fill(f.x.end() - long(d), f.x.end(), (lo + hi) / 2 + 0.25f);
+        if (reference)
+          f.ref = forward_ref(pl::test::to_double(f.x), pl::test::to_double(f.gamma),
+                              pl::test::to_double(f.beta), rows, d, kEps);
+        return f;
+      },
+      [](Fwd& f, const pl::Variant& v) {
+        pl::as<decltype(&pl::scalar::Layernorm)>(v)(f.x.data(), f.gamma.data(), f.beta.data(),
+                                                    f.y.data(), f.mean.data(), f.rstd.data(),
+                                                    f.rows, f.d, kEps);
+      },
+      [n, rows](Fwd& f) {
+        return std::vector<Output>{
+            out("y", f.y.data(), f.ref.y.data(), n).scaled(f.ref.y_mag.data()),
+            out("mean", f.mean.data(), f.ref.mean.data(), rows).tol(0, kRtol),
+            out("rstd", f.rstd.data(), f.ref.rstd.data(), rows).tol(0, kRtol),
+            pl::test::holds("nothing written past the ends",
+                            f.y[n] == kGuard && f.mean[rows] == kGuard && f.rstd[rows] == kGuard)};
+      });
 }
 
 struct Bwd {
@@ -206,21 +199,21 @@ std::vector<Output> bwd_outputs(Bwd& b, const std::string& suffix) {
 void add_backward(const std::string& label, size_t rows, size_t d, float lo, float hi,
                   uint32_t seed, uint32_t pseed, pl::test::Use use) {
   const size_t n = rows * d;
-  pl::test::add_case({pl::KernelId::layernorm_bwd,
-                      label,
-                      kAtol,
-                      kRtol,
-                      {double(n), 0, 4.0 * (4 * n + 6 * d)},
-                      use,
-                      pl::test::instance<Bwd>(
-                          [=](bool reference) {
-                            Bwd b = bwd_inputs(rows, d, lo, hi, seed, pseed, true);
-                            if (reference)
-                              b.ref = backward_ref(b.dy, b.x, b.gamma, b.mean, b.rstd, b.dx,
-                                                   b.dgamma, b.dbeta, rows, d);
-                            return b;
-                          },
-                          run_bwd, [](Bwd& b) { return bwd_outputs(b, ""); })});
+  pl::test::add_case<Bwd>(
+      {pl::KernelId::layernorm_bwd,
+       label,
+       kAtol,
+       kRtol,
+       {double(n), 0, 4.0 * (4 * n + 6 * d)},
+       use},
+      [=](bool reference) {
+        Bwd b = bwd_inputs(rows, d, lo, hi, seed, pseed, true);
+        if (reference)
+          b.ref =
+              backward_ref(b.dy, b.x, b.gamma, b.mean, b.rstd, b.dx, b.dgamma, b.dbeta, rows, d);
+        return b;
+      },
+      run_bwd, [](Bwd& b) { return bwd_outputs(b, ""); });
 }
 
 // The backward pass against central differences (h = 1e-4) of L(x, gamma, beta) = sum dy .*
@@ -229,44 +222,34 @@ void add_backward(const std::string& label, size_t rows, size_t d, float lo, flo
 // magnitude of the gradient's terms.
 void add_finite_differences(size_t d) {
   const size_t rows = 3, n = rows * d;
-  pl::test::add_case(
+  pl::test::add_case<Bwd>(
       {pl::KernelId::layernorm_bwd,
        "fd/rows:3/d:" + std::to_string(d),
        1e-8 + 2 * kAtol,
        2 * kRtol,
        {double(n)},
-       pl::test::Use::test,
-       pl::test::instance<Bwd>(
-           [=](bool) {
-             Bwd b = bwd_inputs(rows, d, -1.5f, 2.5f, uint32_t(d), uint32_t(d), false);
-             // Term magnitudes from the formula oracle (zero starting values).
-             b.ref =
-                 backward_ref(b.dy, b.x, b.gamma, b.mean, b.rstd, b.dx, b.dgamma, b.dbeta, rows, d);
-             const auto beta = pl::test::uniform(d, -1.f, 1.f, uint32_t(d + 2));
-             auto xd = pl::test::to_double(b.x), gd = pl::test::to_double(b.gamma),
-                  bd = pl::test::to_double(beta);
-             auto objective = [&]() {
-               const auto f = forward_ref(xd, gd, bd, rows, d, kEps);
-               double l = 0;
-               for (size_t i = 0; i < n; ++i) l += b.dy[i] * f.y[i];
-               return l;
-             };
-             const double h = 1e-4;
-             auto fd = [&](double& p) {
-               const double p0 = p;
-               p = p0 + h;
-               const double lp = objective();
-               p = p0 - h;
-               const double lm = objective();
-               p = p0;
-               return (lp - lm) / (2 * h);
-             };
-             for (size_t i = 0; i < n; ++i) b.ref.dx[i] = fd(xd[i]);
-             for (size_t j = 0; j < d; ++j) b.ref.dgamma[j] = fd(gd[j]);
-             for (size_t j = 0; j < d; ++j) b.ref.dbeta[j] = fd(bd[j]);
-             return b;
-           },
-           run_bwd, [](Bwd& b) { return bwd_outputs(b, " vs finite differences"); })});
+       pl::test::Use::test},
+      [=](bool) {
+        Bwd b = bwd_inputs(rows, d, -1.5f, 2.5f, uint32_t(d), uint32_t(d), false);
+        // Term magnitudes from the formula oracle (zero starting values).
+        b.ref = backward_ref(b.dy, b.x, b.gamma, b.mean, b.rstd, b.dx, b.dgamma, b.dbeta, rows, d);
+        const auto beta = pl::test::uniform(d, -1.f, 1.f, uint32_t(d + 2));
+        auto xd = pl::test::to_double(b.x), gd = pl::test::to_double(b.gamma),
+             bd = pl::test::to_double(beta);
+        auto objective = [&]() {
+          const auto f = forward_ref(xd, gd, bd, rows, d, kEps);
+          double l = 0;
+          for (size_t i = 0; i < n; ++i) l += b.dy[i] * f.y[i];
+          return l;
+        };
+        const double h = 1e-4;
+        auto fd = [&](double& p) { return pl::test::central_difference(p, objective, h); };
+        for (size_t i = 0; i < n; ++i) b.ref.dx[i] = fd(xd[i]);
+        for (size_t j = 0; j < d; ++j) b.ref.dgamma[j] = fd(gd[j]);
+        for (size_t j = 0; j < d; ++j) b.ref.dbeta[j] = fd(bd[j]);
+        return b;
+      },
+      run_bwd, [](Bwd& b) { return bwd_outputs(b, " vs finite differences"); });
 }
 
 }  // namespace

@@ -50,57 +50,49 @@ void add_adam(pl::KernelId id, const std::string& label, size_t n, float wd, int
               int steps, pl::test::Use use) {
   const float lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
   const bool decoupled = id == pl::KernelId::adamw;
-  pl::test::add_case(
-      {id,
-       label,
-       0,
-       0,
-       {double(n) * steps, 0, 28.0 * n * steps},
-       use,
-       pl::test::instance<Adam>(
-           [=](bool reference) {
-             Adam a;
-             a.p = pl::test::uniform(n, -1.f, 1.f, 11 + uint32_t(n));
-             a.m.assign(n + 1, 0.f);
-             a.v.assign(n + 1, 0.f);
-             if (first_step > 1) {  // start from warm moments
-               const auto m0 = pl::test::uniform(n, -0.1f, 0.1f, 5);
-               const auto v0 = pl::test::uniform(n, 0.f, 0.01f, 6);
-               std::copy(m0.begin(), m0.end(), a.m.begin());
-               std::copy(v0.begin(), v0.end(), a.v.begin());
-             }
-             for (int s = 0; s < steps; ++s)
-               a.grads.push_back(pl::test::uniform(n, -1.f, 1.f, 100 + uint32_t(first_step + s)));
-             if (reference) {
-               a.ref_p.assign(a.p.begin(), a.p.end());
-               a.ref_m.assign(a.m.begin(), a.m.begin() + long(n));
-               a.ref_v.assign(a.v.begin(), a.v.begin() + long(n));
-               for (int s = 0; s < steps; ++s)
-                 adam_oracle(a.ref_p, a.ref_m, a.ref_v, a.grads[size_t(s)], lr, b1, b2, eps, wd,
-                             first_step + s, decoupled);
-             }
-             a.p.push_back(kGuard);
-             a.m[n] = a.v[n] = kGuard;
-             return a;
-           },
-           [=](Adam& a, const pl::Variant& v) {
-             const auto fn = pl::as<decltype(&pl::scalar::Adam)>(v);
-             for (int s = 0; s < steps; ++s)
-               fn(a.p.data(), a.grads[size_t(s)].data(), a.m.data(), a.v.data(), n, lr, b1, b2, eps,
-                  wd, first_step + s);
-           },
-           [=](Adam& a) {
-             const bool one = steps == 1;
-             return std::vector<Output>{
-                 out("param", a.p.data(), a.ref_p.data(), n)
-                     .tol(one ? 1e-6 * lr : 5e-7, one ? 2.4e-7 : 1e-6),
-                 out("m", a.m.data(), a.ref_m.data(), n)
-                     .tol(one ? 1e-8 : 1e-7, one ? 2.4e-7 : 1e-6),
-                 out("v", a.v.data(), a.ref_v.data(), n)
-                     .tol(one ? 1e-10 : 1e-9, one ? 2.4e-7 : 1e-6),
-                 pl::test::holds("nothing written past the ends",
-                                 a.p[n] == kGuard && a.m[n] == kGuard && a.v[n] == kGuard)};
-           })});
+  pl::test::add_case<Adam>(
+      {id, label, 0, 0, {double(n) * steps, 0, 28.0 * n * steps}, use},
+      [=](bool reference) {
+        Adam a;
+        a.p = pl::test::uniform(n, -1.f, 1.f, 11 + uint32_t(n));
+        a.m.assign(n + 1, 0.f);
+        a.v.assign(n + 1, 0.f);
+        if (first_step > 1) {  // start from warm moments
+          const auto m0 = pl::test::uniform(n, -0.1f, 0.1f, 5);
+          const auto v0 = pl::test::uniform(n, 0.f, 0.01f, 6);
+          std::copy(m0.begin(), m0.end(), a.m.begin());
+          std::copy(v0.begin(), v0.end(), a.v.begin());
+        }
+        for (int s = 0; s < steps; ++s)
+          a.grads.push_back(pl::test::uniform(n, -1.f, 1.f, 100 + uint32_t(first_step + s)));
+        if (reference) {
+          a.ref_p.assign(a.p.begin(), a.p.end());
+          a.ref_m.assign(a.m.begin(), a.m.begin() + long(n));
+          a.ref_v.assign(a.v.begin(), a.v.begin() + long(n));
+          for (int s = 0; s < steps; ++s)
+            adam_oracle(a.ref_p, a.ref_m, a.ref_v, a.grads[size_t(s)], lr, b1, b2, eps, wd,
+                        first_step + s, decoupled);
+        }
+        a.p.push_back(kGuard);
+        a.m[n] = a.v[n] = kGuard;
+        return a;
+      },
+      [=](Adam& a, const pl::Variant& v) {
+        const auto fn = pl::as<decltype(&pl::scalar::Adam)>(v);
+        for (int s = 0; s < steps; ++s)
+          fn(a.p.data(), a.grads[size_t(s)].data(), a.m.data(), a.v.data(), n, lr, b1, b2, eps, wd,
+             first_step + s);
+      },
+      [=](Adam& a) {
+        const bool one = steps == 1;
+        return std::vector<Output>{
+            out("param", a.p.data(), a.ref_p.data(), n)
+                .tol(one ? 1e-6 * lr : 5e-7, one ? 2.4e-7 : 1e-6),
+            out("m", a.m.data(), a.ref_m.data(), n).tol(one ? 1e-8 : 1e-7, one ? 2.4e-7 : 1e-6),
+            out("v", a.v.data(), a.ref_v.data(), n).tol(one ? 1e-10 : 1e-9, one ? 2.4e-7 : 1e-6),
+            pl::test::holds("nothing written past the ends",
+                            a.p[n] == kGuard && a.m[n] == kGuard && a.v[n] == kGuard)};
+      });
 }
 
 struct Sgld {
@@ -114,39 +106,33 @@ void add_sgld(const std::string& label, size_t n, uint64_t counter, pl::test::Us
   const float eta = 1e-2f, temp = 0.5f;
   const double scale = std::sqrt(2.0 * eta * temp);
   const uint64_t seed = 77, stream = 5;
-  pl::test::add_case(
-      {pl::KernelId::sgld,
-       label,
-       scale * 6 * 0x1p-24 * 5.8,
-       2.4e-7,
-       {double(n), 0, 12.0 * n},
-       use,
-       pl::test::instance<Sgld>(
-           [=](bool reference) {
-             Sgld s{pl::test::uniform(n, -2.f, 2.f, 21 + uint32_t(n)),
-                    pl::test::uniform(n, -3.f, 3.f, 22 + uint32_t(n)),
-                    {}};
-             for (size_t i = 0; reference && i < n; ++i) {
-               // Sample k pairs with k ^ 1: words a = k & ~1 and a + 1 of the stream.
-               const uint64_t k = counter + i, a = k & ~uint64_t{1};
-               const uint32_t ua = pl::philox::stream_block(seed, stream, a / 4)[a % 4],
-                              ub = pl::philox::stream_block(seed, stream, a / 4)[a % 4 + 1];
-               const double r = std::sqrt(-2.0 * std::log(((ua >> 8) + 1.0) * 0x1p-24));
-               const double angle = 6.283185307179586 * (ub >> 8) * 0x1p-24;
-               const double xi = r * ((k & 1) ? std::sin(angle) : std::cos(angle));
-               s.ref.push_back(s.theta[i] - double{eta} * s.grad[i] + scale * xi);
-             }
-             s.theta.push_back(-7.f);
-             return s;
-           },
-           [=](Sgld& s, const pl::Variant& v) {
-             pl::as<decltype(&pl::scalar::Sgld)>(v)(s.theta.data(), s.grad.data(), n, eta, temp,
-                                                    seed, stream, counter);
-           },
-           [n](Sgld& s) {
-             return std::vector<Output>{out("theta", s.theta.data(), s.ref.data(), n),
-                                        pl::test::holds("guard past theta", s.theta[n] == -7.f)};
-           })});
+  pl::test::add_case<Sgld>(
+      {pl::KernelId::sgld, label, scale * 6 * 0x1p-24 * 5.8, 2.4e-7, {double(n), 0, 12.0 * n}, use},
+      [=](bool reference) {
+        Sgld s{pl::test::uniform(n, -2.f, 2.f, 21 + uint32_t(n)),
+               pl::test::uniform(n, -3.f, 3.f, 22 + uint32_t(n)),
+               {}};
+        for (size_t i = 0; reference && i < n; ++i) {
+          // Sample k pairs with k ^ 1: words a = k & ~1 and a + 1 of the stream.
+          const uint64_t k = counter + i, a = k & ~uint64_t{1};
+          const uint32_t ua = pl::philox::stream_block(seed, stream, a / 4)[a % 4],
+                         ub = pl::philox::stream_block(seed, stream, a / 4)[a % 4 + 1];
+          const double r = std::sqrt(-2.0 * std::log(((ua >> 8) + 1.0) * 0x1p-24));
+          const double angle = 6.283185307179586 * (ub >> 8) * 0x1p-24;
+          const double xi = r * ((k & 1) ? std::sin(angle) : std::cos(angle));
+          s.ref.push_back(s.theta[i] - double{eta} * s.grad[i] + scale * xi);
+        }
+        s.theta.push_back(-7.f);
+        return s;
+      },
+      [=](Sgld& s, const pl::Variant& v) {
+        pl::as<decltype(&pl::scalar::Sgld)>(v)(s.theta.data(), s.grad.data(), n, eta, temp, seed,
+                                               stream, counter);
+      },
+      [n](Sgld& s) {
+        return std::vector<Output>{out("theta", s.theta.data(), s.ref.data(), n),
+                                   pl::test::holds("guard past theta", s.theta[n] == -7.f)};
+      });
 }
 
 }  // namespace

@@ -64,18 +64,7 @@ void backward(const Problem& q, const std::vector<double>& h, std::vector<double
 // Central differences (h = 1e-4) of a scalar function of q with respect to every element of q.*m.
 template <class F>
 std::vector<double> finite_diff(Problem q, std::vector<double> Problem::*m, F objective) {
-  const double eps = 1e-4;
-  std::vector<double> g((q.*m).size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double x0 = (q.*m)[i];
-    (q.*m)[i] = x0 + eps;
-    const double fp = objective(q);
-    (q.*m)[i] = x0 - eps;
-    const double fm = objective(q);
-    (q.*m)[i] = x0;
-    g[i] = (fp - fm) / (2 * eps);
-  }
-  return g;
+  return pl::test::central_differences(q.*m, [&] { return objective(q); });
 }
 
 double sum_df_f(const Problem& q) {
@@ -88,26 +77,13 @@ double sum_df_f(const Problem& q) {
 
 // d(sum df .* (h W^T)) / dh by central differences.
 std::vector<double> finite_diff_h(const Problem& q, std::vector<double> h) {
-  const double eps = 1e-4;
-  auto obj = [&](const std::vector<double>& hh) {
+  return pl::test::central_differences(h, [&] {
     double s = 0;
     for (size_t r = 0; r < q.p * q.l; ++r)
       for (size_t o = 0; o < q.v; ++o)
-        for (size_t u = 0; u < q.v; ++u)
-          s += q.df[r * q.v + o] * hh[r * q.v + u] * q.w[o * q.v + u];
+        for (size_t u = 0; u < q.v; ++u) s += q.df[r * q.v + o] * h[r * q.v + u] * q.w[o * q.v + u];
     return s;
-  };
-  std::vector<double> g(h.size());
-  for (size_t i = 0; i < h.size(); ++i) {
-    const double h0 = h[i];
-    h[i] = h0 + eps;
-    const double fp = obj(h);
-    h[i] = h0 - eps;
-    const double fm = obj(h);
-    h[i] = h0;
-    g[i] = (fp - fm) / (2 * eps);
-  }
-  return g;
+  });
 }
 
 double tol_for(size_t inner) { return 1e-5 * std::sqrt(double(std::max<size_t>(inner, 1))); }
@@ -159,73 +135,69 @@ void add_posattn(const std::string& label, size_t p, size_t l, size_t v, bool wi
                  pl::test::Use use) {
   const uint32_t seed = uint32_t(p * 7919 + l * 31 + v);
   const double plv = double(p) * l * v;
-  pl::test::add_case(
+  pl::test::add_case<Dense>(
       {pl::KernelId::posattn,
        "fwd/" + label,
        0,
        0,
        {plv, 2.0 * plv * double(l + v), 4.0 * (l * l + 3 * plv + v * v)},
-       use,
-       pl::test::instance<Dense>(
-           [=](bool reference) {
-             Dense d = dense_inputs(p, l, v, seed);
-             d.h = guarded(p * l * v);
-             d.f = guarded(p * l * v);
-             if (reference) forward(d.q, d.H, d.F);
-             return d;
-           },
-           [=](Dense& d, const pl::Variant& var) {
-             pl::as<decltype(&pl::scalar::Posattn)>(var)(d.a.data(), d.x.data(), d.w.data(),
-                                                         d.h.data(), d.f.data(), p, l, v);
-           },
-           [=](Dense& d) {
-             return std::vector<Output>{guarded_out("h", d.h, d.H, tol_for(l)),
-                                        guarded_out("f", d.f, d.F, tol_for(l * v)),
-                                        pl::test::holds("guards", guards_kept({&d.h, &d.f}))};
-           })});
-  pl::test::add_case(
+       use},
+      [=](bool reference) {
+        Dense d = dense_inputs(p, l, v, seed);
+        d.h = guarded(p * l * v);
+        d.f = guarded(p * l * v);
+        if (reference) forward(d.q, d.H, d.F);
+        return d;
+      },
+      [=](Dense& d, const pl::Variant& var) {
+        pl::as<decltype(&pl::scalar::Posattn)>(var)(d.a.data(), d.x.data(), d.w.data(), d.h.data(),
+                                                    d.f.data(), p, l, v);
+      },
+      [=](Dense& d) {
+        return std::vector<Output>{guarded_out("h", d.h, d.H, tol_for(l)),
+                                   guarded_out("f", d.f, d.F, tol_for(l * v)),
+                                   pl::test::holds("guards", guards_kept({&d.h, &d.f}))};
+      });
+  pl::test::add_case<Dense>(
       {pl::KernelId::posattn_bwd,
        "bwd/" + label,
        0,
        0,
        {plv, 2.0 * plv * double(2 * v + l), 4.0 * (2 * l * l + 4 * plv + 2 * v * v)},
-       use,
-       pl::test::instance<Dense>(
-           [=](bool reference) {
-             Dense d = dense_inputs(p, l, v, seed);
-             std::vector<double> h, f;
-             forward(d.q, h, f);
-             d.hf = pl::test::to_float(h);
-             d.da = guarded(l * l);
-             d.dw = guarded(v * v);
-             d.dh = guarded(p * l * v);
-             if (reference) backward(d.q, h, d.DA, d.DW, d.DH);
-             if (reference && with_fd) {
-               d.fda = finite_diff(d.q, &Problem::a, sum_df_f);
-               d.fdw = finite_diff(d.q, &Problem::w, sum_df_f);
-               d.fdh = finite_diff_h(d.q, h);
-             }
-             return d;
-           },
-           [=](Dense& d, const pl::Variant& var) {
-             pl::as<decltype(&pl::scalar::PosattnBwd)>(var)(d.a.data(), d.x.data(), d.w.data(),
-                                                            d.hf.data(), d.df.data(), d.da.data(),
-                                                            d.dw.data(), d.dh.data(), p, l, v);
-           },
-           [=](Dense& d) {
-             std::vector<Output> o = {
-                 guarded_out("dA", d.da, d.DA, tol_for(p * v * v)),
-                 guarded_out("dW", d.dw, d.DW, tol_for(p * l)),
-                 guarded_out("dh", d.dh, d.DH, tol_for(v)),
-                 pl::test::holds("guards", guards_kept({&d.da, &d.dw, &d.dh}))};
-             if (with_fd) {
-               o.push_back(
-                   guarded_out("dA vs finite differences", d.da, d.fda, tol_for(p * v * v)));
-               o.push_back(guarded_out("dW vs finite differences", d.dw, d.fdw, tol_for(p * l)));
-               o.push_back(guarded_out("dh vs finite differences", d.dh, d.fdh, tol_for(v)));
-             }
-             return o;
-           })});
+       use},
+      [=](bool reference) {
+        Dense d = dense_inputs(p, l, v, seed);
+        std::vector<double> h, f;
+        forward(d.q, h, f);
+        d.hf = pl::test::to_float(h);
+        d.da = guarded(l * l);
+        d.dw = guarded(v * v);
+        d.dh = guarded(p * l * v);
+        if (reference) backward(d.q, h, d.DA, d.DW, d.DH);
+        if (reference && with_fd) {
+          d.fda = finite_diff(d.q, &Problem::a, sum_df_f);
+          d.fdw = finite_diff(d.q, &Problem::w, sum_df_f);
+          d.fdh = finite_diff_h(d.q, h);
+        }
+        return d;
+      },
+      [=](Dense& d, const pl::Variant& var) {
+        pl::as<decltype(&pl::scalar::PosattnBwd)>(var)(d.a.data(), d.x.data(), d.w.data(),
+                                                       d.hf.data(), d.df.data(), d.da.data(),
+                                                       d.dw.data(), d.dh.data(), p, l, v);
+      },
+      [=](Dense& d) {
+        std::vector<Output> o = {guarded_out("dA", d.da, d.DA, tol_for(p * v * v)),
+                                 guarded_out("dW", d.dw, d.DW, tol_for(p * l)),
+                                 guarded_out("dh", d.dh, d.DH, tol_for(v)),
+                                 pl::test::holds("guards", guards_kept({&d.da, &d.dw, &d.dh}))};
+        if (with_fd) {
+          o.push_back(guarded_out("dA vs finite differences", d.da, d.fda, tol_for(p * v * v)));
+          o.push_back(guarded_out("dW vs finite differences", d.dw, d.fdw, tol_for(p * l)));
+          o.push_back(guarded_out("dh vs finite differences", d.dh, d.fdh, tol_for(v)));
+        }
+        return o;
+      });
 }
 
 // ---------------------------------------------------------------- the one-hot kernels
@@ -326,48 +298,47 @@ void add_onehot(const std::string& label, size_t p, size_t l, size_t v, TokenSpe
                 bool with_fd, pl::test::Use use) {
   const uint32_t seed = uint32_t(p * 131 + l * 17 + v);
   const double tol = tol_for(p * l * v);
-  pl::test::add_case(
+  pl::test::add_case<Onehot>(
       {pl::KernelId::posattn_onehot_sse,
        (grad ? "sse_grad/" : "sse/") + label,
        tol,
        tol,
        {double(p), 0, 8.0 * p * l + 4.0 * (l * l + v * v) * (grad ? 2 : 1)},
-       use,
-       pl::test::instance<Onehot>(
-           [=](bool reference) {
-             Onehot o;
-             o.a = pl::test::uniform(l * l, -1.f, 1.f, seed);
-             o.w = pl::test::uniform(v * v, -1.f, 1.f, seed + 1);
-             make_tokens(tokens, p, l, v, o.xt, o.yt);
-             o.da = guarded(l * l);
-             o.dw = guarded(v * v);
-             if (!reference) return o;
-             Problem q = onehot_problem(o.a, o.w, o.xt, p, l, v);
-             o.ref = sse_ref(q, o.yt);
-             if (with_fd) {
-               auto sse_of = [&](const Problem& qq) { return dense_sse(qq, o.yt, nullptr); };
-               o.fda = finite_diff(q, &Problem::a, sse_of);
-               o.fdw = finite_diff(q, &Problem::w, sse_of);
-             }
-             return o;
-           },
-           [=](Onehot& o, const pl::Variant& var) {
-             o.got = pl::as<decltype(&pl::scalar::PosattnOnehotSse)>(var)(
-                 o.a.data(), o.w.data(), o.xt.data(), o.yt.data(), grad ? o.da.data() : nullptr,
-                 grad ? o.dw.data() : nullptr, p, l, v);
-           },
-           [=](Onehot& o) {
-             std::vector<Output> r = {out("sse", &o.got, &o.ref.sse, 1)};
-             if (!grad) return r;
-             r.push_back(guarded_out("dA", o.da, o.ref.da, tol));
-             r.push_back(guarded_out("dW", o.dw, o.ref.dw, tol));
-             r.push_back(pl::test::holds("guards", guards_kept({&o.da, &o.dw})));
-             if (with_fd) {
-               r.push_back(guarded_out("dA vs finite differences", o.da, o.fda, tol));
-               r.push_back(guarded_out("dW vs finite differences", o.dw, o.fdw, tol));
-             }
-             return r;
-           })});
+       use},
+      [=](bool reference) {
+        Onehot o;
+        o.a = pl::test::uniform(l * l, -1.f, 1.f, seed);
+        o.w = pl::test::uniform(v * v, -1.f, 1.f, seed + 1);
+        make_tokens(tokens, p, l, v, o.xt, o.yt);
+        o.da = guarded(l * l);
+        o.dw = guarded(v * v);
+        if (!reference) return o;
+        Problem q = onehot_problem(o.a, o.w, o.xt, p, l, v);
+        o.ref = sse_ref(q, o.yt);
+        if (with_fd) {
+          auto sse_of = [&](const Problem& qq) { return dense_sse(qq, o.yt, nullptr); };
+          o.fda = finite_diff(q, &Problem::a, sse_of);
+          o.fdw = finite_diff(q, &Problem::w, sse_of);
+        }
+        return o;
+      },
+      [=](Onehot& o, const pl::Variant& var) {
+        o.got = pl::as<decltype(&pl::scalar::PosattnOnehotSse)>(var)(
+            o.a.data(), o.w.data(), o.xt.data(), o.yt.data(), grad ? o.da.data() : nullptr,
+            grad ? o.dw.data() : nullptr, p, l, v);
+      },
+      [=](Onehot& o) {
+        std::vector<Output> r = {out("sse", &o.got, &o.ref.sse, 1)};
+        if (!grad) return r;
+        r.push_back(guarded_out("dA", o.da, o.ref.da, tol));
+        r.push_back(guarded_out("dW", o.dw, o.ref.dw, tol));
+        r.push_back(pl::test::holds("guards", guards_kept({&o.da, &o.dw})));
+        if (with_fd) {
+          r.push_back(guarded_out("dA vs finite differences", o.da, o.fda, tol));
+          r.push_back(guarded_out("dW vs finite differences", o.dw, o.fdw, tol));
+        }
+        return r;
+      });
 }
 
 // The counts by their definition in kernels.def.
@@ -394,39 +365,38 @@ struct Stats {
 // posattn_onehot_stats in one call or in two chunks (it adds to c, d).
 void add_stats(const std::string& label, size_t p, size_t l, size_t v, TokenSpec tokens,
                bool chunks, pl::test::Use use) {
-  pl::test::add_case(
+  pl::test::add_case<Stats>(
       {pl::KernelId::posattn_onehot_stats,
        (chunks ? "chunks/" : "") + label,
        0,
        0,
        {double(p), 0, 8.0 * p * l + 16.0 * l * l * v * v},
-       use,
-       pl::test::instance<Stats>(
-           [=](bool reference) {
-             Stats s;
-             make_tokens(tokens, p, l, v, s.xt, s.yt);
-             s.c.assign(l * l * v * v, 0.0);
-             s.d.assign(l * l * v * v, 0.0);
-             if (reference) count(s.xt, s.yt, p, l, v, s.cref, s.dref);
-             for (int32_t y : s.yt) s.n_loss += y >= 0;
-             return s;
-           },
-           [=](Stats& s, const pl::Variant& var) {
-             const auto fn = pl::as<decltype(&pl::scalar::PosattnOnehotStats)>(var);
-             const size_t p1 = chunks ? p / 2 : p;
-             fn(s.xt.data(), s.yt.data(), s.c.data(), s.d.data(), p1, l, v);
-             if (chunks)
-               fn(s.xt.data() + p1 * l, s.yt.data() + p1 * l, s.c.data(), s.d.data(), p - p1, l, v);
-           },
-           [=](Stats& s) {
-             double csum = 0, dsum = 0;
-             for (size_t i = 0; i < s.c.size(); ++i) csum += s.c[i], dsum += s.d[i];
-             return std::vector<Output>{
-                 out("c", s.c.data(), s.cref.data(), s.c.size()).bitexact(),
-                 out("d", s.d.data(), s.dref.data(), s.d.size()).bitexact(),
-                 pl::test::holds("sum c = p L^2, sum d = (rows in the loss) L",
-                                 csum == double(p * l * l) && dsum == s.n_loss * double(l))};
-           })});
+       use},
+      [=](bool reference) {
+        Stats s;
+        make_tokens(tokens, p, l, v, s.xt, s.yt);
+        s.c.assign(l * l * v * v, 0.0);
+        s.d.assign(l * l * v * v, 0.0);
+        if (reference) count(s.xt, s.yt, p, l, v, s.cref, s.dref);
+        for (int32_t y : s.yt) s.n_loss += y >= 0;
+        return s;
+      },
+      [=](Stats& s, const pl::Variant& var) {
+        const auto fn = pl::as<decltype(&pl::scalar::PosattnOnehotStats)>(var);
+        const size_t p1 = chunks ? p / 2 : p;
+        fn(s.xt.data(), s.yt.data(), s.c.data(), s.d.data(), p1, l, v);
+        if (chunks)
+          fn(s.xt.data() + p1 * l, s.yt.data() + p1 * l, s.c.data(), s.d.data(), p - p1, l, v);
+      },
+      [=](Stats& s) {
+        double csum = 0, dsum = 0;
+        for (size_t i = 0; i < s.c.size(); ++i) csum += s.c[i], dsum += s.d[i];
+        return std::vector<Output>{
+            out("c", s.c.data(), s.cref.data(), s.c.size()).bitexact(),
+            out("d", s.d.data(), s.dref.data(), s.d.size()).bitexact(),
+            pl::test::holds("sum c = p L^2, sum d = (rows in the loss) L",
+                            csum == double(p * l * l) && dsum == s.n_loss * double(l))};
+      });
 }
 
 // posattn_gram_sse on the counts: the dense sse and gradients up to double rounding of terms of
@@ -434,42 +404,41 @@ void add_stats(const std::string& label, size_t p, size_t l, size_t v, TokenSpec
 void add_gram(const std::string& label, size_t p, size_t l, size_t v, TokenSpec tokens, bool grad,
               pl::test::Use use) {
   const double t = 1e-11 * double(p * l * (v + 1));
-  pl::test::add_case(
+  pl::test::add_case<Onehot>(
       {pl::KernelId::posattn_gram_sse,
        (grad ? "gram_grad/" : "gram/") + label,
        t + 1e-9,
        t,
        {double(p), 0, 16.0 * l * l * v * v + 4.0 * (l * l + v * v) * (grad ? 2 : 1)},
-       use,
-       pl::test::instance<Onehot>(
-           [=](bool reference) {
-             Onehot o;
-             o.a = pl::test::uniform(l * l, -1.f, 1.f, tokens.seed - 2);
-             o.w = pl::test::uniform(v * v, -1.f, 1.f, tokens.seed - 1);
-             make_tokens(tokens, p, l, v, o.xt, o.yt);
-             count(o.xt, o.yt, p, l, v, o.c, o.d);
-             o.da = guarded(l * l);
-             o.dw = guarded(v * v);
-             if (reference) {
-               Problem q = onehot_problem(o.a, o.w, o.xt, p, l, v);
-               o.ref = sse_ref(q, o.yt);
-             }
-             return o;
-           },
-           [=](Onehot& o, const pl::Variant& var) {
-             o.got = pl::as<decltype(&pl::scalar::PosattnGramSse)>(var)(
-                 o.a.data(), o.w.data(), o.c.data(), o.d.data(), grad ? o.da.data() : nullptr,
-                 grad ? o.dw.data() : nullptr, l, v);
-           },
-           [=](Onehot& o) {
-             std::vector<Output> r = {out("sse", &o.got, &o.ref.sse, 1)};
-             if (!grad) return r;
-             const double atol = 1e-10 * double(p * l * (v + 1)), rtol = 2e-7;
-             r.push_back(out("dA", o.da.data(), o.ref.da.data(), l * l).tol(atol, rtol));
-             r.push_back(out("dW", o.dw.data(), o.ref.dw.data(), v * v).tol(atol, rtol));
-             r.push_back(pl::test::holds("guards", guards_kept({&o.da, &o.dw})));
-             return r;
-           })});
+       use},
+      [=](bool reference) {
+        Onehot o;
+        o.a = pl::test::uniform(l * l, -1.f, 1.f, tokens.seed - 2);
+        o.w = pl::test::uniform(v * v, -1.f, 1.f, tokens.seed - 1);
+        make_tokens(tokens, p, l, v, o.xt, o.yt);
+        count(o.xt, o.yt, p, l, v, o.c, o.d);
+        o.da = guarded(l * l);
+        o.dw = guarded(v * v);
+        if (reference) {
+          Problem q = onehot_problem(o.a, o.w, o.xt, p, l, v);
+          o.ref = sse_ref(q, o.yt);
+        }
+        return o;
+      },
+      [=](Onehot& o, const pl::Variant& var) {
+        o.got = pl::as<decltype(&pl::scalar::PosattnGramSse)>(var)(
+            o.a.data(), o.w.data(), o.c.data(), o.d.data(), grad ? o.da.data() : nullptr,
+            grad ? o.dw.data() : nullptr, l, v);
+      },
+      [=](Onehot& o) {
+        std::vector<Output> r = {out("sse", &o.got, &o.ref.sse, 1)};
+        if (!grad) return r;
+        const double atol = 1e-10 * double(p * l * (v + 1)), rtol = 2e-7;
+        r.push_back(out("dA", o.da.data(), o.ref.da.data(), l * l).tol(atol, rtol));
+        r.push_back(out("dW", o.dw.data(), o.ref.dw.data(), v * v).tol(atol, rtol));
+        r.push_back(pl::test::holds("guards", guards_kept({&o.da, &o.dw})));
+        return r;
+      });
 }
 
 std::string plv(size_t p, size_t l, size_t v) {

@@ -35,27 +35,21 @@ struct Bits {
 
 void add_uniform_bits(const std::string& label, size_t n, uint64_t seed, uint64_t stream,
                       uint64_t counter, pl::test::Use use) {
-  pl::test::add_case(
-      {pl::KernelId::uniform_bits,
-       label,
-       0,
-       0,
-       {double(n), 0, 4.0 * n},
-       use,
-       pl::test::instance<Bits>(
-           [=](bool reference) {
-             Bits b{std::vector<uint32_t>(n + 1, 0xA5A5A5A5u), {}};
-             for (size_t i = 0; reference && i < n; ++i)
-               b.ref.push_back(word(seed, stream, counter + i));
-             return b;
-           },
-           [=](Bits& b, const pl::Variant& v) {
-             pl::as<decltype(&pl::scalar::UniformBits)>(v)(b.out.data(), n, seed, stream, counter);
-           },
-           [n](Bits& b) {
-             return std::vector<Output>{out("words", b.out.data(), b.ref.data(), n),
-                                        pl::test::holds("guard", b.out[n] == 0xA5A5A5A5u)};
-           })});
+  pl::test::add_case<Bits>(
+      {pl::KernelId::uniform_bits, label, 0, 0, {double(n), 0, 4.0 * n}, use},
+      [=](bool reference) {
+        Bits b{std::vector<uint32_t>(n + 1, 0xA5A5A5A5u), {}};
+        for (size_t i = 0; reference && i < n; ++i)
+          b.ref.push_back(word(seed, stream, counter + i));
+        return b;
+      },
+      [=](Bits& b, const pl::Variant& v) {
+        pl::as<decltype(&pl::scalar::UniformBits)>(v)(b.out.data(), n, seed, stream, counter);
+      },
+      [n](Bits& b) {
+        return std::vector<Output>{out("words", b.out.data(), b.ref.data(), n),
+                                   pl::test::holds("guard", b.out[n] == 0xA5A5A5A5u)};
+      });
 }
 
 struct Gauss {
@@ -65,38 +59,32 @@ struct Gauss {
 
 void add_gaussian(const std::string& label, size_t n, uint64_t seed, uint64_t stream,
                   uint64_t counter, pl::test::Use use) {
-  pl::test::add_case(
-      {pl::KernelId::gaussian,
-       label,
-       0,
-       0,
-       {double(n), 0, 4.0 * n},
-       use,
-       pl::test::instance<Gauss>(
-           [=](bool reference) {
-             Gauss g{std::vector<float>(n + 1, -99.f), {}, {}};
-             for (size_t i = 0; reference && i < n; ++i) {
-               // Sample k pairs with k ^ 1: words a = k & ~1 and a + 1 of the stream.
-               const uint64_t k = counter + i, a = k & ~uint64_t{1};
-               const uint32_t wa = word(seed, stream, a), wb = word(seed, stream, a + 1);
-               const long double u1 = ((wa >> 8) + 1.0L) / 16777216.0L;
-               const long double u2 = (wb >> 8) / 16777216.0L;
-               const long double r = std::sqrt(-2.0L * std::log(u1));
-               const long double angle = 6.283185307179586476925286766559L * u2;
-               g.z.push_back(double(r * ((k & 1) ? std::sin(angle) : std::cos(angle))));
-               g.r.push_back(double(r));
-             }
-             return g;
-           },
-           [=](Gauss& g, const pl::Variant& v) {
-             pl::as<decltype(&pl::scalar::Gaussian)>(v)(g.out.data(), n, seed, stream, counter);
-           },
-           [n](Gauss& g, const pl::Variant& v) {
-             const double units = v.name == "gaussian.scalar" ? 1.0001 : 6.0;
-             return std::vector<Output>{
-                 out("z", g.out.data(), g.z.data(), n).tol(0, units * 0x1p-24).scaled(g.r.data()),
-                 pl::test::holds("guard", g.out[n] == -99.f)};
-           })});
+  pl::test::add_case<Gauss>(
+      {pl::KernelId::gaussian, label, 0, 0, {double(n), 0, 4.0 * n}, use},
+      [=](bool reference) {
+        Gauss g{std::vector<float>(n + 1, -99.f), {}, {}};
+        for (size_t i = 0; reference && i < n; ++i) {
+          // Sample k pairs with k ^ 1: words a = k & ~1 and a + 1 of the stream.
+          const uint64_t k = counter + i, a = k & ~uint64_t{1};
+          const uint32_t wa = word(seed, stream, a), wb = word(seed, stream, a + 1);
+          const long double u1 = ((wa >> 8) + 1.0L) / 16777216.0L;
+          const long double u2 = (wb >> 8) / 16777216.0L;
+          const long double r = std::sqrt(-2.0L * std::log(u1));
+          const long double angle = 6.283185307179586476925286766559L * u2;
+          g.z.push_back(double(r * ((k & 1) ? std::sin(angle) : std::cos(angle))));
+          g.r.push_back(double(r));
+        }
+        return g;
+      },
+      [=](Gauss& g, const pl::Variant& v) {
+        pl::as<decltype(&pl::scalar::Gaussian)>(v)(g.out.data(), n, seed, stream, counter);
+      },
+      [n](Gauss& g, const pl::Variant& v) {
+        const double units = v.name == "gaussian.scalar" ? 1.0001 : 6.0;
+        return std::vector<Output>{
+            out("z", g.out.data(), g.z.data(), n).tol(0, units * 0x1p-24).scaled(g.r.data()),
+            pl::test::holds("guard", g.out[n] == -99.f)};
+      });
 }
 
 }  // namespace

@@ -71,85 +71,75 @@ const std::vector<float>& wide_y() {
 
 void add_sum_dot(const std::string& label, bool dot, size_t off, size_t n, bool wide,
                  pl::test::Use use) {
-  pl::test::add_case(
+  pl::test::add_case<Red>(
       {dot ? pl::KernelId::dot : pl::KernelId::sum,
        label,
        0,
        0,
        {double(n), 0, (dot ? 8.0 : 4.0) * n},
-       use,
-       pl::test::instance<Red>(
-           [=](bool reference) {
-             Red r;
-             r.off = off;
-             r.n = n;
-             if (wide) {
-               r.x.assign(wide_x().begin(), wide_x().begin() + long(off + n));
-               if (dot) r.y.assign(wide_y().begin(), wide_y().begin() + long(off + n));
-             } else {
-               r.x = pl::test::uniform(off + n, -1.f, 1.f, 1);
-               if (dot) r.y = pl::test::uniform(off + n, -1.f, 1.f, 2);
-             }
-             if (!reference) return r;
-             const float* x = r.x.data() + off;
-             const float* y = dot ? r.y.data() + off : nullptr;
-             if (dot) {
-               r.ref = fixed_order(n, [&](size_t i) { return double(x[i]) * y[i]; });
-               r.oracle = double(
-                   compensated(n, [&](size_t i) { return (long double)x[i] * (long double)y[i]; }));
-               r.bound = double((n + 1) * 0x1p-53 * compensated(n, [&](size_t i) {
-                                  return std::fabs((long double)x[i] * y[i]);
-                                }));
-             } else {
-               r.ref = fixed_order(n, [&](size_t i) { return double(x[i]); });
-               if (n == 100003) {  // shows that bit-identity with the order means something
-                 double naive = 0;
-                 for (size_t i = 0; i < n; ++i) naive += x[i];
-                 r.order_sensitive = naive != r.ref;
-               }
-               r.oracle = double(compensated(n, [&](size_t i) { return (long double)x[i]; }));
-               r.bound = double((n + 1) * 0x1p-53 * compensated(n, [&](size_t i) {
-                                  return std::fabs((long double)x[i]);
-                                }));
-             }
-             return r;
-           },
-           [dot](Red& r, const pl::Variant& v) {
-             r.got = dot ? pl::as<decltype(&pl::scalar::Dot)>(v)(r.x.data() + r.off,
-                                                                 r.y.data() + r.off, r.n)
-                         : pl::as<decltype(&pl::scalar::Sum)>(v)(r.x.data() + r.off, r.n);
-           },
-           [](Red& r) {
-             return std::vector<Output>{
-                 out("in kernels.def's order", &r.got, &r.ref, 1).bitexact(),
-                 out("vs compensated sum", &r.got, &r.oracle, 1).tol(r.bound, 0),
-                 pl::test::holds("the data is order-sensitive", r.order_sensitive)};
-           })});
+       use},
+      [=](bool reference) {
+        Red r;
+        r.off = off;
+        r.n = n;
+        if (wide) {
+          r.x.assign(wide_x().begin(), wide_x().begin() + long(off + n));
+          if (dot) r.y.assign(wide_y().begin(), wide_y().begin() + long(off + n));
+        } else {
+          r.x = pl::test::uniform(off + n, -1.f, 1.f, 1);
+          if (dot) r.y = pl::test::uniform(off + n, -1.f, 1.f, 2);
+        }
+        if (!reference) return r;
+        const float* x = r.x.data() + off;
+        const float* y = dot ? r.y.data() + off : nullptr;
+        if (dot) {
+          r.ref = fixed_order(n, [&](size_t i) { return double(x[i]) * y[i]; });
+          r.oracle = double(
+              compensated(n, [&](size_t i) { return (long double)x[i] * (long double)y[i]; }));
+          r.bound = double((n + 1) * 0x1p-53 * compensated(n, [&](size_t i) {
+                             return std::fabs((long double)x[i] * y[i]);
+                           }));
+        } else {
+          r.ref = fixed_order(n, [&](size_t i) { return double(x[i]); });
+          if (n == 100003) {  // shows that bit-identity with the order means something
+            double naive = 0;
+            for (size_t i = 0; i < n; ++i) naive += x[i];
+            r.order_sensitive = naive != r.ref;
+          }
+          r.oracle = double(compensated(n, [&](size_t i) { return (long double)x[i]; }));
+          r.bound = double((n + 1) * 0x1p-53 *
+                           compensated(n, [&](size_t i) { return std::fabs((long double)x[i]); }));
+        }
+        return r;
+      },
+      [dot](Red& r, const pl::Variant& v) {
+        r.got =
+            dot ? pl::as<decltype(&pl::scalar::Dot)>(v)(r.x.data() + r.off, r.y.data() + r.off, r.n)
+                : pl::as<decltype(&pl::scalar::Sum)>(v)(r.x.data() + r.off, r.n);
+      },
+      [](Red& r) {
+        return std::vector<Output>{
+            out("in kernels.def's order", &r.got, &r.ref, 1).bitexact(),
+            out("vs compensated sum", &r.got, &r.oracle, 1).tol(r.bound, 0),
+            pl::test::holds("the data is order-sensitive", r.order_sensitive)};
+      });
 }
 
 void add_max(const std::string& label, size_t n, bool wide, pl::test::Use use) {
-  pl::test::add_case(
-      {pl::KernelId::max,
-       label,
-       0,
-       0,
-       {double(n), 0, 4.0 * n},
-       use,
-       pl::test::instance<Red>(
-           [=](bool reference) {
-             Red r;
-             r.off = 0;
-             r.n = n;
-             r.x = wide ? wide_range(n, 7 + uint32_t(n)) : pl::test::uniform(n, -1.f, 1.f, 1);
-             if (reference) r.ref = *std::max_element(r.x.begin(), r.x.end());
-             return r;
-           },
-           [](Red& r, const pl::Variant& v) {
-             r.got_max = pl::as<decltype(&pl::scalar::Max)>(v)(r.x.data(), r.n);
-           },
-           [](Red& r) {
-             return std::vector<Output>{out("max", &r.got_max, &r.ref, 1).bitexact()};
-           })});
+  pl::test::add_case<Red>(
+      {pl::KernelId::max, label, 0, 0, {double(n), 0, 4.0 * n}, use},
+      [=](bool reference) {
+        Red r;
+        r.off = 0;
+        r.n = n;
+        r.x = wide ? wide_range(n, 7 + uint32_t(n)) : pl::test::uniform(n, -1.f, 1.f, 1);
+        if (reference) r.ref = *std::max_element(r.x.begin(), r.x.end());
+        return r;
+      },
+      [](Red& r, const pl::Variant& v) {
+        r.got_max = pl::as<decltype(&pl::scalar::Max)>(v)(r.x.data(), r.n);
+      },
+      [](Red& r) { return std::vector<Output>{out("max", &r.got_max, &r.ref, 1).bitexact()}; });
 }
 
 }  // namespace

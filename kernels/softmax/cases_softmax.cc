@@ -79,28 +79,22 @@ struct Fwd {
 
 void add_forward(const std::string& label, Shape sh, pl::test::Use use) {
   const size_t n = sh.rows * sh.cols;
-  pl::test::add_case(
-      {pl::KernelId::softmax_rows,
-       label,
-       kAtol,
-       kRtol,
-       {double(n), 0, 8.0 * n},
-       use,
-       pl::test::instance<Fwd>(
-           [sh, n](bool reference) {
-             Fwd f{sh, pl::test::uniform(n, sh.lo, sh.hi, sh.seed), std::vector<float>(n + 1), {}};
-             f.y[n] = kGuard;
-             if (reference) f.ref = softmax_ref(f.x, sh.rows, sh.cols, sh.scale, sh.causal);
-             return f;
-           },
-           [](Fwd& f, const pl::Variant& v) {
-             pl::as<decltype(&pl::scalar::SoftmaxRows)>(v)(f.x.data(), f.y.data(), f.s.rows,
-                                                           f.s.cols, f.s.scale, f.s.causal);
-           },
-           [n](Fwd& f) {
-             return std::vector<Output>{out("y", f.y.data(), f.ref.data(), n),
-                                        pl::test::holds("guard past y", f.y[n] == kGuard)};
-           })});
+  pl::test::add_case<Fwd>(
+      {pl::KernelId::softmax_rows, label, kAtol, kRtol, {double(n), 0, 8.0 * n}, use},
+      [sh, n](bool reference) {
+        Fwd f{sh, pl::test::uniform(n, sh.lo, sh.hi, sh.seed), std::vector<float>(n + 1), {}};
+        f.y[n] = kGuard;
+        if (reference) f.ref = softmax_ref(f.x, sh.rows, sh.cols, sh.scale, sh.causal);
+        return f;
+      },
+      [](Fwd& f, const pl::Variant& v) {
+        pl::as<decltype(&pl::scalar::SoftmaxRows)>(v)(f.x.data(), f.y.data(), f.s.rows, f.s.cols,
+                                                      f.s.scale, f.s.causal);
+      },
+      [n](Fwd& f) {
+        return std::vector<Output>{out("y", f.y.data(), f.ref.data(), n),
+                                   pl::test::holds("guard past y", f.y[n] == kGuard)};
+      });
 }
 
 struct Bwd {
@@ -138,26 +132,19 @@ void run_bwd(Bwd& b, const pl::Variant& v) {
 void add_backward(const std::string& label, Shape sh, uint32_t dy_seed, bool cancel,
                   pl::test::Use use) {
   const size_t n = sh.rows * sh.cols;
-  pl::test::add_case({pl::KernelId::softmax_rows_bwd,
-                      label,
-                      kAtol,
-                      kRtol,
-                      {double(n), 0, 12.0 * n},
-                      use,
-                      pl::test::instance<Bwd>(
-                          [sh, dy_seed, cancel](bool reference) {
-                            Bwd b = bwd_inputs(sh, dy_seed, cancel);
-                            if (reference)
-                              b.ref = softmax_bwd_ref(b.y, b.dy, sh.rows, sh.cols, sh.scale,
-                                                      sh.causal, &b.mag);
-                            return b;
-                          },
-                          run_bwd,
-                          [n](Bwd& b) {
-                            return std::vector<Output>{
-                                out("dx", b.dx.data(), b.ref.data(), n).scaled(b.mag.data()),
-                                pl::test::holds("guard past dx", b.dx[n] == kGuard)};
-                          })});
+  pl::test::add_case<Bwd>(
+      {pl::KernelId::softmax_rows_bwd, label, kAtol, kRtol, {double(n), 0, 12.0 * n}, use},
+      [sh, dy_seed, cancel](bool reference) {
+        Bwd b = bwd_inputs(sh, dy_seed, cancel);
+        if (reference)
+          b.ref = softmax_bwd_ref(b.y, b.dy, sh.rows, sh.cols, sh.scale, sh.causal, &b.mag);
+        return b;
+      },
+      run_bwd,
+      [n](Bwd& b) {
+        return std::vector<Output>{out("dx", b.dx.data(), b.ref.data(), n).scaled(b.mag.data()),
+                                   pl::test::holds("guard past dx", b.dx[n] == kGuard)};
+      });
 }
 
 // The backward pass against central differences (h = 1e-4) of L(x) = sum dy .* softmax(scale x)
@@ -167,61 +154,55 @@ void add_backward(const std::string& label, Shape sh, uint32_t dy_seed, bool can
 void add_finite_differences(size_t cols, int causal) {
   const Shape sh{5, cols, causal, -2.f, 2.f, 0.6f, uint32_t(cols + 100 * causal)};
   const size_t rows = sh.rows, n = rows * cols;
-  pl::test::add_case(
+  pl::test::add_case<Bwd>(
       {pl::KernelId::softmax_rows_bwd,
        "fd/rows:5/cols:" + std::to_string(cols) + "/causal:" + std::to_string(causal),
        1e-8,
        kRtol,
        {double(n)},
-       pl::test::Use::test,
-       pl::test::instance<Bwd>(
-           [sh, rows, cols, causal, n](bool) {
-             Bwd b = bwd_inputs(sh, uint32_t(cols + 7), false);
-             const auto x = pl::test::uniform(n, sh.lo, sh.hi, sh.seed);
-             auto objective = [&](const std::vector<double>& xd) {
-               double l = 0;
-               for (size_t r = 0; r < rows; ++r) {
-                 const size_t len = active(r, cols, causal);
-                 double m = -INFINITY, sum = 0;
-                 for (size_t c = 0; c < len; ++c) m = std::max(m, sh.scale * xd[r * cols + c]);
-                 for (size_t c = 0; c < len; ++c) sum += std::exp(sh.scale * xd[r * cols + c] - m);
-                 for (size_t c = 0; c < len; ++c)
-                   l += b.dy[r * cols + c] * std::exp(sh.scale * xd[r * cols + c] - m) / sum;
-               }
-               return l;
-             };
-             std::vector<double> xd(x.begin(), x.end());
-             const double h = 1e-4;
-             b.ref.resize(n);
-             b.mag.resize(n);
-             for (size_t r = 0; r < rows; ++r) {
-               double row_mag = 0;
-               for (size_t c = 0; c < active(r, cols, causal); ++c)
-                 row_mag += std::fabs(double(b.dy[r * cols + c]) * b.y[r * cols + c]);
-               for (size_t c = 0; c < cols; ++c) {
-                 const size_t i = r * cols + c;
-                 const double x0 = xd[i];
-                 xd[i] = x0 + h;
-                 const double lp = objective(xd);
-                 xd[i] = x0 - h;
-                 const double lm = objective(xd);
-                 xd[i] = x0;
-                 b.ref[i] = (lp - lm) / (2 * h);
-                 b.mag[i] = sh.scale * b.y[i] * (std::fabs(b.dy[i]) + row_mag);
-               }
-             }
-             return b;
-           },
-           run_bwd,
-           [rows, cols, causal, n](Bwd& b) {
-             bool masked_zero = true;
-             for (size_t r = 0; r < rows; ++r)
-               for (size_t c = active(r, cols, causal); c < cols; ++c)
-                 masked_zero &= b.dx[r * cols + c] == 0.f;
-             return std::vector<Output>{
-                 out("dx vs finite differences", b.dx.data(), b.ref.data(), n).scaled(b.mag.data()),
-                 pl::test::holds("masked dx written as 0", masked_zero)};
-           })});
+       pl::test::Use::test},
+      [sh, rows, cols, causal, n](bool) {
+        Bwd b = bwd_inputs(sh, uint32_t(cols + 7), false);
+        const auto x = pl::test::uniform(n, sh.lo, sh.hi, sh.seed);
+        auto objective = [&](const std::vector<double>& xd) {
+          double l = 0;
+          for (size_t r = 0; r < rows; ++r) {
+            const size_t len = active(r, cols, causal);
+            double m = -INFINITY, sum = 0;
+            for (size_t c = 0; c < len; ++c) m = std::max(m, sh.scale * xd[r * cols + c]);
+            for (size_t c = 0; c < len; ++c) sum += std::exp(sh.scale * xd[r * cols + c] - m);
+            for (size_t c = 0; c < len; ++c)
+              l += b.dy[r * cols + c] * std::exp(sh.scale * xd[r * cols + c] - m) / sum;
+          }
+          return l;
+        };
+        std::vector<double> xd(x.begin(), x.end());
+        const double h = 1e-4;
+        b.ref.resize(n);
+        b.mag.resize(n);
+        for (size_t r = 0; r < rows; ++r) {
+          double row_mag = 0;
+          for (size_t c = 0; c < active(r, cols, causal); ++c)
+            row_mag += std::fabs(double(b.dy[r * cols + c]) * b.y[r * cols + c]);
+          for (size_t c = 0; c < cols; ++c) {
+            const size_t i = r * cols + c;
+            b.ref[i] = pl::test::central_difference(
+                xd[i], [&] { return objective(xd); }, h);
+            b.mag[i] = sh.scale * b.y[i] * (std::fabs(b.dy[i]) + row_mag);
+          }
+        }
+        return b;
+      },
+      run_bwd,
+      [rows, cols, causal, n](Bwd& b) {
+        bool masked_zero = true;
+        for (size_t r = 0; r < rows; ++r)
+          for (size_t c = active(r, cols, causal); c < cols; ++c)
+            masked_zero &= b.dx[r * cols + c] == 0.f;
+        return std::vector<Output>{
+            out("dx vs finite differences", b.dx.data(), b.ref.data(), n).scaled(b.mag.data()),
+            pl::test::holds("masked dx written as 0", masked_zero)};
+      });
 }
 
 // Any finite input, including +-FLT_MAX and 1e30 mixed in one row; and a row all equal and very
@@ -232,47 +213,42 @@ void add_extremes(size_t cols) {
   for (size_t c = 0; c < cols; ++c)
     x[c] = (c % 3 == 0 ? -big : c % 3 == 1 ? big : 1e30f) * (c % 2 ? 1 : -1);
   x[cols / 2] = big;
-  pl::test::add_case({pl::KernelId::softmax_rows,
-                      "extremes/cols:" + std::to_string(cols),
-                      kAtol,
-                      kRtol,
-                      {double(cols)},
-                      pl::test::Use::test,
-                      pl::test::instance<Fwd>(
-                          [x, cols](bool) {
-                            Fwd f{{1, cols, 0, 0, 0, 1.f, 0}, x, std::vector<float>(cols + 1), {}};
-                            f.y[cols] = kGuard;
-                            f.ref = softmax_ref(x, 1, cols, 1.f, 0);
-                            return f;
-                          },
-                          [](Fwd& f, const pl::Variant& v) {
-                            pl::as<decltype(&pl::scalar::SoftmaxRows)>(v)(f.x.data(), f.y.data(), 1,
-                                                                          f.s.cols, 1.f, 0);
-                          },
-                          [cols](Fwd& f) {
-                            return std::vector<Output>{out("y", f.y.data(), f.ref.data(), cols)};
-                          })});
-  pl::test::add_case({pl::KernelId::softmax_rows,
-                      "all-equal-in-place/cols:" + std::to_string(cols),
-                      kAtol,
-                      kRtol,
-                      {double(cols)},
-                      pl::test::Use::test,
-                      pl::test::instance<Fwd>(
-                          [cols](bool) {
-                            return Fwd{{1, cols, 0, 0, 0, 1.f, 0},
-                                       std::vector<float>(cols, -1e30f),
-                                       {},
-                                       std::vector<double>(cols, 1.0 / double(cols))};
-                          },
-                          [](Fwd& f, const pl::Variant& v) {
-                            pl::as<decltype(&pl::scalar::SoftmaxRows)>(v)(f.x.data(), f.x.data(), 1,
-                                                                          f.s.cols, 1.f, 0);
-                          },
-                          [cols](Fwd& f) {
-                            return std::vector<Output>{
-                                out("x (in place)", f.x.data(), f.ref.data(), cols)};
-                          })});
+  pl::test::add_case<Fwd>(
+      {pl::KernelId::softmax_rows,
+       "extremes/cols:" + std::to_string(cols),
+       kAtol,
+       kRtol,
+       {double(cols)},
+       pl::test::Use::test},
+      [x, cols](bool) {
+        Fwd f{{1, cols, 0, 0, 0, 1.f, 0}, x, std::vector<float>(cols + 1), {}};
+        f.y[cols] = kGuard;
+        f.ref = softmax_ref(x, 1, cols, 1.f, 0);
+        return f;
+      },
+      [](Fwd& f, const pl::Variant& v) {
+        pl::as<decltype(&pl::scalar::SoftmaxRows)>(v)(f.x.data(), f.y.data(), 1, f.s.cols, 1.f, 0);
+      },
+      [cols](Fwd& f) { return std::vector<Output>{out("y", f.y.data(), f.ref.data(), cols)}; });
+  pl::test::add_case<Fwd>(
+      {pl::KernelId::softmax_rows,
+       "all-equal-in-place/cols:" + std::to_string(cols),
+       kAtol,
+       kRtol,
+       {double(cols)},
+       pl::test::Use::test},
+      [cols](bool) {
+        return Fwd{{1, cols, 0, 0, 0, 1.f, 0},
+                   std::vector<float>(cols, -1e30f),
+                   {},
+                   std::vector<double>(cols, 1.0 / double(cols))};
+      },
+      [](Fwd& f, const pl::Variant& v) {
+        pl::as<decltype(&pl::scalar::SoftmaxRows)>(v)(f.x.data(), f.x.data(), 1, f.s.cols, 1.f, 0);
+      },
+      [cols](Fwd& f) {
+        return std::vector<Output>{out("x (in place)", f.x.data(), f.ref.data(), cols)};
+      });
 }
 
 }  // namespace

@@ -17,28 +17,34 @@ struct Inputs {
 const Inputs kInputs[] = {
     {-4.f, 4.f, 1.f}, {90.f, 100.f, 1.f}, {-30.f, 30.f, 2.7f}, {-3.f, 3.f, -0.7f}};
 
+// f(rows, cols, causal, inputs) over the shapes of cases_softmax.cc's sweep.
+template <class F>
+void for_each_shape(F f) {
+  for (size_t cols : pl::test::sizes_around_widths(512))
+    for (int causal : {0, 1})
+      for (const Inputs& k : kInputs) {
+        const size_t rows = causal ? std::min<size_t>(cols + 3, 40) : 3;
+        CAPTURE(cols);
+        CAPTURE(causal);
+        CAPTURE(k.lo);
+        CAPTURE(k.scale);
+        f(rows, cols, causal, k);
+      }
+}
+
 }  // namespace
 
 TEST_CASE("softmax_rows: in place (x == y) gives the same numbers, every variant and width") {
   for (const auto* v : pl::test::runnable(pl::KernelId::softmax_rows)) {
     CAPTURE(v->name);
     auto fn = pl::as<SoftmaxFn>(*v);
-    for (size_t cols : pl::test::sizes_around_widths(512)) {
-      for (int causal : {0, 1}) {
-        const size_t rows = causal ? std::min<size_t>(cols + 3, 40) : 3;
-        for (const Inputs& k : kInputs) {
-          CAPTURE(cols);
-          CAPTURE(causal);
-          CAPTURE(k.lo);
-          CAPTURE(k.scale);
-          auto x = pl::test::uniform(rows * cols, k.lo, k.hi, uint32_t(cols * 31 + causal));
-          std::vector<float> y(rows * cols);
-          fn(x.data(), y.data(), rows, cols, k.scale, causal);
-          fn(x.data(), x.data(), rows, cols, k.scale, causal);
-          CHECK(std::equal(x.begin(), x.end(), y.begin()));
-        }
-      }
-    }
+    for_each_shape([&](size_t rows, size_t cols, int causal, const Inputs& k) {
+      auto x = pl::test::uniform(rows * cols, k.lo, k.hi, uint32_t(cols * 31 + causal));
+      std::vector<float> y(rows * cols);
+      fn(x.data(), y.data(), rows, cols, k.scale, causal);
+      fn(x.data(), x.data(), rows, cols, k.scale, causal);
+      CHECK(std::equal(x.begin(), x.end(), y.begin()));
+    });
   }
 }
 
@@ -46,24 +52,15 @@ TEST_CASE("softmax_rows_bwd: dx may alias dy, every variant and width") {
   for (const auto* v : pl::test::runnable(pl::KernelId::softmax_rows_bwd)) {
     CAPTURE(v->name);
     auto fn = pl::as<SoftmaxBwdFn>(*v);
-    for (size_t cols : pl::test::sizes_around_widths(512)) {
-      for (int causal : {0, 1}) {
-        const size_t rows = causal ? std::min<size_t>(cols + 3, 40) : 3;
-        for (const Inputs& k : kInputs) {
-          CAPTURE(cols);
-          CAPTURE(causal);
-          CAPTURE(k.lo);
-          CAPTURE(k.scale);
-          // y: a forward pass of the scalar reference (any probabilities do here).
-          auto y = pl::test::uniform(rows * cols, k.lo, k.hi, uint32_t(cols * 7 + causal));
-          pl::scalar::SoftmaxRows(y.data(), y.data(), rows, cols, k.scale, causal);
-          auto dy = pl::test::uniform(rows * cols, -1.f, 1.f, uint32_t(cols * 13 + causal));
-          std::vector<float> dx(rows * cols);
-          fn(y.data(), dy.data(), dx.data(), rows, cols, k.scale, causal);
-          fn(y.data(), dy.data(), dy.data(), rows, cols, k.scale, causal);
-          CHECK(std::equal(dy.begin(), dy.end(), dx.begin()));
-        }
-      }
-    }
+    for_each_shape([&](size_t rows, size_t cols, int causal, const Inputs& k) {
+      // y: a forward pass of the scalar reference (any probabilities do here).
+      auto y = pl::test::uniform(rows * cols, k.lo, k.hi, uint32_t(cols * 7 + causal));
+      pl::scalar::SoftmaxRows(y.data(), y.data(), rows, cols, k.scale, causal);
+      auto dy = pl::test::uniform(rows * cols, -1.f, 1.f, uint32_t(cols * 13 + causal));
+      std::vector<float> dx(rows * cols);
+      fn(y.data(), dy.data(), dx.data(), rows, cols, k.scale, causal);
+      fn(y.data(), dy.data(), dy.data(), rows, cols, k.scale, causal);
+      CHECK(std::equal(dy.begin(), dy.end(), dx.begin()));
+    });
   }
 }
