@@ -262,9 +262,10 @@ std::string value_text(const ParamValue& v) {
   }
 }
 
-std::string value_json(const ParamValue& v) {
-  if (v.type == PL_PARAM_STRING || v.type == PL_PARAM_ENUM) return json_string(v.s);
-  return value_text(v);
+bool swept(const RunConfig& cfg, size_t param) {
+  for (const auto& a : cfg.sweep)
+    if (a.param == param) return true;
+  return false;
 }
 
 bool check_target(const std::string& target, std::string* error) {
@@ -437,7 +438,7 @@ bool resolve_config(const toml::table& t, const std::string& file, const Plugin&
           ok = false;
           continue;
         }
-        if (!seen.insert(value_json(val)).second) {
+        if (!seen.insert(value_text(val)).second) {  // one type per axis
           err(e.source(), "sweep." + key + " lists " + found_text(e) + " twice");
           ok = false;
           continue;

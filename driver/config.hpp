@@ -32,8 +32,6 @@ struct ParamValue {
 };
 // CSV text of a value: 16, 0.5, true, softmax.
 std::string value_text(const ParamValue& v);
-// JSON text of a value: 16, 0.5, true, "softmax".
-std::string value_json(const ParamValue& v);
 
 struct SweepAxis {
   std::string key;
@@ -54,6 +52,9 @@ struct RunConfig {
   std::vector<ParamValue> base;    // per declared parameter: plugin table value or default
   std::vector<bool> base_set;      // set in the plugin's table (else the default)
 };
+
+// Whether the plugin parameter `param` is a sweep key of the config.
+bool swept(const RunConfig& cfg, size_t param);
 
 // Reads and parses the file. On failure appends a message line and returns false.
 bool parse_config_file(const std::string& file, toml::table* out, std::string* text,

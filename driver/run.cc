@@ -2,7 +2,6 @@
 #include "driver/run.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <csignal>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -29,7 +29,7 @@
 
 #include "driver/figures.hpp"
 #include "driver/fsio.hpp"
-#include "driver/json.hpp"
+#include "driver/json_text.hpp"
 #include "driver/limits.hpp"
 #include "driver/lockfile.hpp"
 #include "driver/mpi_run.hpp"
@@ -42,6 +42,8 @@
 
 namespace pl::driver {
 namespace {
+
+namespace fs = std::filesystem;
 
 // ---------------------------------------------------------------- Ctrl-C
 std::atomic<int> g_stop{0};
@@ -64,21 +66,12 @@ extern "C" void on_signal(int sig) {
 }
 
 // ---------------------------------------------------------------- folders, times
+// Creates `path` and its parents; false with the reason unless it is then a writable folder.
 bool make_dirs(const std::string& path, std::string* error) {
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-      *error = std::strerror(errno);
-      return false;
-    }
-  }
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    *error = "not a directory";
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (!fs::is_directory(path)) {
+    *error = ec ? ec.message() : "not a directory";
     return false;
   }
   if (::access(path.c_str(), W_OK) != 0) {
@@ -86,11 +79,6 @@ bool make_dirs(const std::string& path, std::string* error) {
     return false;
   }
   return true;
-}
-
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
 }
 
 std::string utc_now(const char* fmt = "%Y-%m-%dT%H:%M:%SZ") {
@@ -212,123 +200,28 @@ void host_fail(void* ctx, const char* reason) {
     c->fail_reason = reason && *reason ? reason : "failed (no reason given)";
 }
 
-std::string run_json_text(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt,
-                          const std::vector<Point>& points, const std::vector<PointRecord>& recs,
-                          const pl_kernel_table& kt, int threads, const std::string& out,
-                          const std::string& start, const std::string& end, double wall,
-                          const char* status, int exit_code, const std::string& error,
-                          const std::vector<FigureResult>& figures,
-                          const std::string& figure_tool) {
-  JsonWriter j;
-  j.begin_object();
-  j.key("phaselab_version").str(PHASELAB_VERSION);
-  j.key("git_commit").str(git_commit());
-  j.key("command").begin_array(true);
-  for (const auto& a : opt.argv) j.str(a);
-  j.end_array();
-  j.key("status").str(status);
-  j.key("exit_status").integer(exit_code);
-  if (!error.empty()) j.key("error").str(error);
-  j.key("start_time").str(start);
-  j.key("end_time").str(end);
-  j.key("wall_seconds").num(wall);
-  j.key("out").str(out);
-  j.key("cpu").str(cpu_model());
-  j.key("threads").integer(threads);
-  if (opt.shard.count) {
-    j.key("shard").begin_object(true);
-    j.key("index").uinteger(opt.shard.index);
-    j.key("count").uinteger(opt.shard.count);
-    j.key("source").str(opt.shard.source);
-    j.key("points_in_run").uinteger(count_points(cfg));
-    j.end_object();
-  }
-  if (mpi_size() > 1) j.key("mpi_ranks").integer(mpi_size());
-  j.key("plugin").begin_object();
-  j.key("name").str(plugin.entry.name);
-  j.key("version").str(plugin.entry.version ? plugin.entry.version : "");
-  j.key("path").str(plugin.path);
-  j.end_object();
-  j.key("config").begin_object();
-  j.key("file").str(cfg.file);
-  j.key("plugin").str(cfg.plugin);
-  j.key("name").str(cfg.name);
-  j.key("run").begin_object();
-  j.key("seeds").begin_array(true);
-  for (auto s : cfg.seeds) j.uinteger(s);
-  j.end_array();
-  j.key("threads").integer(opt.threads >= 0 ? opt.threads : cfg.threads);
-  j.key("out").str(out);
-  j.key("target").str(kt.target ? kt.target : "");
-  j.key("resume").boolean(opt.resume);
-  j.end_object();
-  j.key("sweep").begin_object();
-  for (const auto& a : cfg.sweep) {
-    j.key(a.key).begin_array(true);
-    for (const auto& v : a.values) j.raw(value_json(v));
-    j.end_array();
-  }
-  j.end_object();
-  // Every parameter's value outside the sweep (the plugin table's, else the default).
-  j.key("params").begin_object();
-  for (size_t i = 0; i < cfg.base.size(); ++i) {
-    bool swept = false;
-    for (const auto& a : cfg.sweep) swept = swept || a.param == i;
-    if (!swept) j.key(plugin.param_names[i]).raw(value_json(cfg.base[i]));
-  }
-  j.end_object();
-  j.key("toml").str(cfg.text);
-  j.end_object();
-  j.key("kernel_target").str(kt.target ? kt.target : "");
-  j.key("kernels").begin_object();
-#define PL_KERNEL(name, Camel, ret, params) \
-  j.key(#name).str(kt.variant->name ? kt.variant->name : "");
-#include "phaselab/kernels.def"
-#undef PL_KERNEL
-  j.end_object();
-  size_t counts[5] = {0, 0, 0, 0, 0};
-  for (const auto& p : points) counts[int(recs[p.index].status)]++;
-  j.key("counts").begin_object(true);
-  j.key("points").integer(int64_t(points.size()));
-  j.key("ok").integer(int64_t(counts[int(PointStatus::ok)]));
-  j.key("failed").integer(int64_t(counts[int(PointStatus::failed)]));
-  j.key("done_before").integer(int64_t(counts[int(PointStatus::resumed)]));
-  j.key("cancelled").integer(int64_t(counts[int(PointStatus::cancelled)]));
-  j.key("not_run").integer(int64_t(counts[int(PointStatus::not_run)]));
-  j.end_object();
-  j.key("figure_tool").str(figure_tool);
-  j.key("figures").begin_array();
-  for (const auto& f : figures) {
-    j.begin_object(true).key("name").str(f.name);
-    if (!f.png.empty()) j.key("png").str(f.png);
-    if (!f.note.empty()) j.key("note").str(f.note);
-    j.end_object();
-  }
-  j.end_array();
-  j.key("points").begin_array();
-  for (size_t i = 0; i < points.size(); ++i) {
-    const Point& p = points[i];
-    const PointRecord& r = recs[p.index];
-    j.begin_object(true);
-    j.key("index").uinteger(p.index);
-    for (const auto& a : cfg.sweep) j.key(a.key).raw(value_json(p.params[a.param]));
-    j.key("seed").uinteger(p.seed);
-    j.key("status").str(status_name(r.status));
-    j.key("seconds").num(r.seconds);
-    j.key("rows").integer(int64_t(r.rows));
-    if (mpi_size() > 1 && r.status != PointStatus::resumed) j.key("rank").integer(r.rank);
-    if (!r.error.empty()) j.key("error").str(r.error);
-    j.end_object();
-  }
-  j.end_array();
-  j.end_object();
-  return j.text();
+// The host of one point (or of finish()): the callbacks above on `ctx`.
+pl_host make_host(PointCtx* ctx, const pl_kernel_table& kt, const std::string& out, int threads) {
+  pl_host host{};
+  host.struct_size = sizeof(pl_host);
+  host.abi_version = PL_PLUGIN_ABI_VERSION;
+  host.kernels = &kt;
+  host.ctx = ctx;
+  host.emit = host_emit;
+  host.progress = host_progress;
+  host.cancelled = host_cancelled;
+  host.log = host_log;
+  host.fail = host_fail;
+  host.out_dir = out.c_str();
+  host.threads = threads;
+  return host;
 }
 
 // Space kept aside in the run folder for the last run.json: freed just before that write, so a
 // full disk still gets a run.json that says what happened.
 struct SpaceReserve {
   std::string path;
+  off_t bytes = 0;
   bool make(const std::string& p, off_t n, std::string* error) {
     path = p;
     bytes = n;
@@ -353,11 +246,576 @@ struct SpaceReserve {
     }
     return true;
   }
-  off_t bytes = 0;
   void release() {
     if (!path.empty() && ::unlink(path.c_str()) == 0) fault_credit(size_t(bytes));
     path.clear();
   }
+};
+
+int usage_error(const std::string& why) {
+  std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
+  return kExitUsage;
+}
+
+// `phaselab run` in three stages:
+//   plan     the config resolved to points (this shard's), the kernel table, the run folder
+//            (new, or --resume of a matching run), its lock;
+//   execute  the points on the worker threads (and MPI ranks), Ctrl-C;
+//   record   run.json (at the start, after resume, at the end), the tables, the figures and
+//            the closing lines.
+// Each stage returns 0 to go on or the exit status.
+class Run {
+ public:
+  Run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt)
+      : cfg_(cfg), plugin_(plugin), p_(plugin.entry), opt_(opt) {}
+
+  int go() {
+    if (int rc = plan_kernels()) return rc;
+    if (int rc = plan_folder()) return rc;
+    plan_points();
+    if (int rc = open_store()) return rc;
+    execute();
+    return conclude();
+  }
+
+ private:
+  // ---------------------------------------------------------------- plan
+  // Kernel target: --target, else [run] target, else the best this CPU has.
+  int plan_kernels() {
+    const std::string target = !opt_.target.empty() ? opt_.target : cfg_.target;
+    std::string why;
+    if (!check_target(target, &why) || !pl::select_kernels(target, &kt_, &why))
+      return usage_error(why);
+    return 0;
+  }
+
+  // The run folder: --out, else [run] out, else runs/<name>-<time>; DIR/shard-I-of-N for a
+  // shard. Refused (exit 2, nothing written) when the memory estimate is too large, the folder
+  // holds other files or another run, or --resume meets a config that differs from the run's.
+  int plan_folder() {
+    out_ = !opt_.out.empty() ? opt_.out : cfg_.out;
+    if (out_.empty()) {
+      if (opt_.resume)
+        return usage_error("--resume needs the run folder: pass --out DIR or set [run] out");
+      if (opt_.shard.count)
+        return usage_error(
+            "--shard needs the run folder that holds the shards: pass --out DIR or set [run] "
+            "out (every shard writes DIR/" +
+            shard_dir_name(opt_.shard) + "-style subfolders)");
+      out_ = "runs/" + cfg_.name + "-" + utc_now("%Y%m%d-%H%M%S");
+    }
+    while (out_.size() > 1 && out_.back() == '/') out_.pop_back();
+    if (opt_.shard.count) out_ += "/" + shard_dir_name(opt_.shard);
+    threads_ = resolve_threads(cfg_, opt_);
+    std::string why;
+    if (!opt_.force && !check_memory(cfg_, plugin_, threads_, &why)) {  // before any work
+      std::fprintf(stderr, "%s\n", why.c_str());
+      return kExitUsage;
+    }
+    // phaselab writes only into a new or empty folder, or a folder holding a phaselab run.
+    if (!out_folder_usable(out_, &why)) return usage_error(why);
+    if (!make_dirs(out_, &why))
+      return usage_error("cannot use output folder " + driver::quoted(out_) + ": " + why);
+    if (!lock_.acquire(out_, &why, &lock_note_)) return usage_error(why);
+    json_path_ = out_ + "/run.json";
+    if (!opt_.resume && (fs::exists(out_ + "/results.csv") || fs::exists(json_path_)))
+      return usage_error(out_ +
+                         " already holds a run (results.csv); pass --resume to continue it, or "
+                         "choose another --out");
+    if (opt_.resume && fs::exists(json_path_) &&
+        !check_resume_matches(out_, resolved_config(cfg_, plugin_, kt_.target ? kt_.target : ""),
+                              &why))
+      return usage_error(why);
+    return 0;
+  }
+
+  // With --shard only this shard's points (their indices stay those of the whole run).
+  void plan_points() {
+    const std::vector<Point> all = enumerate_points(cfg_, plugin_);
+    points_ = shard_points(all, opt_.shard,
+                           opt_.shard.count ? point_costs(all, plugin_) : std::vector<double>{});
+    recs_.resize(points_.empty() ? 0 : size_t(points_.back().index) + 1);
+  }
+
+  // Creates the tables (or reads them back on --resume): the points done before are skipped.
+  int open_store() {
+    // run.json first (a new run's folder is then recognisably phaselab's); on --resume the old
+    // run.json stays until the files are read back.
+    if (!opt_.resume && !start_record()) return kExitWrite;
+    std::unordered_map<std::string, uint64_t> key_index;
+    for (const auto& pt : points_) key_index[pt.key] = pt.index;
+    std::vector<std::string> key_header;
+    for (const auto& a : cfg_.sweep) key_header.push_back(a.key);
+    key_header.push_back("seed");
+    std::vector<std::string> notes;
+    if (!lock_note_.empty()) notes.push_back(lock_note_);
+    std::string why;
+    if (!store_.open(out_, p_, key_header, opt_.resume, key_index, &done_, &notes, &why)) {
+      std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
+      return why.rfind("cannot resume", 0) == 0 ? kExitUsage : kExitWrite;
+    }
+    for (const auto& n : notes) std::fprintf(stderr, "phaselab: %s\n", n.c_str());
+    for (const auto& pt : points_) {
+      if (done_.count(pt.index))
+        recs_[pt.index].status = PointStatus::resumed;
+      else
+        todo_.push_back(&pt);
+    }
+    if (opt_.resume && !start_record()) return kExitWrite;
+    return 0;
+  }
+
+  // ---------------------------------------------------------------- execute
+  void execute() {
+    // Per-worker progress fractions of the running point, for the bar.
+    fractions_.reset(new std::atomic<double>[size_t(threads_)]);
+    for (int w = 0; w < threads_; ++w) fractions_[size_t(w)] = 0;
+    progress_ = std::make_unique<Progress>(todo_.size(), opt_.quiet, [this] {
+      double s = 0;
+      for (int w = 0; w < threads_; ++w) s += fractions_[size_t(w)].load(std::memory_order_relaxed);
+      return s;
+    });
+    announce();
+    g_stop = 0;
+    start_abort_watcher();
+    install_stop_handlers();
+    progress_->start();
+    if (mpi_size() > 1)
+      run_mpi();
+    else
+      run_local();
+    progress_->stop();
+    restore_stop_handlers();
+    stop_abort_watcher();
+  }
+
+  void announce() {
+    const std::string shard = opt_.shard.count ? " in shard " + std::to_string(opt_.shard.index) +
+                                                     "/" + std::to_string(opt_.shard.count)
+                                               : "";
+    progress_->info("phaselab: " + std::string(p_.name) + " " + (p_.version ? p_.version : "") +
+                    ": " + std::to_string(points_.size()) + " points" +
+                    (done_.empty() ? ""
+                                   : " (" + std::to_string(done_.size()) + " done before, " +
+                                         std::to_string(todo_.size()) + " to run)") +
+                    shard + " on " + std::to_string(threads_) + " thread" +
+                    (threads_ > 1 ? "s" : "") +
+                    (mpi_size() > 1 ? " x " + std::to_string(mpi_size()) + " MPI ranks" : "") +
+                    ", kernels " + kt_.target + " -> " + out_);
+    if (opt_.resume && done_.empty() && !points_.empty())
+      progress_->info("phaselab: nothing to resume in " + out_ + ", running every point");
+  }
+
+  // One worker per thread pulls points in order, so early points finish first. When fewer
+  // points than threads are left, the idle threads join the running points' parallel loops.
+  void run_local() {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads_));
+    tbb::task_arena arena(threads_);
+    arena.execute([&] {
+      tbb::task_group g;
+      for (int w = 0; w < threads_; ++w)
+        g.run([&, w] {
+          while (!g_stop.load()) {
+            const size_t j = next_++;
+            if (j >= todo_.size()) break;
+            record_point(*todo_[j], compute_point(p_, *todo_[j], kt_, out_, threads_,
+                                                  progress_.get(), &fractions_[size_t(w)]));
+          }
+        });
+      g.wait();
+    });
+  }
+
+  // Rank 0 computes with its own threads and hands the other points to the worker ranks as
+  // they ask; it alone writes the run folder.
+  void run_mpi() {
+    std::vector<uint64_t> todo_index;
+    std::unordered_map<uint64_t, const Point*> by_index;
+    for (const Point* pt : todo_) {
+      todo_index.push_back(pt->index);
+      by_index[pt->index] = pt;
+    }
+    std::string why;
+    if (!mpi_coordinate(
+            todo_index, out_, kt_.target ? kt_.target : "", &next_, [this] { run_local(); },
+            [&](uint64_t index, PointOutcome&& o) {
+              record_point(*by_index.at(index), std::move(o));
+            },
+            &why))
+      io_failed(why);
+  }
+
+  // A write that failed stops the run (its reason is kept for the closing message).
+  void io_failed(const std::string& why) {
+    std::lock_guard<std::mutex> l(io_mu_);
+    if (!io_error_) io_why_ = why;
+    io_error_ = true;
+    g_stop = 1;
+  }
+
+  // Writes one finished point (computed here or on an MPI worker rank).
+  void record_point(const Point& pt, PointOutcome&& o) {
+    PointRecord rec;
+    rec.seconds = o.seconds;
+    rec.rank = o.rank;
+    classify(pt, o, &rec);
+    {
+      std::lock_guard<std::mutex> l(recs_mu_);
+      recs_[pt.index] = rec;
+    }
+    if (rec.status == PointStatus::cancelled ||
+        (rec.status == PointStatus::not_run && !rec.error.empty()))
+      return;
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f s", rec.seconds);
+    progress_->point_done(rec.status == PointStatus::failed,
+                          pt.label + ": " +
+                              (rec.status == PointStatus::ok ? "ok" : "FAILED: " + rec.error) +
+                              " (" + secs + ")");
+  }
+
+  // The point's status, and its rows (or failure) in the tables.
+  void classify(const Point& pt, const PointOutcome& o, PointRecord* rec) {
+    const pl_status st = pl_status(o.status);
+    std::string err;
+    if (st == PL_OK && o.fail_reason.empty()) {
+      rec->status = PointStatus::ok;
+      for (const auto& t : o.rows) rec->rows += t.size();
+      if (!store_.commit(pt.index, pt.key_cells, o.rows, &err)) {
+        rec->status = PointStatus::not_run;  // its rows are not on disk: run it again
+        rec->error = err;
+        io_failed(err);
+      }
+    } else if ((o.stop_seen || g_stop.load()) &&
+               (st == PL_CANCELLED || (st != PL_OK && o.fail_reason.empty()))) {
+      rec->status = PointStatus::cancelled;  // stopped by Ctrl-C: run it again on --resume
+    } else {
+      rec->status = PointStatus::failed;
+      rec->error = !o.fail_reason.empty() ? o.fail_reason
+                   : st == PL_CANCELLED   ? "plugin returned cancelled without a stop request"
+                                          : "plugin reported failure without a reason";
+      if (!store_.record_failure(pt.index, pt.key_cells, rec->error, &err)) io_failed(err);
+    }
+  }
+
+  // A second Ctrl-C: no point is half-written once the store is frozen; record and exit.
+  void start_abort_watcher() {
+    if (::pipe2(g_abort_pipe, O_CLOEXEC) != 0) return;
+    watcher_ = std::thread([this] {
+      char c = 0;
+      while (::read(g_abort_pipe[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      if (c != 'x') return;  // closed: the run ended normally
+      store_.freeze();
+      size_t kept;
+      {
+        std::lock_guard<std::mutex> l(recs_mu_);
+        kept = count({PointStatus::ok, PointStatus::resumed});
+      }
+      std::string e;
+      const bool ok =
+          write_record("aborted", kExitInterrupted, "aborted by a second Ctrl-C", {}, "", &e);
+      std::fprintf(stderr,
+                   "phaselab: aborted: %zu of %zu points done are kept%s; continue with --resume "
+                   "--out %s\n",
+                   kept, points_.size(), ok ? "" : (" (" + e + ")").c_str(), out_.c_str());
+      lock_.release();
+      ::_exit(kExitInterrupted);
+    });
+  }
+
+  void stop_abort_watcher() {
+    if (!watcher_.joinable()) return;
+    ::close(g_abort_pipe[1]);  // wakes the watcher with end-of-file
+    g_abort_pipe[1] = -1;
+    watcher_.join();
+    ::close(g_abort_pipe[0]);
+    g_abort_pipe[0] = -1;
+  }
+
+  // ---------------------------------------------------------------- record
+  // Points of this run (this shard's) with one of these statuses.
+  size_t count(std::initializer_list<PointStatus> which) const {
+    size_t n = 0;
+    for (const Point& p : points_)
+      n += std::find(which.begin(), which.end(), recs_[p.index].status) != which.end();
+    return n;
+  }
+
+  // After the points: interrupted, a write error, or the tables in point order, the plugin's
+  // finish and figures (not for a shard: `merge` makes them once) and the last run.json.
+  int conclude() {
+    if (io_error_) return write_failure(io_why_);
+    if (g_stop.load()) return interrupted();
+    std::string why;
+    if (!store_.finalize(&why)) return write_failure(why);
+    int code = count({PointStatus::failed}) ? kExitFailed : kExitOk;
+    std::vector<FigureResult> figs;
+    std::string tool;
+    bool have_tool = true;
+    if (!opt_.shard.count &&
+        !finish_run(cfg_, plugin_, kt_, out_, threads_, progress_.get(), &figs, &tool, &have_tool))
+      code = kExitFailed;
+    report_figures(figs, have_tool, tool, &code);
+    std::string e;
+    if (!write_record(code == kExitOk      ? "ok"
+                      : code == kExitWrite ? "write_error"
+                                           : "failed",
+                      code, code == kExitWrite ? "a figure could not be written (see figures)" : "",
+                      figs, tool, &e)) {
+      std::fprintf(stderr, "phaselab: error: %s\n", e.c_str());
+      return kExitWrite;
+    }
+    lock_.release();
+    print_summary(figs);
+    return code;
+  }
+
+  // A write that failed (disk full, I/O error) stops the run: say so loudly, keep run.json true.
+  int write_failure(const std::string& what) {
+    store_.close();
+    std::string e;
+    const bool json_ok = write_record("write_error", kExitWrite, what, {}, "", &e);
+    std::fprintf(stderr,
+                 "phaselab: error: %s\nphaselab: the run stopped: %zu of %zu points are done and "
+                 "kept (whole rows only); free space and continue with --resume --out %s\n",
+                 what.c_str(), count({PointStatus::ok, PointStatus::resumed}), points_.size(),
+                 out_.c_str());
+    if (!json_ok)
+      std::fprintf(stderr, "phaselab: error: %s (run.json may still say \"running\")\n", e.c_str());
+    return kExitWrite;
+  }
+
+  // Interrupted: the files keep the rows appended so far (complete points only).
+  int interrupted() {
+    store_.close();
+    std::fprintf(stderr,
+                 "phaselab: interrupted: %zu of %zu points done; continue with --resume --out %s\n",
+                 count({PointStatus::ok, PointStatus::resumed}), points_.size(), out_.c_str());
+    std::string e;
+    if (!write_record("interrupted", kExitInterrupted, "", {}, "", &e)) {
+      std::fprintf(stderr, "phaselab: error: %s\n", e.c_str());
+      return kExitWrite;
+    }
+    return kExitInterrupted;
+  }
+
+  // Figures for samplers, modes or swept keys this run does not have are not a problem: one
+  // info line. Other reasons: one warning per distinct reason, naming its figures. A figure
+  // that could not be written makes the exit status 5 (the results are whole; --resume redraws).
+  void report_figures(const std::vector<FigureResult>& figs, bool have_tool,
+                      const std::string& tool, int* code) {
+    if (!figs.empty() && !have_tool) {
+      progress_->warn("phaselab: no figures drawn: " + tool + "; the .gp scripts are in " + out_ +
+                      "/figures");
+      return;
+    }
+    std::vector<std::string> not_here;
+    std::vector<std::pair<std::string, std::string>> reasons;  // (note, figure names)
+    for (const auto& f : figs) {
+      if (!f.png.empty()) continue;
+      if (f.note.rfind("no rows to plot", 0) == 0 ||
+          f.note.find("excludes this run") != std::string::npos) {
+        not_here.push_back(f.name);
+      } else if (f.note.rfind("cannot write", 0) == 0) {
+        std::fprintf(stderr, "phaselab: error: figure %s: %s\n", f.name.c_str(), f.note.c_str());
+        *code = kExitWrite;
+      } else {
+        auto it = std::find_if(reasons.begin(), reasons.end(),
+                               [&](const auto& r) { return r.first == f.note; });
+        if (it == reasons.end())
+          reasons.push_back({f.note, f.name});
+        else
+          it->second += ", " + f.name;
+      }
+    }
+    for (const auto& r : reasons)
+      progress_->warn("phaselab: figure" +
+                      std::string(r.second.find(',') != std::string::npos ? "s " : " ") + r.second +
+                      " not drawn: " + r.first);
+    if (!not_here.empty() && !opt_.quiet)
+      progress_->info("phaselab: " + std::to_string(not_here.size()) + " figure" +
+                      (not_here.size() > 1 ? "s" : "") +
+                      " for samplers or modes this run does not use not drawn (see run.json)");
+  }
+
+  void print_summary(const std::vector<FigureResult>& figs) {
+    const size_t ok = count({PointStatus::ok, PointStatus::resumed});
+    const size_t failed = count({PointStatus::failed});
+    if (!opt_.quiet || failed) {
+      std::string summary = "phaselab: " + std::to_string(ok) + " of " +
+                            std::to_string(points_.size()) + " points ok";
+      if (failed)
+        summary += ", " + std::to_string(failed) + " failed (see " + out_ + "/failures.csv)";
+      std::fprintf(stderr, "%s\n", summary.c_str());
+    }
+    if (opt_.quiet) return;
+    size_t drawn = 0;
+    for (const auto& f : figs) drawn += !f.png.empty();
+    std::printf("results: %s/results.csv\nrun record: %s\n", out_.c_str(), json_path_.c_str());
+    if (drawn) std::printf("figures: %s/figures/ (%zu drawn)\n", out_.c_str(), drawn);
+    if (opt_.shard.count) {
+      const std::string parent = out_.substr(0, out_.rfind('/'));
+      std::printf("shard %llu of %llu done; when all are: phaselab merge %s %s/shard-*\n",
+                  (unsigned long long)opt_.shard.index, (unsigned long long)opt_.shard.count,
+                  parent.c_str(), parent.c_str());
+    }
+  }
+
+  // run.json with a reserve for the last one; on failure says so (and records it where a
+  // run.json could be written at all).
+  bool start_record() {
+    std::string why;
+    if (write_record("running", -1, "", {}, "", &why) &&
+        reserve_.make(out_ + "/run.reserve", off_t(8192 + 2 * (4096 + points_.size() * 200)), &why))
+      return true;
+    std::fprintf(stderr, "phaselab: error: %s; nothing was run\n", why.c_str());
+    reserve_.release();
+    std::string e;
+    if (fs::exists(json_path_))
+      write_record("write_error", kExitWrite, why + "; nothing was run", {}, "", &e);
+    return false;
+  }
+
+  // Writes run.json; the final one (code >= 0) first frees the reserve and, if even then the
+  // disk is full, replaces the file in place. False with *err naming the path and errno.
+  bool write_record(const char* status, int code, const std::string& error,
+                    const std::vector<FigureResult>& figs, const std::string& tool,
+                    std::string* err) {
+    std::string text;
+    {
+      std::lock_guard<std::mutex> l(recs_mu_);
+      text = json_text(record_json(status, code, error, figs, tool), {"shard", "counts"});
+    }
+    if (code >= 0) reserve_.release();
+    std::string w;
+    if (write_file_atomic(json_path_, text, &w)) return true;
+    *err = "cannot write " + json_path_ + ": " + w;
+    return code >= 0 && overwrite_in_place(json_path_, text, &w);
+  }
+
+  // The run record (docs/config.md "run.json"); a running run (code < 0) has no end time and
+  // exit status -1.
+  ordered_json record_json(const char* status, int code, const std::string& error,
+                           const std::vector<FigureResult>& figs, const std::string& tool) const {
+    ordered_json j;
+    j["phaselab_version"] = PHASELAB_VERSION;
+    j["git_commit"] = git_commit();
+    j["command"] = opt_.argv;
+    j["status"] = status;
+    j["exit_status"] = code < 0 ? -1 : code;
+    if (!error.empty()) j["error"] = error;
+    j["start_time"] = start_time_;
+    j["end_time"] = code < 0 ? "" : utc_now();
+    j["wall_seconds"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+    j["out"] = out_;
+    j["cpu"] = cpu_model();
+    j["threads"] = threads_;
+    if (opt_.shard.count)
+      j["shard"] = {{"index", opt_.shard.index},
+                    {"count", opt_.shard.count},
+                    {"source", opt_.shard.source},
+                    {"points_in_run", count_points(cfg_)}};
+    if (mpi_size() > 1) j["mpi_ranks"] = mpi_size();
+    j["plugin"] = {
+        {"name", p_.name}, {"version", p_.version ? p_.version : ""}, {"path", plugin_.path}};
+    j["config"] = config_json();
+    j["kernel_target"] = kt_.target ? kt_.target : "";
+    j["kernels"] = ordered_json::object();
+#define PL_KERNEL(name, Camel, ret, params) \
+  j["kernels"][#name] = kt_.variant->name ? kt_.variant->name : "";
+#include "phaselab/kernels.def"
+#undef PL_KERNEL
+    j["counts"] = {{"points", points_.size()},
+                   {"ok", count({PointStatus::ok})},
+                   {"failed", count({PointStatus::failed})},
+                   {"done_before", count({PointStatus::resumed})},
+                   {"cancelled", count({PointStatus::cancelled})},
+                   {"not_run", count({PointStatus::not_run})}};
+    j["figure_tool"] = tool;
+    j["figures"] = ordered_json::array();
+    for (const auto& f : figs) {
+      ordered_json o = {{"name", f.name}};
+      if (!f.png.empty()) o["png"] = f.png;
+      if (!f.note.empty()) o["note"] = f.note;
+      j["figures"].push_back(o);
+    }
+    j["points"] = points_json();
+    return j;
+  }
+
+  // The config as resolved: [run], the sweep, every parameter outside the sweep (the plugin
+  // table's value, else the default) and the TOML text.
+  ordered_json config_json() const {
+    ordered_json c;
+    c["file"] = cfg_.file;
+    c["plugin"] = cfg_.plugin;
+    c["name"] = cfg_.name;
+    c["run"] = {{"seeds", cfg_.seeds},
+                {"threads", opt_.threads >= 0 ? opt_.threads : cfg_.threads},
+                {"out", out_},
+                {"target", kt_.target ? kt_.target : ""},
+                {"resume", opt_.resume}};
+    c["sweep"] = ordered_json::object();
+    for (const auto& a : cfg_.sweep) {
+      ordered_json values = ordered_json::array();
+      for (const auto& v : a.values) values.push_back(param_json<ordered_json>(v));
+      c["sweep"][a.key] = values;
+    }
+    c["params"] = ordered_json::object();
+    for (size_t i = 0; i < cfg_.base.size(); ++i)
+      if (!swept(cfg_, i))
+        c["params"][plugin_.param_names[i]] = param_json<ordered_json>(cfg_.base[i]);
+    c["toml"] = cfg_.text;
+    return c;
+  }
+
+  ordered_json points_json() const {
+    ordered_json a = ordered_json::array();
+    for (const Point& p : points_) {
+      const PointRecord& r = recs_[p.index];
+      ordered_json o = {{"index", p.index}};
+      for (const auto& s : cfg_.sweep) o[s.key] = param_json<ordered_json>(p.params[s.param]);
+      o["seed"] = p.seed;
+      o["status"] = status_name(r.status);
+      o["seconds"] = r.seconds;
+      o["rows"] = r.rows;
+      if (mpi_size() > 1 && r.status != PointStatus::resumed) o["rank"] = r.rank;
+      if (!r.error.empty()) o["error"] = r.error;
+      a.push_back(std::move(o));
+    }
+    return a;
+  }
+
+  const RunConfig& cfg_;
+  const Plugin& plugin_;
+  const pl_plugin& p_;
+  const RunOptions& opt_;
+  const std::chrono::steady_clock::time_point wall_start_ = std::chrono::steady_clock::now();
+  const std::string start_time_ = utc_now();
+  // plan
+  pl_kernel_table kt_{};
+  std::string out_, json_path_;
+  int threads_ = 1;
+  RunLock lock_;
+  std::string lock_note_;
+  std::vector<Point> points_;
+  // execute
+  ResultStore store_;
+  std::set<uint64_t> done_;
+  std::vector<PointRecord> recs_;  // by point index
+  std::mutex recs_mu_;             // guards recs_ against the abort watcher's snapshot
+  std::vector<const Point*> todo_;
+  std::unique_ptr<std::atomic<double>[]> fractions_;
+  std::unique_ptr<Progress> progress_;
+  std::thread watcher_;
+  std::atomic<size_t> next_{0};
+  std::mutex io_mu_;
+  bool io_error_ = false;
+  std::string io_why_;
+  // record
+  SpaceReserve reserve_;
 };
 
 }  // namespace
@@ -405,18 +863,7 @@ PointOutcome compute_point(const pl_plugin& p, const Point& pt, const pl_kernel_
   ctx.rows.resize(p.num_tables);
   ctx.fraction = fraction;
   ctx.fraction->store(0);
-  pl_host host{};
-  host.struct_size = sizeof(pl_host);
-  host.abi_version = PL_PLUGIN_ABI_VERSION;
-  host.kernels = &kt;
-  host.ctx = &ctx;
-  host.emit = host_emit;
-  host.progress = host_progress;
-  host.cancelled = host_cancelled;
-  host.log = host_log;
-  host.fail = host_fail;
-  host.out_dir = out.c_str();
-  host.threads = threads;
+  pl_host host = make_host(&ctx, kt, out, threads);
   const std::vector<pl_value> values = to_pl_values(pt.params);
   pl_point point{};
   point.index = pt.index;
@@ -484,10 +931,6 @@ bool finish_run(const RunConfig& cfg, const Plugin& plugin, const pl_kernel_tabl
   bool ok = true;
   if (p.finish) {
     Shared sh{&p, progress};
-    pl_host host{};
-    host.struct_size = sizeof(pl_host);
-    host.abi_version = PL_PLUGIN_ABI_VERSION;
-    host.kernels = &kt;
     PointCtx ctx;
     ctx.sh = &sh;
     Point none;
@@ -496,14 +939,7 @@ bool finish_run(const RunConfig& cfg, const Plugin& plugin, const pl_kernel_tabl
     ctx.rows.resize(p.num_tables);
     std::atomic<double> frac{0};
     ctx.fraction = &frac;
-    host.ctx = &ctx;
-    host.emit = host_emit;
-    host.progress = host_progress;
-    host.cancelled = host_cancelled;
-    host.log = host_log;
-    host.fail = host_fail;
-    host.out_dir = out.c_str();
-    host.threads = threads;
+    pl_host host = make_host(&ctx, kt, out, threads);
     if (p.finish(&host, out.c_str()) != PL_OK) {
       progress->warn("phaselab: " + std::string(p.name) + " finish failed: " +
                      (ctx.fail_reason.empty() ? "no reason given" : ctx.fail_reason));
@@ -513,440 +949,14 @@ bool finish_run(const RunConfig& cfg, const Plugin& plugin, const pl_kernel_tabl
   // Figures from the finished files; the values of parameters that are not columns let
   // filters on them work.
   std::map<std::string, std::string> constants;
-  for (size_t i = 0; i < cfg.base.size(); ++i) {
-    bool swept = false;
-    for (const auto& a : cfg.sweep) swept = swept || a.param == i;
-    if (!swept) constants[plugin.param_names[i]] = value_text(cfg.base[i]);
-  }
+  for (size_t i = 0; i < cfg.base.size(); ++i)
+    if (!swept(cfg, i)) constants[plugin.param_names[i]] = value_text(cfg.base[i]);
   *figs = render_figures(p, out, constants, tool, have_tool);
   return ok;
 }
 
 int execute_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt) {
-  const pl_plugin& p = plugin.entry;
-  const auto wall_start = std::chrono::steady_clock::now();
-  const std::string start_time = utc_now();
-
-  // Kernel target: --target, else [run] target, else the best this CPU has.
-  const std::string target = !opt.target.empty() ? opt.target : cfg.target;
-  pl_kernel_table kt;
-  std::string why;
-  if (!check_target(target, &why)) {
-    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
-    return kExitUsage;
-  }
-  if (!pl::select_kernels(target, &kt, &why)) {
-    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
-    return kExitUsage;
-  }
-
-  std::string out = !opt.out.empty() ? opt.out : cfg.out;
-  if (out.empty()) {
-    if (opt.resume) {
-      std::fprintf(
-          stderr,
-          "phaselab: error: --resume needs the run folder: pass --out DIR or set [run] out\n");
-      return kExitUsage;
-    }
-    if (opt.shard.count) {
-      std::fprintf(stderr,
-                   "phaselab: error: --shard needs the run folder that holds the shards: pass "
-                   "--out DIR or set [run] out (every shard writes DIR/%s-style subfolders)\n",
-                   shard_dir_name(opt.shard).c_str());
-      return kExitUsage;
-    }
-    out = "runs/" + cfg.name + "-" + utc_now("%Y%m%d-%H%M%S");
-  }
-  while (out.size() > 1 && out.back() == '/') out.pop_back();
-  if (opt.shard.count) out += "/" + shard_dir_name(opt.shard);
-  // Memory: refuse before any work unless --force.
-  {
-    int t = int(opt.threads >= 0 ? opt.threads : cfg.threads);
-    if (t <= 0) t = tbb::info::default_concurrency();
-    if (!opt.force && !check_memory(cfg, plugin, t, &why)) {
-      std::fprintf(stderr, "%s\n", why.c_str());
-      return kExitUsage;
-    }
-  }
-  // phaselab writes only into a new or empty folder, or a folder holding a phaselab run.
-  if (!out_folder_usable(out, &why)) {
-    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
-    return kExitUsage;
-  }
-  if (!make_dirs(out, &why)) {
-    std::fprintf(stderr, "phaselab: error: cannot use output folder %s: %s\n",
-                 pl::driver::quoted(out).c_str(), why.c_str());
-    return kExitUsage;
-  }
-  RunLock lock;
-  std::string lock_note;
-  if (!lock.acquire(out, &why, &lock_note)) {
-    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
-    return kExitUsage;
-  }
-  if (!opt.resume && (exists(out + "/results.csv") || exists(out + "/run.json"))) {
-    std::fprintf(stderr,
-                 "phaselab: error: %s already holds a run (results.csv); pass --resume to continue "
-                 "it, or choose another --out\n",
-                 out.c_str());
-    return kExitUsage;
-  }
-
-  if (opt.resume && exists(out + "/run.json") &&
-      !check_resume_matches(out, resolved_config(cfg, plugin, kt.target ? kt.target : ""), &why)) {
-    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
-    return kExitUsage;
-  }
-
-  // With --shard only this shard's points (their indices stay those of the whole run).
-  const std::vector<Point> all_points = enumerate_points(cfg, plugin);
-  const std::vector<Point> points =
-      shard_points(all_points, opt.shard,
-                   opt.shard.count ? point_costs(all_points, plugin) : std::vector<double>{});
-  const size_t total_points = points.empty() ? 0 : size_t(points.back().index) + 1;
-  std::unordered_map<std::string, uint64_t> key_index;
-  for (const auto& pt : points) key_index[pt.key] = pt.index;
-  std::vector<std::string> key_header;
-  for (const auto& a : cfg.sweep) key_header.push_back(a.key);
-  key_header.push_back("seed");
-
-  ResultStore store;
-  std::set<uint64_t> done;
-  std::vector<PointRecord> recs(total_points);
-  std::vector<const Point*> todo;
-
-  const int threads = resolve_threads(cfg, opt);
-
-  const std::string json_path = out + "/run.json";
-  SpaceReserve reserve;
-  std::mutex recs_mu;  // guards recs against the abort watcher's snapshot
-  // Writes run.json; the final one (code >= 0) first frees the reserve and, if even then the
-  // disk is full, replaces the file in place. False with *err naming the path and errno.
-  auto record = [&](const char* status, int code, const std::string& error,
-                    const std::vector<FigureResult>& figs, const std::string& tool,
-                    std::string* err) {
-    const double wall =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-    std::string text;
-    {
-      std::lock_guard<std::mutex> l(recs_mu);
-      text = run_json_text(cfg, plugin, opt, points, recs, kt, threads, out, start_time,
-                           code < 0 ? "" : utc_now(), wall, status, code < 0 ? -1 : code, error,
-                           figs, tool);
-    }
-    if (code >= 0) reserve.release();
-    std::string w;
-    if (write_file_atomic(json_path, text, &w)) return true;
-    *err = "cannot write " + json_path + ": " + w;
-    if (code >= 0 && overwrite_in_place(json_path, text, &w)) return true;
-    return false;
-  };
-  // run.json first (a new run's folder is then recognisably phaselab's), with space kept aside
-  // for the last one; on --resume the old run.json stays until the files are read back.
-  auto start_record = [&] {
-    if (record("running", -1, "", {}, "", &why) &&
-        reserve.make(out + "/run.reserve", off_t(8192 + 2 * (4096 + points.size() * 200)), &why))
-      return true;
-    std::fprintf(stderr, "phaselab: error: %s; nothing was run\n", why.c_str());
-    reserve.release();
-    std::string e;  // run.json says so where it could be written at all
-    if (exists(json_path)) record("write_error", kExitWrite, why + "; nothing was run", {}, "", &e);
-    return false;
-  };
-  if (!opt.resume && !start_record()) return kExitWrite;
-  std::vector<std::string> notes;
-  if (!lock_note.empty()) notes.push_back(lock_note);
-  if (!store.open(out, p, key_header, opt.resume, key_index, &done, &notes, &why)) {
-    std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
-    return why.rfind("cannot resume", 0) == 0 ? kExitUsage : kExitWrite;
-  }
-  for (const auto& n : notes) std::fprintf(stderr, "phaselab: %s\n", n.c_str());
-  for (const auto& pt : points) {
-    if (done.count(pt.index))
-      recs[pt.index].status = PointStatus::resumed;
-    else
-      todo.push_back(&pt);
-  }
-
-  if (opt.resume && !start_record()) return kExitWrite;
-
-  // Per-worker progress fractions of the running point, for the bar.
-  std::unique_ptr<std::atomic<double>[]> fractions(new std::atomic<double>[size_t(threads)]);
-  for (int w = 0; w < threads; ++w) fractions[size_t(w)] = 0;
-  Progress progress(todo.size(), opt.quiet, [&] {
-    double s = 0;
-    for (int w = 0; w < threads; ++w) s += fractions[size_t(w)].load(std::memory_order_relaxed);
-    return s;
-  });
-
-  progress.info("phaselab: " + std::string(p.name) + " " + (p.version ? p.version : "") + ": " +
-                std::to_string(points.size()) + " points" +
-                (done.empty() ? ""
-                              : " (" + std::to_string(done.size()) + " done before, " +
-                                    std::to_string(todo.size()) + " to run)") +
-                (opt.shard.count ? " in shard " + std::to_string(opt.shard.index) + "/" +
-                                       std::to_string(opt.shard.count)
-                                 : "") +
-                " on " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : "") +
-                (mpi_size() > 1 ? " x " + std::to_string(mpi_size()) + " MPI ranks" : "") +
-                ", kernels " + kt.target + " -> " + out);
-  if (opt.resume && done.empty() && !points.empty())
-    progress.info("phaselab: nothing to resume in " + out + ", running every point");
-
-  g_stop = 0;
-  std::thread watcher;
-  if (::pipe2(g_abort_pipe, O_CLOEXEC) == 0) {
-    watcher = std::thread([&] {
-      char c = 0;
-      while (::read(g_abort_pipe[0], &c, 1) < 0 && errno == EINTR) {
-      }
-      if (c != 'x') return;  // closed: the run ended normally
-      // Second Ctrl-C: no point is half-written once the store is frozen; record and exit.
-      store.freeze();
-      size_t kept = 0;
-      {
-        std::lock_guard<std::mutex> l(recs_mu);
-        for (const auto& r : recs)
-          kept += r.status == PointStatus::ok || r.status == PointStatus::resumed;
-      }
-      std::string e;
-      const bool ok = record("aborted", kExitInterrupted, "aborted by a second Ctrl-C", {}, "", &e);
-      std::fprintf(stderr,
-                   "phaselab: aborted: %zu of %zu points done are kept%s; continue with --resume "
-                   "--out %s\n",
-                   kept, points.size(), ok ? "" : (" (" + e + ")").c_str(), out.c_str());
-      lock.release();
-      ::_exit(kExitInterrupted);
-    });
-  }
-  struct sigaction sa {
-  }, old_int{}, old_term{};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
-
-  std::atomic<size_t> next{0};
-  std::atomic<bool> io_error{false};
-  std::string io_why;
-  std::mutex io_mu;
-
-  // Writes one finished point (computed here or on an MPI worker rank).
-  auto record_point = [&](const Point& pt, PointOutcome&& o) {
-    PointRecord rec;
-    struct Publish {  // recs[pt.index] = rec at every exit, under recs_mu
-      std::mutex& mu;
-      PointRecord& dst;
-      const PointRecord& src;
-      ~Publish() {
-        std::lock_guard<std::mutex> l(mu);
-        dst = src;
-      }
-    } publish{recs_mu, recs[pt.index], rec};
-    rec.seconds = o.seconds;
-    rec.rank = o.rank;
-    const pl_status st = pl_status(o.status);
-    if (st == PL_OK && o.fail_reason.empty()) {
-      rec.status = PointStatus::ok;
-      for (const auto& t : o.rows) rec.rows += t.size();
-      std::string err;
-      if (!store.commit(pt.index, pt.key_cells, o.rows, &err)) {
-        std::lock_guard<std::mutex> l(io_mu);
-        rec.status = PointStatus::not_run;  // its rows are not on disk: run it again
-        rec.error = err;
-        if (!io_error) io_why = err;
-        io_error = true;
-        g_stop = 1;
-        return;
-      }
-    } else if ((o.stop_seen || g_stop.load()) &&
-               (st == PL_CANCELLED || (st != PL_OK && o.fail_reason.empty()))) {
-      rec.status = PointStatus::cancelled;  // stopped by Ctrl-C: run it again on --resume
-      return;
-    } else {
-      rec.status = PointStatus::failed;
-      rec.error = !o.fail_reason.empty() ? o.fail_reason
-                  : st == PL_CANCELLED   ? "plugin returned cancelled without a stop request"
-                                         : "plugin reported failure without a reason";
-      std::string err;
-      if (!store.record_failure(pt.index, pt.key_cells, rec.error, &err)) {
-        std::lock_guard<std::mutex> l(io_mu);
-        if (!io_error) io_why = err;
-        io_error = true;
-        g_stop = 1;
-      }
-    }
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%.2f s", rec.seconds);
-    progress.point_done(rec.status == PointStatus::failed,
-                        pt.label + ": " +
-                            (rec.status == PointStatus::ok ? "ok" : "FAILED: " + rec.error) + " (" +
-                            secs + ")");
-  };
-
-  auto run_local = [&] {
-    // One worker per thread pulls points in order, so early points finish first. When fewer
-    // points than threads are left, the idle threads join the running points' parallel loops.
-    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
-    tbb::task_arena arena(threads);
-    arena.execute([&] {
-      tbb::task_group g;
-      for (int w = 0; w < threads; ++w)
-        g.run([&, w] {
-          while (!g_stop.load()) {
-            const size_t j = next++;
-            if (j >= todo.size()) break;
-            record_point(*todo[j], compute_point(p, *todo[j], kt, out, threads, &progress,
-                                                 &fractions[size_t(w)]));
-          }
-        });
-      g.wait();
-    });
-  };
-  progress.start();
-  if (mpi_size() > 1) {
-    // Rank 0 computes with its own threads and hands the other points to the worker ranks
-    // as they ask; it alone writes the run folder.
-    std::vector<uint64_t> todo_index;
-    for (const Point* pt : todo) todo_index.push_back(pt->index);
-    std::unordered_map<uint64_t, const Point*> by_index;
-    for (const Point* pt : todo) by_index[pt->index] = pt;
-    std::string mpi_why;
-    if (!mpi_coordinate(
-            todo_index, out, kt.target ? kt.target : "", &next, run_local,
-            [&](uint64_t index, PointOutcome&& o) {
-              record_point(*by_index.at(index), std::move(o));
-            },
-            &mpi_why)) {
-      std::lock_guard<std::mutex> l(io_mu);
-      if (!io_error) io_why = mpi_why;
-      io_error = true;
-    }
-  } else {
-    run_local();
-  }
-  progress.stop();
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  if (watcher.joinable()) {
-    ::close(g_abort_pipe[1]);  // wakes the watcher with end-of-file
-    g_abort_pipe[1] = -1;
-    watcher.join();
-    ::close(g_abort_pipe[0]);
-    g_abort_pipe[0] = -1;
-  }
-
-  size_t kept = 0;
-  for (const auto& r : recs)
-    kept += r.status == PointStatus::ok || r.status == PointStatus::resumed;
-  // A write that failed (disk full, I/O error) stops the run: say so loudly, keep run.json true.
-  auto write_failure = [&](const std::string& what) {
-    store.close();
-    std::string e;
-    const bool json_ok = record("write_error", kExitWrite, what, {}, "", &e);
-    std::fprintf(stderr,
-                 "phaselab: error: %s\nphaselab: the run stopped: %zu of %zu points are done and "
-                 "kept (whole rows only); free space and continue with --resume --out %s\n",
-                 what.c_str(), kept, points.size(), out.c_str());
-    if (!json_ok)
-      std::fprintf(stderr, "phaselab: error: %s (run.json may still say \"running\")\n", e.c_str());
-    return kExitWrite;
-  };
-  if (io_error) return write_failure(io_why);
-  size_t failed = 0, ok = 0;
-  for (const auto& r : recs) {
-    failed += r.status == PointStatus::failed;
-    ok += r.status == PointStatus::ok || r.status == PointStatus::resumed;
-  }
-  if (g_stop.load()) {
-    // Interrupted: the files keep the rows appended so far (complete points only).
-    store.close();
-    std::fprintf(stderr,
-                 "phaselab: interrupted: %zu of %zu points done; continue with --resume --out %s\n",
-                 ok, points.size(), out.c_str());
-    std::string e;
-    if (!record("interrupted", kExitInterrupted, "", {}, "", &e)) {
-      std::fprintf(stderr, "phaselab: error: %s\n", e.c_str());
-      return kExitWrite;
-    }
-    return kExitInterrupted;
-  }
-  if (!store.finalize(&why)) return write_failure(why);
-  int code = failed ? kExitFailed : kExitOk;
-  // A shard's summaries and figures would cover a fraction of the points: `phaselab merge` runs
-  // them once on the merged folder.
-  std::vector<FigureResult> figs;
-  std::string tool;
-  bool have_tool = true;
-  if (!opt.shard.count &&
-      !finish_run(cfg, plugin, kt, out, threads, &progress, &figs, &tool, &have_tool))
-    code = kExitFailed;
-  size_t drawn = 0;
-  for (const auto& f : figs) drawn += !f.png.empty();
-  if (!figs.empty() && !have_tool) {
-    progress.warn("phaselab: no figures drawn: " + tool + "; the .gp scripts are in " + out +
-                  "/figures");
-  } else {
-    // Figures for samplers, modes or swept keys this run does not have are not a problem: one
-    // info line. Other reasons: one warning per distinct reason, naming its figures.
-    std::vector<std::string> not_here;
-    std::vector<std::pair<std::string, std::string>> reasons;  // (note, figure names)
-    for (const auto& f : figs) {
-      if (!f.png.empty()) continue;
-      if (f.note.rfind("no rows to plot", 0) == 0 ||
-          f.note.find("excludes this run") != std::string::npos) {
-        not_here.push_back(f.name);
-      } else if (f.note.rfind("cannot write", 0) == 0) {
-        std::fprintf(stderr, "phaselab: error: figure %s: %s\n", f.name.c_str(), f.note.c_str());
-        code = kExitWrite;  // the results are whole; --resume redraws the figures
-      } else {
-        auto it = std::find_if(reasons.begin(), reasons.end(),
-                               [&](const auto& r) { return r.first == f.note; });
-        if (it == reasons.end())
-          reasons.push_back({f.note, f.name});
-        else
-          it->second += ", " + f.name;
-      }
-    }
-    for (const auto& r : reasons)
-      progress.warn("phaselab: figure" +
-                    std::string(r.second.find(',') != std::string::npos ? "s " : " ") + r.second +
-                    " not drawn: " + r.first);
-    if (!not_here.empty() && !opt.quiet)
-      progress.info("phaselab: " + std::to_string(not_here.size()) + " figure" +
-                    (not_here.size() > 1 ? "s" : "") +
-                    " for samplers or modes this run does not use not drawn (see run.json)");
-  }
-  {
-    std::string e;
-    if (!record(code == kExitOk      ? "ok"
-                : code == kExitWrite ? "write_error"
-                                     : "failed",
-                code, code == kExitWrite ? "a figure could not be written (see figures)" : "", figs,
-                tool, &e)) {
-      std::fprintf(stderr, "phaselab: error: %s\n", e.c_str());
-      return kExitWrite;
-    }
-  }
-  lock.release();
-
-  if (!opt.quiet || failed) {
-    std::string summary =
-        "phaselab: " + std::to_string(ok) + " of " + std::to_string(points.size()) + " points ok";
-    if (failed) summary += ", " + std::to_string(failed) + " failed (see " + out + "/failures.csv)";
-    std::fprintf(stderr, "%s\n", summary.c_str());
-  }
-  if (!opt.quiet) {
-    std::printf("results: %s/results.csv\nrun record: %s\n", out.c_str(), json_path.c_str());
-    if (drawn) std::printf("figures: %s/figures/ (%zu drawn)\n", out.c_str(), drawn);
-    if (opt.shard.count) {
-      const std::string parent = out.substr(0, out.rfind('/'));
-      std::printf("shard %llu of %llu done; when all are: phaselab merge %s %s/shard-*\n",
-                  (unsigned long long)opt.shard.index, (unsigned long long)opt.shard.count,
-                  parent.c_str(), parent.c_str());
-    }
-  }
-  return code;
+  return Run(cfg, plugin, opt).go();
 }
 
 }  // namespace pl::driver

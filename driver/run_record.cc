@@ -13,19 +13,6 @@
 namespace pl::driver {
 namespace {
 
-json value_to_json(const ParamValue& v) {
-  switch (v.type) {
-    case PL_PARAM_INT:
-      return json(v.i);
-    case PL_PARAM_FLOAT:
-      return json(v.f);
-    case PL_PARAM_BOOL:
-      return json(v.i != 0);
-    default:
-      return json(v.s);
-  }
-}
-
 void diff(const json& a, const json& b, const std::string& path, std::vector<std::string>* out) {
   if (a.is_object() && b.is_object()) {
     for (auto it = a.begin(); it != a.end(); ++it) {
@@ -73,15 +60,12 @@ json resolved_config(const RunConfig& cfg, const Plugin& plugin, const std::stri
   j["sweep"] = json::object();
   for (const auto& a : cfg.sweep) {
     json vals = json::array();
-    for (const auto& v : a.values) vals.push_back(value_to_json(v));
+    for (const auto& v : a.values) vals.push_back(param_json(v));
     j["sweep"][a.key] = vals;
   }
   j["params"] = json::object();
-  for (size_t i = 0; i < cfg.base.size(); ++i) {
-    bool swept = false;
-    for (const auto& a : cfg.sweep) swept = swept || a.param == i;
-    if (!swept) j["params"][plugin.param_names[i]] = value_to_json(cfg.base[i]);
-  }
+  for (size_t i = 0; i < cfg.base.size(); ++i)
+    if (!swept(cfg, i)) j["params"][plugin.param_names[i]] = param_json(cfg.base[i]);
   j["kernel_target"] = kernel_target;
   return j;
 }

@@ -15,6 +15,21 @@ namespace pl::driver {
 
 using json = nlohmann::json;
 
+// A parameter value as JSON: 16, 0.5, true, "softmax".
+template <class Json = json>
+Json param_json(const ParamValue& v) {
+  switch (v.type) {
+    case PL_PARAM_INT:
+      return Json(v.i);
+    case PL_PARAM_FLOAT:
+      return Json(v.f);
+    case PL_PARAM_BOOL:
+      return Json(v.i != 0);
+    default:
+      return Json(v.s);
+  }
+}
+
 // The values that decide a run's results, as JSON:
 //   {"plugin": ..., "seeds": [...], "sweep": {key: [values]}, "params": {key: value},
 //    "kernel_target": ...}
