@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "driver/merge.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -16,6 +15,7 @@
 
 #include "driver/config.hpp"
 #include "driver/figures.hpp"
+#include "driver/json_text.hpp"
 #include "driver/outputs.hpp"
 #include "driver/plugins.hpp"
 #include "driver/progress.hpp"
@@ -27,11 +27,13 @@
 namespace pl::driver {
 namespace {
 
+namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 struct Shard {
   std::string dir;
-  json rec;  // run.json
+  json rec;              // run.json, for the checks
+  ordered_json ordered;  // the same in its key order, for the merged run.json
   ShardSpec spec;
 };
 
@@ -47,17 +49,6 @@ std::string utc_now() {
   char buf[64];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-bool mkdir_p(const std::string& path, std::string* error) {
-  for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
-    const std::string cur = path.substr(0, pos);
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-      *error = cur + ": " + std::strerror(errno);
-      return false;
-    }
-    if (pos == std::string::npos) return true;
-  }
 }
 
 std::string short_json(const json& j) {
@@ -221,251 +212,304 @@ bool load_config(const json& rec, Plugin* plugin, RunConfig* cfg, std::string* e
   return true;
 }
 
-}  // namespace
+// `phaselab merge` in stages: read and check the shards' records (one run, every shard once,
+// all finished), gather their tables by point, write the merged folder (tables, the plugin's
+// summaries and figures, run.json) and the closing lines. Each stage returns 0 to go on or the
+// exit status (a refusal writes nothing).
+class Merge {
+ public:
+  explicit Merge(const MergeOptions& opt) : opt_(opt) {}
 
-int execute_merge(const MergeOptions& opt) {
-  const auto wall_start = std::chrono::steady_clock::now();
-  std::string out = opt.out;
-  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  int go() {
+    out_ = opt_.out;
+    while (out_.size() > 1 && out_.back() == '/') out_.pop_back();
+    if (int rc = read_shards()) return rc;
+    if (int rc = check_one_run()) return rc;
+    if (int rc = check_complete()) return rc;
+    if (int rc = gather()) return rc;
+    if (int rc = write_tables()) return rc;
+    const int code = finish();
+    if (!write_file_atomic(out_ + "/run.json", json_text(record(code), {"shard", "counts"}), &why_))
+      return fail("cannot write " + out_ + "/run.json: " + why_);
+    print_summary();
+    return code;
+  }
 
-  // ---- the shards' records
-  std::vector<Shard> shards;
-  for (std::string dir : opt.shards) {
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    Shard s;
-    s.dir = dir;
-    std::string text, why;
-    if (!read_file(dir + "/run.json", &text, &why))
-      return fail(dir + " is not a shard folder: cannot read run.json: " + why);
-    try {
-      s.rec = json::parse(text);
-    } catch (const std::exception& e) {
-      return fail(dir + "/run.json is not valid JSON: " + e.what());
+ private:
+  int read_shards() {
+    for (std::string dir : opt_.shards) {
+      while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+      Shard s;
+      s.dir = dir;
+      std::string text;
+      if (!read_file(dir + "/run.json", &text, &why_))
+        return fail(dir + " is not a shard folder: cannot read run.json: " + why_);
+      try {
+        s.rec = json::parse(text);
+        s.ordered = ordered_json::parse(text);
+      } catch (const std::exception& e) {
+        return fail(dir + "/run.json is not valid JSON: " + e.what());
+      }
+      if (!s.rec.contains("shard") || !s.rec["shard"].is_object())
+        return fail(dir + " is not a shard (its run did not use --shard)");
+      s.spec.index = s.rec["shard"].value("index", uint64_t(0));
+      s.spec.count = s.rec["shard"].value("count", uint64_t(0));
+      shards_.push_back(std::move(s));
     }
-    if (!s.rec.contains("shard") || !s.rec["shard"].is_object())
-      return fail(dir + " is not a shard (its run did not use --shard)");
-    s.spec.index = s.rec["shard"].value("index", uint64_t(0));
-    s.spec.count = s.rec["shard"].value("count", uint64_t(0));
-    shards.push_back(std::move(s));
-  }
-  if (shards.empty()) return fail("no shard folders given");
-  const Shard& ref = shards[0];
-  for (const Shard& s : shards) {
-    const std::string d = identity_diff(ref.rec, s.rec);
-    if (!d.empty())
-      return fail(s.dir + " is not part of the same run as " + ref.dir + ": they differ in " + d);
-  }
-  for (const Shard& s : shards)
-    if (s.rec.value("git_commit", std::string()) != ref.rec.value("git_commit", std::string()))
-      std::fprintf(stderr, "phaselab merge: warning: %s was run by git commit %s, %s by %s\n",
-                   s.dir.c_str(), s.rec.value("git_commit", std::string()).c_str(), ref.dir.c_str(),
-                   ref.rec.value("git_commit", std::string()).c_str());
-  const uint64_t n = ref.spec.count;
-  std::map<uint64_t, const Shard*> by_index;
-  for (const Shard& s : shards) {
-    auto ins = by_index.insert({s.spec.index, &s});
-    if (!ins.second)
-      return fail(s.dir + " and " + ins.first->second->dir + " are both shard " +
-                  std::to_string(s.spec.index) + " of " + std::to_string(n) +
-                  " (give each shard once)");
+    if (shards_.empty()) return fail("no shard folders given");
+    return 0;
   }
 
-  // ---- the config, its points, and which shard holds which
-  Plugin plugin;
-  RunConfig cfg;
-  std::string why;
-  if (!load_config(ref.rec, &plugin, &cfg, &why)) return fail(ref.dir + ": " + why);
-  const std::vector<Point> all = enumerate_points(cfg, plugin);
-  const std::vector<double> costs = point_costs(all, plugin);
-  if (uint64_t(all.size()) != ref.rec["shard"].value("points_in_run", uint64_t(0)))
-    return fail("the recorded config has " + std::to_string(all.size()) +
-                " points, the shards say " +
-                std::to_string(ref.rec["shard"].value("points_in_run", uint64_t(0))));
-  {
+  // Same config, versions and kernels; each shard once.
+  int check_one_run() {
+    const Shard& ref = shards_[0];
+    for (const Shard& s : shards_) {
+      const std::string d = identity_diff(ref.rec, s.rec);
+      if (!d.empty())
+        return fail(s.dir + " is not part of the same run as " + ref.dir + ": they differ in " + d);
+    }
+    for (const Shard& s : shards_)
+      if (s.rec.value("git_commit", std::string()) != ref.rec.value("git_commit", std::string()))
+        std::fprintf(stderr, "phaselab merge: warning: %s was run by git commit %s, %s by %s\n",
+                     s.dir.c_str(), s.rec.value("git_commit", std::string()).c_str(),
+                     ref.dir.c_str(), ref.rec.value("git_commit", std::string()).c_str());
+    n_ = ref.spec.count;
+    for (const Shard& s : shards_) {
+      auto ins = by_index_.insert({s.spec.index, &s});
+      if (!ins.second)
+        return fail(s.dir + " and " + ins.first->second->dir + " are both shard " +
+                    std::to_string(s.spec.index) + " of " + std::to_string(n_) +
+                    " (give each shard once)");
+    }
+    return 0;
+  }
+
+  // The config and its points; every shard present and finished.
+  int check_complete() {
+    const Shard& ref = shards_[0];
+    if (!load_config(ref.rec, &plugin_, &cfg_, &why_)) return fail(ref.dir + ": " + why_);
+    all_ = enumerate_points(cfg_, plugin_);
+    costs_ = point_costs(all_, plugin_);
+    if (uint64_t(all_.size()) != ref.rec["shard"].value("points_in_run", uint64_t(0)))
+      return fail("the recorded config has " + std::to_string(all_.size()) +
+                  " points, the shards say " +
+                  std::to_string(ref.rec["shard"].value("points_in_run", uint64_t(0))));
     std::string missing;
     std::vector<const Point*> pts;
-    const std::vector<uint64_t> shard = shard_of_points(all.size(), n, costs);
-    for (uint64_t i = 0; i < n; ++i) {
-      if (by_index.count(i)) continue;
+    const std::vector<uint64_t> shard = shard_of_points(all_.size(), n_, costs_);
+    for (uint64_t i = 0; i < n_; ++i) {
+      if (by_index_.count(i)) continue;
       missing += (missing.empty() ? "" : ", ") + std::to_string(i);
-      for (size_t j = 0; j < all.size(); ++j)
-        if (shard[j] == i) pts.push_back(&all[j]);
+      for (size_t j = 0; j < all_.size(); ++j)
+        if (shard[j] == i) pts.push_back(&all_[j]);
     }
     if (!missing.empty()) {
-      ShardSpec first{std::stoull(missing.substr(0, missing.find(','))), n, ""};
       Shard hint = ref;
-      hint.spec = first;
+      hint.spec = ShardSpec{std::stoull(missing.substr(0, missing.find(','))), n_, ""};
       return fail(
           "missing shard" + std::string(missing.find(',') == std::string::npos ? " " : "s ") +
-          missing + " of " + std::to_string(n) + " (" + std::to_string(pts.size()) +
+          missing + " of " + std::to_string(n_) + " (" + std::to_string(pts.size()) +
           " points: " + name_points(pts) + "); run each with e.g. " + shard_command(hint, false));
     }
-  }
-  for (const Shard& s : shards) {
-    const std::string st = s.rec.value("status", std::string());
-    if (st != "ok" && st != "failed") {
+    for (const Shard& s : shards_) {
+      const std::string st = s.rec.value("status", std::string());
+      if (st == "ok" || st == "failed") continue;
       const json& c = s.rec["counts"];
       return fail(s.dir + " is unfinished (status " + driver::quoted(st) + ", " +
                   std::to_string(c.value("ok", 0) + c.value("done_before", 0)) + " of " +
                   std::to_string(c.value("points", 0)) +
                   " points done); finish it with: " + shard_command(s, true));
     }
+    return 0;
   }
 
-  const size_t nkey = cfg.sweep.size() + 1;
-  Row key_header;
-  for (const auto& a : cfg.sweep) key_header.push_back(a.key);
-  key_header.push_back("seed");
-  const pl_plugin& p = plugin.entry;
-  std::vector<Row> headers(p.num_tables);
-  for (uint32_t t = 0; t < p.num_tables; ++t) {
-    headers[t] = key_header;
-    for (uint32_t c = 0; c < p.tables[t].num_columns; ++c)
-      headers[t].push_back(p.tables[t].columns[c]);
+  // Every shard's rows and point records, checked against the shard's points.
+  int gather() {
+    const pl_plugin& p = plugin_.entry;
+    Row key_header;
+    for (const auto& a : cfg_.sweep) key_header.push_back(a.key);
+    key_header.push_back("seed");
+    headers_.assign(p.num_tables, key_header);
+    for (uint32_t t = 0; t < p.num_tables; ++t)
+      for (uint32_t c = 0; c < p.tables[t].num_columns; ++c)
+        headers_[t].push_back(p.tables[t].columns[c]);
+    failure_header_ = key_header;
+    failure_header_.push_back("error");
+    tables_.resize(p.num_tables);
+    point_recs_ = ordered_json::array();
+    point_recs_.get_ref<ordered_json::array_t&>().resize(all_.size());
+    for (const Shard& s : shards_)
+      if (int rc = gather_shard(s, key_header.size())) return rc;
+    return 0;
   }
-  Row failure_header = key_header;
-  failure_header.push_back("error");
 
-  std::vector<Lines> tables(p.num_tables);
-  Lines failures;
-  std::vector<int> owner(all.size(), -1);  // shard that finished each point
-  json point_recs = json::array();
-  point_recs.get_ref<json::array_t&>().resize(all.size());
-  for (size_t si = 0; si < shards.size(); ++si) {
-    const Shard& s = shards[si];
+  int gather_shard(const Shard& s, size_t nkey) {
+    const pl_plugin& p = plugin_.entry;
     std::unordered_map<std::string, uint64_t> key_index;
-    const std::vector<Point> mine = shard_points(all, s.spec, costs);
+    const std::vector<Point> mine = shard_points(all_, s.spec, costs_);
     for (const Point& pt : mine) key_index[pt.key] = pt.index;
     std::set<uint64_t> done, failed;
     for (uint32_t t = 0; t < p.num_tables; ++t)
-      if (!read_table(s.dir + "/" + p.tables[t].name + ".csv", headers[t], key_index, nkey, t == 0,
-                      &tables[t], t == 0 ? &done : nullptr, &why))
-        return fail(why);
-    if (!read_table(s.dir + "/failures.csv", failure_header, key_index, nkey, false, &failures,
-                    &failed, &why))
-      return fail(why);
+      if (!read_table(s.dir + "/" + p.tables[t].name + ".csv", headers_[t], key_index, nkey, t == 0,
+                      &tables_[t], t == 0 ? &done : nullptr, &why_))
+        return fail(why_);
+    if (!read_table(s.dir + "/failures.csv", failure_header_, key_index, nkey, false, &failures_,
+                    &failed, &why_))
+      return fail(why_);
     std::vector<const Point*> lost;
-    for (const Point& pt : mine) {
-      if (!done.count(pt.index) && !failed.count(pt.index)) lost.push_back(&all[pt.index]);
-      owner[pt.index] = int(si);
-    }
+    for (const Point& pt : mine)
+      if (!done.count(pt.index) && !failed.count(pt.index)) lost.push_back(&all_[pt.index]);
     if (!lost.empty())
       return fail(s.dir + " lacks " + std::to_string(lost.size()) + " of its points (" +
                   name_points(lost) + "); finish it with: " + shard_command(s, true));
-    if (s.rec.contains("points"))
-      for (const json& pr : s.rec["points"]) {
-        const uint64_t i = pr.value("index", uint64_t(all.size()));
-        if (i < all.size()) {
-          point_recs[i] = pr;
-          point_recs[i]["shard"] = s.spec.index;
+    if (s.ordered.contains("points"))
+      for (const ordered_json& pr : s.ordered["points"]) {
+        const uint64_t i = pr.value("index", uint64_t(all_.size()));
+        if (i < all_.size()) {
+          point_recs_[i] = pr;
+          point_recs_[i]["shard"] = s.spec.index;
         }
       }
+    return 0;
   }
 
-  // ---- the merged folder
-  if (!mkdir_p(out, &why)) return fail("cannot create " + out + ": " + why);
-  struct stat st;
-  if (::stat((out + "/results.csv").c_str(), &st) == 0)
-    return fail(out + " already holds a run (results.csv); merge into another folder or remove it");
-  for (uint32_t t = 0; t < p.num_tables; ++t)
-    if (!write_table(out + "/" + p.tables[t].name + ".csv", headers[t], &tables[t], &why))
-      return fail(why);
-  if (!failures.lines.empty() &&
-      !write_table(out + "/failures.csv", failure_header, &failures, &why))
-    return fail(why);
+  int write_tables() {
+    const pl_plugin& p = plugin_.entry;
+    std::error_code ec;
+    fs::create_directories(out_, ec);
+    if (!fs::is_directory(out_))
+      return fail("cannot create " + out_ + ": " + (ec ? ec.message() : "not a directory"));
+    if (fs::exists(out_ + "/results.csv"))
+      return fail(out_ +
+                  " already holds a run (results.csv); merge into another folder or remove it");
+    for (uint32_t t = 0; t < p.num_tables; ++t)
+      if (!write_table(out_ + "/" + p.tables[t].name + ".csv", headers_[t], &tables_[t], &why_))
+        return fail(why_);
+    if (!failures_.lines.empty() &&
+        !write_table(out_ + "/failures.csv", failure_header_, &failures_, &why_))
+      return fail(why_);
+    return 0;
+  }
 
-  const std::string target = ref.rec.value("kernel_target", std::string());
-  pl_kernel_table kt;
-  select_kernel_table(check_target(target, &why) ? target : "", &kt);
-  Progress progress(0, opt.quiet, [] { return 0.0; });
-  std::vector<FigureResult> figs;
-  std::string tool;
-  int code = failures.lines.empty() ? kExitOk : kExitFailed;
-  bool have_tool = true;
-  if (!finish_run(cfg, plugin, kt, out, 1, &progress, &figs, &tool, &have_tool)) code = kExitFailed;
-  if (!figs.empty() && !have_tool) progress.warn("phaselab merge: no figures drawn: " + tool);
-  for (const auto& f : figs)
-    if (have_tool && f.png.empty() && f.note.rfind("no rows to plot", 0) != 0 &&
-        f.note.find("excludes this run") == std::string::npos)
-      progress.warn("phaselab merge: figure " + f.name + " not drawn: " + f.note);
+  // The plugin's summaries and figures, once, from the merged files; the exit status.
+  int finish() {
+    const std::string target = shards_[0].rec.value("kernel_target", std::string());
+    pl_kernel_table kt;
+    select_kernel_table(check_target(target, &why_) ? target : "", &kt);
+    Progress progress(0, opt_.quiet, [] { return 0.0; });
+    int code = failures_.lines.empty() ? kExitOk : kExitFailed;
+    bool have_tool = true;
+    if (!finish_run(cfg_, plugin_, kt, out_, 1, &progress, &figs_, &tool_, &have_tool))
+      code = kExitFailed;
+    if (!figs_.empty() && !have_tool) progress.warn("phaselab merge: no figures drawn: " + tool_);
+    for (const auto& f : figs_)
+      if (have_tool && f.png.empty() && f.note.rfind("no rows to plot", 0) != 0 &&
+          f.note.find("excludes this run") == std::string::npos)
+        progress.warn("phaselab merge: figure " + f.name + " not drawn: " + f.note);
+    return code;
+  }
 
-  // ---- run.json: the first shard's record, made to describe the whole run
-  json r = ref.rec;
-  r.erase("shard");
-  r["command"] = opt.argv;
-  r["status"] = code == kExitOk ? "ok" : "failed";
-  r["exit_status"] = code;
-  r["out"] = out;
-  r["config"]["run"]["out"] = out;
-  std::string start = ref.rec.value("start_time", std::string()), end;
-  double cpu_seconds = 0;
-  json parts = json::array();
-  std::set<std::string> cpus;
-  for (const auto& kv : by_index) {
-    const Shard& s = *kv.second;
-    const std::string st0 = s.rec.value("start_time", std::string()),
-                      st1 = s.rec.value("end_time", std::string());
-    if (!st0.empty() && st0 < start) start = st0;
-    if (st1 > end) end = st1;
-    cpus.insert(s.rec.value("cpu", std::string()));
-    parts.push_back({{"index", s.spec.index},
-                     {"dir", s.dir},
-                     {"status", s.rec.value("status", std::string())},
-                     {"cpu", s.rec.value("cpu", std::string())},
-                     {"threads", s.rec.value("threads", 0)},
-                     {"start_time", st0},
-                     {"end_time", st1},
-                     {"wall_seconds", s.rec.value("wall_seconds", 0.0)}});
+  // run.json: the first shard's record, made to describe the whole run.
+  ordered_json record(int code) {
+    ordered_json r = shards_[0].ordered;
+    r.erase("shard");
+    r["command"] = opt_.argv;
+    r["status"] = code == kExitOk ? "ok" : "failed";
+    r["exit_status"] = code;
+    r["out"] = out_;
+    r["config"]["run"]["out"] = out_;
+    std::string start = shards_[0].rec.value("start_time", std::string()), end;
+    double cpu_seconds = 0;
+    ordered_json parts = ordered_json::array();
+    std::set<std::string> cpus;
+    for (const auto& kv : by_index_) {
+      const Shard& s = *kv.second;
+      const std::string st0 = s.rec.value("start_time", std::string()),
+                        st1 = s.rec.value("end_time", std::string());
+      if (!st0.empty() && st0 < start) start = st0;
+      if (st1 > end) end = st1;
+      cpus.insert(s.rec.value("cpu", std::string()));
+      parts.push_back({{"index", s.spec.index},
+                       {"dir", s.dir},
+                       {"status", s.rec.value("status", std::string())},
+                       {"cpu", s.rec.value("cpu", std::string())},
+                       {"threads", s.rec.value("threads", 0)},
+                       {"start_time", st0},
+                       {"end_time", st1},
+                       {"wall_seconds", s.rec.value("wall_seconds", 0.0)}});
+    }
+    for (const ordered_json& pr : point_recs_) {
+      cpu_seconds += pr.value("seconds", 0.0);
+      const std::string s = pr.value("status", std::string());
+      ok_ += s == "ok" || s == "done_before";
+      failed_ += s == "failed";
+    }
+    r["start_time"] = start;
+    r["end_time"] = utc_now();
+    r["cpu"] = cpus.size() == 1 ? *cpus.begin() : std::string("several (see merged_from)");
+    r["merged_from"] = {
+        {"shards", n_},
+        {"last_shard_end_time", end},
+        {"point_seconds_sum", cpu_seconds},
+        {"merge_seconds",
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count()},
+        {"parts", parts}};
+    r["wall_seconds"] = nullptr;  // the shards' wall times and threads are in merged_from.parts
+    r["threads"] = nullptr;
+    r["counts"] = {{"points", all_.size()}, {"ok", ok_},
+                   {"failed", failed_},     {"done_before", 0},
+                   {"cancelled", 0},        {"not_run", all_.size() - ok_ - failed_}};
+    r["figure_tool"] = tool_;
+    ordered_json jf = ordered_json::array();
+    for (const auto& f : figs_) {
+      ordered_json o = {{"name", f.name}};
+      if (!f.png.empty()) o["png"] = f.png;
+      if (!f.note.empty()) o["note"] = f.note;
+      jf.push_back(o);
+    }
+    r["figures"] = jf;
+    r["points"] = point_recs_;
+    return r;
   }
-  size_t ok = 0, nfailed = 0;
-  for (const json& pr : point_recs) {
-    cpu_seconds += pr.value("seconds", 0.0);
-    const std::string s = pr.value("status", std::string());
-    ok += s == "ok" || s == "done_before";
-    nfailed += s == "failed";
-  }
-  r["start_time"] = start;
-  r["end_time"] = utc_now();
-  r["cpu"] = cpus.size() == 1 ? *cpus.begin() : std::string("several (see merged_from)");
-  r["merged_from"] = {
-      {"shards", n},
-      {"last_shard_end_time", end},
-      {"point_seconds_sum", cpu_seconds},
-      {"merge_seconds",
-       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()},
-      {"parts", parts}};
-  r["wall_seconds"] = nullptr;  // the shards' wall times and threads are in merged_from.parts
-  r["threads"] = nullptr;
-  r["counts"] = {{"points", all.size()}, {"ok", ok},       {"failed", nfailed},
-                 {"done_before", 0},     {"cancelled", 0}, {"not_run", all.size() - ok - nfailed}};
-  r["figure_tool"] = tool;
-  json jf = json::array();
-  for (const auto& f : figs) {
-    json o = {{"name", f.name}};
-    if (!f.png.empty()) o["png"] = f.png;
-    if (!f.note.empty()) o["note"] = f.note;
-    jf.push_back(o);
-  }
-  r["figures"] = jf;
-  r["points"] = point_recs;
-  if (!write_file_atomic(out + "/run.json", r.dump(2) + "\n", &why))
-    return fail("cannot write " + out + "/run.json: " + why);
 
-  if (!opt.quiet || nfailed) {
-    std::fprintf(
-        stderr, "phaselab merge: %zu shards, %zu of %zu points ok%s\n", shards.size(), ok,
-        all.size(),
-        nfailed
-            ? (", " + std::to_string(nfailed) + " failed (see " + out + "/failures.csv)").c_str()
-            : "");
-  }
-  if (!opt.quiet) {
+  void print_summary() const {
+    if (!opt_.quiet || failed_) {
+      std::fprintf(
+          stderr, "phaselab merge: %zu shards, %zu of %zu points ok%s\n", shards_.size(), ok_,
+          all_.size(),
+          failed_
+              ? (", " + std::to_string(failed_) + " failed (see " + out_ + "/failures.csv)").c_str()
+              : "");
+    }
+    if (opt_.quiet) return;
     size_t drawn = 0;
-    for (const auto& f : figs) drawn += !f.png.empty();
-    std::printf("results: %s/results.csv\nrun record: %s/run.json\n", out.c_str(), out.c_str());
-    if (drawn) std::printf("figures: %s/figures/ (%zu drawn)\n", out.c_str(), drawn);
+    for (const auto& f : figs_) drawn += !f.png.empty();
+    std::printf("results: %s/results.csv\nrun record: %s/run.json\n", out_.c_str(), out_.c_str());
+    if (drawn) std::printf("figures: %s/figures/ (%zu drawn)\n", out_.c_str(), drawn);
   }
-  return code;
-}
+
+  const MergeOptions& opt_;
+  const std::chrono::steady_clock::time_point wall_start_ = std::chrono::steady_clock::now();
+  std::string out_, why_;
+  std::vector<Shard> shards_;
+  std::map<uint64_t, const Shard*> by_index_;
+  uint64_t n_ = 0;  // shards in the run
+  Plugin plugin_;
+  RunConfig cfg_;
+  std::vector<Point> all_;
+  std::vector<double> costs_;
+  std::vector<Row> headers_;
+  Row failure_header_;
+  std::vector<Lines> tables_;
+  Lines failures_;
+  ordered_json point_recs_;  // by point index
+  std::vector<FigureResult> figs_;
+  std::string tool_;
+  size_t ok_ = 0, failed_ = 0;
+};
+
+}  // namespace
+
+int execute_merge(const MergeOptions& opt) { return Merge(opt).go(); }
 
 }  // namespace pl::driver
