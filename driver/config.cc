@@ -319,20 +319,32 @@ bool config_plugin_name(const toml::table& t, const std::string& file, std::stri
   return true;
 }
 
-bool resolve_config(const toml::table& t, const std::string& file, const Plugin& plugin,
-                    RunConfig* cfg, std::vector<std::string>* errors) {
-  const size_t errors_before = errors->size();
-  auto err = [&](const toml::source_region& r, const std::string& m) {
-    errors->push_back(where(file, r) + ": error: " + m);
-  };
+namespace {
+
+// resolve_config's steps: the top-level keys, the plugin's table, the sweep. Every problem is
+// one "file:line:col: error: ..." line in `errors`.
+struct Resolver {
+  const toml::table& t;
+  const std::string& file;
+  const Plugin& plugin;
+  RunConfig* cfg;
+  std::vector<std::string>* errors;
   const pl_plugin& p = plugin.entry;
   const std::string pname = p.name;
-  cfg->file = file;
-  cfg->plugin = pname;
-  cfg->base.clear();
-  for (uint32_t i = 0; i < p.num_params; ++i) cfg->base.push_back(default_value(p.params[i]));
-  cfg->base_set.assign(p.num_params, false);
-  {
+  const toml::table* sweep = nullptr;
+  const toml::table* params = nullptr;
+
+  void err(const toml::source_region& r, const std::string& m) {
+    errors->push_back(where(file, r) + ": error: " + m);
+  }
+
+  // Defaults: every parameter's declared default, the name from the file's stem.
+  void defaults() {
+    cfg->file = file;
+    cfg->plugin = pname;
+    cfg->base.clear();
+    for (uint32_t i = 0; i < p.num_params; ++i) cfg->base.push_back(default_value(p.params[i]));
+    cfg->base_set.assign(p.num_params, false);
     const size_t slash = file.find_last_of('/');
     std::string stem = file.substr(slash == std::string::npos ? 0 : slash + 1);
     if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".toml") == 0)
@@ -340,40 +352,41 @@ bool resolve_config(const toml::table& t, const std::string& file, const Plugin&
     cfg->name = stem;
   }
 
-  const toml::table* sweep = nullptr;
-  const toml::table* params = nullptr;
-  for (auto [k, v] : in_file_order(t)) {
-    const std::string key = std::string(k->str());
-    if (key == "plugin") continue;
-    if (key == "name") {
-      auto s = v->value_exact<std::string>();
-      if (!s || s->empty() || s->find('/') != std::string::npos || s->size() > 255 ||
-          has_control(*s) || *s == "." || *s == "..")
-        err(v->source(),
-            "name must be a non-empty string of at most 255 bytes without '/' or control "
-            "characters, got " +
-                found_text(*v));
-      else
-        cfg->name = *s;
-    } else if (key == "run" || key == "sweep" || key == pname) {
-      const toml::table* tab = v->as_table();
-      if (!tab) {
-        err(v->source(), key + " must be a table ([" + key + "]), got " + found_text(*v));
-        continue;
+  void top_level() {
+    for (auto [k, v] : in_file_order(t)) {
+      const std::string key = std::string(k->str());
+      if (key == "plugin") continue;
+      if (key == "name") {
+        auto s = v->value_exact<std::string>();
+        if (!s || s->empty() || s->find('/') != std::string::npos || s->size() > 255 ||
+            has_control(*s) || *s == "." || *s == "..")
+          err(v->source(),
+              "name must be a non-empty string of at most 255 bytes without '/' or control "
+              "characters, got " +
+                  found_text(*v));
+        else
+          cfg->name = *s;
+      } else if (key == "run" || key == "sweep" || key == pname) {
+        const toml::table* tab = v->as_table();
+        if (!tab) {
+          err(v->source(), key + " must be a table ([" + key + "]), got " + found_text(*v));
+          continue;
+        }
+        if (key == "run") run_section(*tab, file, cfg, errors);
+        if (key == "sweep") sweep = tab;
+        if (key == pname) params = tab;
+      } else if (param_index(plugin, key) >= 0) {
+        err(k->source(),
+            "parameter " + key + " belongs in the [" + pname + "] table (or in [sweep])");
+      } else {
+        err(k->source(), unknown_key("", key, {"plugin", "name", "run", "sweep", pname}));
       }
-      if (key == "run") run_section(*tab, file, cfg, errors);
-      if (key == "sweep") sweep = tab;
-      if (key == pname) params = tab;
-    } else if (param_index(plugin, key) >= 0) {
-      err(k->source(),
-          "parameter " + key + " belongs in the [" + pname + "] table (or in [sweep])");
-    } else {
-      err(k->source(), unknown_key("", key, {"plugin", "name", "run", "sweep", pname}));
     }
   }
 
   // Scalar values from the plugin's own table.
-  if (params) {
+  void plugin_table() {
+    if (!params) return;
     for (auto [k, v] : in_file_order(*params)) {
       const std::string key = std::string(k->str());
       const int idx = param_index(plugin, key);
@@ -392,8 +405,9 @@ bool resolve_config(const toml::table& t, const std::string& file, const Plugin&
   }
 
   // Sweep lists.
-  cfg->sweep.clear();
-  if (sweep) {
+  void sweep_section() {
+    cfg->sweep.clear();
+    if (!sweep) return;
     std::set<std::string> columns = {"seed"};
     for (uint32_t ti = 0; ti < p.num_tables; ++ti)
       for (uint32_t c = 0; c < p.tables[ti].num_columns; ++c)
@@ -409,7 +423,6 @@ bool resolve_config(const toml::table& t, const std::string& file, const Plugin&
         err(k->source(), unknown_key("sweep.", key, plugin.param_names));
         continue;
       }
-      const pl_param_decl& d = p.params[idx];
       if (params && params->contains(key)) {
         err(k->source(), "duplicate key " + key + ": it is swept in [sweep] and also set in [" +
                              pname + "] (" + where(file, params->get(key)->source()) +
@@ -420,34 +433,51 @@ bool resolve_config(const toml::table& t, const std::string& file, const Plugin&
         err(k->source(), "sweep key " + key + " clashes with a result column of plugin " + pname);
         continue;
       }
-      const toml::array* a = v->as_array();
-      if (!a || a->empty()) {
-        err(v->source(), "sweep." + key + " must be a non-empty list of " + describe_expected(d) +
-                             " values, got " + found_text(*v));
-        continue;
-      }
-      SweepAxis axis;
-      axis.key = key;
-      axis.param = uint32_t(idx);
-      bool ok = true;
-      std::set<std::string> seen;  // O(n log n) duplicate check
-      for (const toml::node& e : *a) {
-        ParamValue val;
-        if (!convert(e, d, &val)) {
-          err(e.source(), bad_value(pname + "." + key, d, e) + " (in sweep." + key + ")");
-          ok = false;
-          continue;
-        }
-        if (!seen.insert(value_text(val)).second) {  // one type per axis
-          err(e.source(), "sweep." + key + " lists " + found_text(e) + " twice");
-          ok = false;
-          continue;
-        }
-        axis.values.push_back(val);
-      }
-      if (ok) cfg->sweep.push_back(std::move(axis));
+      sweep_axis(key, uint32_t(idx), *v);
     }
   }
+
+  void sweep_axis(const std::string& key, uint32_t idx, const toml::node& v) {
+    const pl_param_decl& d = p.params[idx];
+    const toml::array* a = v.as_array();
+    if (!a || a->empty()) {
+      err(v.source(), "sweep." + key + " must be a non-empty list of " + describe_expected(d) +
+                          " values, got " + found_text(v));
+      return;
+    }
+    SweepAxis axis;
+    axis.key = key;
+    axis.param = idx;
+    bool ok = true;
+    std::set<std::string> seen;  // O(n log n) duplicate check
+    for (const toml::node& e : *a) {
+      ParamValue val;
+      if (!convert(e, d, &val)) {
+        err(e.source(), bad_value(pname + "." + key, d, e) + " (in sweep." + key + ")");
+        ok = false;
+        continue;
+      }
+      if (!seen.insert(value_text(val)).second) {  // one type per axis
+        err(e.source(), "sweep." + key + " lists " + found_text(e) + " twice");
+        ok = false;
+        continue;
+      }
+      axis.values.push_back(val);
+    }
+    if (ok) cfg->sweep.push_back(std::move(axis));
+  }
+};
+
+}  // namespace
+
+bool resolve_config(const toml::table& t, const std::string& file, const Plugin& plugin,
+                    RunConfig* cfg, std::vector<std::string>* errors) {
+  const size_t errors_before = errors->size();
+  Resolver r{t, file, plugin, cfg, errors};
+  r.defaults();
+  r.top_level();
+  r.plugin_table();
+  r.sweep_section();
   // Report in file order (sections are checked in a fixed order): sort by line, column.
   auto pos = [&](const std::string& e) {
     unsigned line = 0, col = 0;
