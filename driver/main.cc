@@ -9,6 +9,7 @@
 
 #include "driver/cli.hpp"
 #include "driver/config.hpp"
+#include "driver/json_text.hpp"
 #include "driver/limits.hpp"
 #include "driver/merge.hpp"
 #include "driver/mpi_run.hpp"
@@ -25,24 +26,23 @@ namespace {
 int cmd_kernels(bool json) {
   const std::string best = pl::best_target();
   if (json) {
-    std::printf("{\n  \"best_target\": \"%s\",\n  \"kernels\": [\n", best.c_str());
+    ordered_json kernels = ordered_json::array();
     for (int k = 0; k < pl::kNumKernels; ++k) {
       const pl::Variant* sel = pl::selected_variant(k, "");
-      std::printf("    {\"kernel\": \"%s\", \"selected\": %s, \"variants\": [\n",
-                  pl::kernel_name(k), json_string(sel ? sel->name : "").c_str());
-      bool first = true;
-      for (const auto& v : pl::variants()) {
-        if (v.kernel != k) continue;
-        std::printf(
-            "%s      {\"name\": %s, \"backend\": \"%s\", \"isa\": \"%s\", "
-            "\"supported\": %s, \"selected\": %s}",
-            first ? "" : ",\n", json_string(v.name).c_str(), v.backend, v.isa,
-            v.supported ? "true" : "false", (&v == sel) ? "true" : "false");
-        first = false;
-      }
-      std::printf("\n    ]}%s\n", k + 1 < pl::kNumKernels ? "," : "");
+      ordered_json variants = ordered_json::array();
+      for (const auto& v : pl::variants())
+        if (v.kernel == k)
+          variants.push_back({{"name", v.name},
+                              {"backend", v.backend},
+                              {"isa", v.isa},
+                              {"supported", v.supported},
+                              {"selected", &v == sel}});
+      kernels.push_back({{"kernel", pl::kernel_name(k)},
+                         {"selected", sel ? sel->name : ""},
+                         {"variants", variants}});
     }
-    std::printf("  ]\n}\n");
+    const ordered_json doc = {{"best_target", best}, {"kernels", kernels}};
+    std::fputs(json_text(doc).c_str(), stdout);
     return 0;
   }
   std::printf("best target: %s\n", best.c_str());
@@ -84,9 +84,9 @@ std::string not_found(const std::string& name, const std::vector<PluginFile>& fi
                       const std::vector<SearchDir>& path) {
   std::vector<std::string> names;
   for (const auto& f : files) names.push_back(f.name);
-  std::string msg = "plugin " + quoted(name) + " not found";
+  std::string msg = "plugin " + driver::quoted(name) + " not found";
   const std::string dym = did_you_mean(name, names);
-  if (!dym.empty()) msg += " (did you mean " + quoted(dym) + "?)";
+  if (!dym.empty()) msg += " (did you mean " + driver::quoted(dym) + "?)";
   return msg + "; searched " + search_path_text(path) +
          " (set PHASELAB_PLUGIN_PATH to add folders)";
 }
@@ -174,7 +174,7 @@ int prepare(const std::string& file, const std::string& cli_target, Plugin* plug
     if (f.name == name) found = &f;
   // Only the clash of the plugin this config uses is worth a warning here.
   for (const auto& c : clashes)
-    if (c.rfind("plugin " + quoted(name) + " ", 0) == 0) mine.push_back(c);
+    if (c.rfind("plugin " + driver::quoted(name) + " ", 0) == 0) mine.push_back(c);
   warn_search(path, mine);
   if (!found) {
     std::fprintf(stderr, "%s: error: %s\n", at.c_str(), not_found(name, files, path).c_str());
@@ -182,7 +182,7 @@ int prepare(const std::string& file, const std::string& cli_target, Plugin* plug
   }
   std::string why;
   if (!load_plugin(*found, plugin, &why)) {
-    std::fprintf(stderr, "%s: error: plugin %s: %s\n", at.c_str(), quoted(name).c_str(),
+    std::fprintf(stderr, "%s: error: plugin %s: %s\n", at.c_str(), driver::quoted(name).c_str(),
                  why.c_str());
     return kExitPlugin;
   }
@@ -230,7 +230,7 @@ int cmd_run(const Args& a, int argc, char** argv) {
       std::fprintf(
           stderr,
           "phaselab run: error: --threads must be an integer >= 0 (0 = all cores), got %s\n",
-          quoted(s).c_str());
+          driver::quoted(s).c_str());
       return kExitUsage;
     }
     opt.threads = n;
