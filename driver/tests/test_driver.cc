@@ -20,59 +20,12 @@
 #include <thread>
 #include <vector>
 
+#include "driver/tests/support.hpp"
 #include "sdk/text.hpp"
 
 namespace {
 
-std::string env_or(const char* name, const char* def) {
-  const char* v = std::getenv(name);
-  return v ? v : def;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
-
-size_t count_lines(const std::string& s) {
-  size_t n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
-
-// A fresh temporary folder per test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = env_or("TMPDIR", "/tmp") + "/phaselab-driver-test-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back(0);
-    REQUIRE(::mkdtemp(buf.data()) != nullptr);
-    path = buf.data();
-  }
-  ~TempDir() {
-    const std::string cmd = "rm -rf '" + path + "'";
-    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path.c_str());
-  }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
-
-struct Result {
-  int rc = -1;
-  std::string out, err;
-};
+using namespace pl::driver_test;
 
 // PHASELAB_PLUGIN_PATH for the next commands (empty: the test plugins' folder).
 std::string g_plugin_path;
@@ -80,43 +33,16 @@ std::string g_plugin_path;
 // Starts phaselab with `args`; stdout and stderr go to files in `dir`.
 pid_t spawn(const std::vector<std::string>& args, const TempDir& dir, const std::string& tag,
             bool with_gnuplot) {
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::setenv(
-        "PHASELAB_PLUGIN_PATH",
-        g_plugin_path.empty() ? env_or("PHASELAB_TEST_PLUGINS", "").c_str() : g_plugin_path.c_str(),
-        1);
-    if (!with_gnuplot) ::setenv("PHASELAB_GNUPLOT", "", 1);  // figures are tested once
-    const int o = ::open((dir / (tag + ".out")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = ::open((dir / (tag + ".err")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
-    const std::string exe = env_or("PHASELAB_EXE", "phaselab");
-    std::vector<char*> argv{const_cast<char*>(exe.c_str())};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(exe.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-int wait_rc(pid_t pid) {
-  int st = 0;
-  REQUIRE(::waitpid(pid, &st, 0) == pid);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  SpawnOptions o;
+  o.plugin_path = g_plugin_path;
+  o.gnuplot = with_gnuplot;
+  return pl::driver_test::spawn(phaselab_exe(), args, dir, tag, o);
 }
 
 Result phaselab(const std::vector<std::string>& args, const TempDir& dir,
                 bool with_gnuplot = false) {
-  static int counter = 0;
-  const std::string tag = "cmd" + std::to_string(counter++);
-  Result r;
-  r.rc = wait_rc(spawn(args, dir, tag, with_gnuplot));
-  r.out = slurp(dir / (tag + ".out"));
-  r.err = slurp(dir / (tag + ".err"));
-  return r;
+  const std::string tag = next_tag();
+  return finish(spawn(args, dir, tag, with_gnuplot), dir, tag);
 }
 
 // Writes `toml` as <dir>/<name>.toml and checks it: returns the result.

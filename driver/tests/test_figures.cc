@@ -18,22 +18,15 @@
 #include <vector>
 
 #include "driver/figures.hpp"
+#include "driver/tests/support.hpp"
 #include "sdk/phaselab_sdk.hpp"
 
 namespace pl::test {
 namespace {
 
-struct RunDir {
-  std::string path;
-  RunDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string t = std::string(base && *base ? base : "/tmp") + "/pl_figures_XXXXXX";
-    std::vector<char> buf(t.begin(), t.end());
-    buf.push_back('\0');
-    REQUIRE(mkdtemp(buf.data()) != nullptr);
-    path = buf.data();
-  }
-  ~RunDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+// A run folder: its tables written here, its figures read back.
+struct RunDir : pl::driver_test::TempDir {
+  RunDir() : TempDir("pl_figures") {}
   void table(const std::string& name, const std::string& csv) const {
     std::ofstream(path + "/" + name + ".csv") << csv;
   }
@@ -61,11 +54,7 @@ std::vector<pl::driver::FigureResult> render(const RunDir& run,
   return out;
 }
 
-size_t count(const std::string& s, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
-  return n;
-}
+using pl::driver_test::count_of;
 
 // The numeric rows of data block `index` (blocks are separated by two blank lines).
 std::vector<std::vector<double>> block(const std::string& dat, size_t index) {
@@ -120,7 +109,7 @@ TEST_CASE("figures: facets, one panel per value, shared legend, mean +- s.e. ove
       run, {pl::sdk::plot("hist", "history", "results", "step", "a,b", "N", "", 0, &kFacet)});
   REQUIRE(res.size() == 1);
   const std::string g = run.read("figures/hist.gp"), dat = run.read("figures/hist.dat");
-  CHECK(count(g, "# facets: 3 panels by K") == 1);
+  CHECK(count_of(g, "# facets: 3 panels by K") == 1);
   // Panels in increasing K, not in order of appearance.
   const size_t p1 = g.find("set title 'K = 1'"), p4 = g.find("set title 'K = 4'"),
                p16 = g.find("set title 'K = 16'");
@@ -129,10 +118,10 @@ TEST_CASE("figures: facets, one panel per value, shared legend, mean +- s.e. ove
   REQUIRE(p16 != std::string::npos);
   CHECK(p1 < p4);
   CHECK(p4 < p16);
-  CHECK(count(g, "\nplot ") == 4);  // 3 panels + the legend
+  CHECK(count_of(g, "\nplot ") == 4);  // 3 panels + the legend
   // One legend entry per series (a, b), in the legend strip only; no key inside a panel.
-  CHECK(count(g, "keyentry") == 2);
-  CHECK(count(g, "title 'a'") == 1);
+  CHECK(count_of(g, "keyentry") == 2);
+  CHECK(count_of(g, "title 'a'") == 1);
   CHECK(g.find("set key center center") != std::string::npos);
   // N has one value: it goes into the title, not into every legend entry.
   CHECK(g.find("title 'history (N=64)'") != std::string::npos);
@@ -224,8 +213,8 @@ TEST_CASE("figures: a heat map colours each (x, y) cell by its most frequent cat
   CHECK(rows[0] == std::vector<double>{0, 0, 3, 3, 2, 1, 16});
   CHECK(rows[1] == std::vector<double>{1, 1, 0, 3, 3, 4, 32});
   CHECK(rows[2] == std::vector<double>{2, 0, 1, 3, 3, 1024, 16});
-  CHECK(count(g, "set label '2/3' at 0,0") == 1);
-  CHECK(count(g, "set label") == 1);
+  CHECK(count_of(g, "set label '2/3' at 0,0") == 1);
+  CHECK(count_of(g, "set label") == 1);
   // Numeric z: the mean over seeds, on a continuous palette.
   const auto lm = block(run.read("figures/lossmap.dat"), 0);
   REQUIRE(lm.size() == 3);
@@ -243,7 +232,7 @@ TEST_CASE("figures: legends outside the data; styles from older plugins read up 
   const std::string g = run.read("figures/two.gp");
   CHECK(g.find("set key outside right top") != std::string::npos);
   CHECK(g.find("box opaque") == std::string::npos);
-  CHECK(count(g, "keyentry") == 2);
+  CHECK(count_of(g, "keyentry") == 2);
   // A log y axis spanning under a decade (K=1, a: 7/3 +- sqrt(7)/3 and 3, so about 1.45 to 3)
   // has ticks at 1, 2, 5 x powers of ten inside its range: here only 2.
   render(run, {pl::sdk::plot("logy", "logy", "results", "step", "a", "", "K=1", PL_PLOT_LOGY)});
@@ -251,7 +240,7 @@ TEST_CASE("figures: legends outside the data; styles from older plugins read up 
   // No style (a plugin built before pl_plot_style): one panel, as before.
   render(run, {pl::sdk::plot("plain", "plain", "results", "step", "a", "K", "")});
   CHECK(run.read("figures/plain.gp").find("# facets") == std::string::npos);
-  CHECK(count(run.read("figures/plain.gp"), "keyentry") == 3);  // K = 16, 1, 4
+  CHECK(count_of(run.read("figures/plain.gp"), "keyentry") == 3);  // K = 16, 1, 4
   // A style whose struct_size stops before facet_by (an older, shorter struct): the field past
   // it is not read, even though this test put a value there.
   pl::sdk::PlotStyle shorter = pl::sdk::PlotStyle().facet("K");

@@ -21,109 +21,30 @@
 #include <thread>
 #include <vector>
 
+#include "driver/tests/support.hpp"
+
 namespace {
 
-std::string env_or(const char* name, const char* def) {
-  const char* v = std::getenv(name);
-  return v ? v : def;
-}
+using namespace pl::driver_test;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
-
-size_t count_lines(const std::string& s) {
-  size_t n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
-
-size_t count_of(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = env_or("TMPDIR", "/tmp") + "/phaselab-scaleout-test-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back(0);
-    REQUIRE(::mkdtemp(buf.data()) != nullptr);
-    path = buf.data();
-  }
-  ~TempDir() {
-    const std::string cmd = "rm -rf '" + path + "'";
-    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path.c_str());
-  }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
-
-struct Result {
-  int rc = -1;
-  std::string out, err;
-};
-
-// Starts `exe args` with extra environment; stdout and stderr go to files in `dir`.
+// Starts `exe args` with extra environment, in a process group of its own.
 pid_t spawn(const std::string& exe, const std::vector<std::string>& args, const TempDir& dir,
             const std::string& tag, const std::vector<std::string>& env) {
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::setenv("PHASELAB_PLUGIN_PATH", env_or("PHASELAB_TEST_PLUGINS", "").c_str(), 1);
-    ::setenv("PHASELAB_GNUPLOT", "", 1);
-    for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
-    const int o = ::open((dir / (tag + ".out")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = ::open((dir / (tag + ".err")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
-    std::vector<char*> argv{const_cast<char*>(exe.c_str())};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(exe.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-int wait_rc(pid_t pid) {
-  int st = 0;
-  REQUIRE(::waitpid(pid, &st, 0) == pid);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  SpawnOptions o;
+  o.env = env;
+  o.own_group = true;
+  return pl::driver_test::spawn(exe, args, dir, tag, o);
 }
 
 int g_counter = 0;
 
-Result finish(pid_t pid, const TempDir& dir, const std::string& tag) {
-  Result r;
-  r.rc = wait_rc(pid);
-  r.out = slurp(dir / (tag + ".out"));
-  r.err = slurp(dir / (tag + ".err"));
-  return r;
-}
-
 Result phaselab(const std::vector<std::string>& args, const TempDir& dir,
                 const std::vector<std::string>& env = {}) {
   const std::string tag = "cmd" + std::to_string(g_counter++);
-  return finish(spawn(env_or("PHASELAB_EXE", "phaselab"), args, dir, tag, env), dir, tag);
+  return finish(spawn(phaselab_exe(), args, dir, tag, env), dir, tag);
 }
 
-const std::string kExe = env_or("PHASELAB_EXE", "phaselab");
+const std::string kExe = phaselab_exe();
 const std::string kMpirun = env_or("PHASELAB_MPIRUN", "");
 // Open MPI refuses root without these (CI runs as root); --oversubscribe: more ranks than cores.
 const std::vector<std::string> kMpiEnv = {"OMPI_ALLOW_RUN_AS_ROOT=1",
