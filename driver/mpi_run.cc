@@ -11,9 +11,6 @@
 #include <thread>
 
 #define TBB_PREVIEW_GLOBAL_CONTROL 1
-#include <tbb/global_control.h>
-#include <tbb/task_arena.h>
-#include <tbb/task_group.h>
 
 #include "driver/progress.hpp"
 
@@ -296,41 +293,31 @@ int mpi_worker(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt
   std::unique_ptr<std::atomic<double>[]> fractions(new std::atomic<double>[size_t(threads)]);
   Progress progress(0, true, [] { return 0.0; });
   install_stop_handlers();
-  {
-    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
-    tbb::task_arena arena(threads);
-    arena.execute([&] {
-      tbb::task_group g;
-      for (int w = 0; w < threads; ++w)
-        g.run([&, w] {
-          while (!stop_requested()) {
-            std::vector<int64_t> block;  // empty: no points left
-            {
-              std::lock_guard<std::mutex> lock(g_mpi_mu);
-              int dummy = 0, n = 0;
-              MPI_Send(&dummy, 1, MPI_INT, 0, kTagRequest, MPI_COMM_WORLD);
-              MPI_Status st;
-              MPI_Probe(0, kTagAssign, MPI_COMM_WORLD, &st);
-              MPI_Get_count(&st, MPI_INT64_T, &n);
-              block.resize(size_t(n));
-              MPI_Recv(block.data(), n, MPI_INT64_T, 0, kTagAssign, MPI_COMM_WORLD,
-                       MPI_STATUS_IGNORE);
-            }
-            if (block.empty()) break;
-            for (const int64_t idx : block) {
-              if (stop_requested()) break;  // the rest is run again on --resume
-              if (idx < 0 || uint64_t(idx) >= points.size()) continue;
-              const PointOutcome o = compute_point(plugin.entry, points[size_t(idx)], kt, out,
-                                                   threads, &progress, &fractions[size_t(w)]);
-              const std::string buf = encode(uint64_t(idx), o);
-              std::lock_guard<std::mutex> lock(g_mpi_mu);
-              MPI_Send(buf.data(), int(buf.size()), MPI_BYTE, 0, kTagResult, MPI_COMM_WORLD);
-            }
-          }
-        });
-      g.wait();
-    });
-  }
+  run_on_workers(threads, [&](int w) {
+    while (!stop_requested()) {
+      std::vector<int64_t> block;  // empty: no points left
+      {
+        std::lock_guard<std::mutex> lock(g_mpi_mu);
+        int dummy = 0, n = 0;
+        MPI_Send(&dummy, 1, MPI_INT, 0, kTagRequest, MPI_COMM_WORLD);
+        MPI_Status st;
+        MPI_Probe(0, kTagAssign, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_INT64_T, &n);
+        block.resize(size_t(n));
+        MPI_Recv(block.data(), n, MPI_INT64_T, 0, kTagAssign, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      }
+      if (block.empty()) break;
+      for (const int64_t idx : block) {
+        if (stop_requested()) break;  // the rest is run again on --resume
+        if (idx < 0 || uint64_t(idx) >= points.size()) continue;
+        const PointOutcome o = compute_point(plugin.entry, points[size_t(idx)], kt, out, threads,
+                                             &progress, &fractions[size_t(w)]);
+        const std::string buf = encode(uint64_t(idx), o);
+        std::lock_guard<std::mutex> lock(g_mpi_mu);
+        MPI_Send(buf.data(), int(buf.size()), MPI_BYTE, 0, kTagResult, MPI_COMM_WORLD);
+      }
+    }
+  });
   restore_stop_handlers();
   int dummy = 0;
   MPI_Send(&dummy, 1, MPI_INT, 0, kTagDone, MPI_COMM_WORLD);

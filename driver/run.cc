@@ -14,6 +14,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -409,20 +410,13 @@ class Run {
   // One worker per thread pulls points in order, so early points finish first. When fewer
   // points than threads are left, the idle threads join the running points' parallel loops.
   void run_local() {
-    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads_));
-    tbb::task_arena arena(threads_);
-    arena.execute([&] {
-      tbb::task_group g;
-      for (int w = 0; w < threads_; ++w)
-        g.run([&, w] {
-          while (!g_stop.load()) {
-            const size_t j = next_++;
-            if (j >= todo_.size()) break;
-            record_point(*todo_[j], compute_point(p_, *todo_[j], kt_, out_, threads_,
-                                                  progress_.get(), &fractions_[size_t(w)]));
-          }
-        });
-      g.wait();
+    run_on_workers(threads_, [&](int w) {
+      while (!g_stop.load()) {
+        const size_t j = next_++;
+        if (j >= todo_.size()) break;
+        record_point(*todo_[j], compute_point(p_, *todo_[j], kt_, out_, threads_, progress_.get(),
+                                              &fractions_[size_t(w)]));
+      }
     });
   }
 
@@ -839,6 +833,16 @@ void install_stop_handlers() {
 void restore_stop_handlers() {
   ::sigaction(SIGINT, &g_old_int, nullptr);
   ::sigaction(SIGTERM, &g_old_term, nullptr);
+}
+
+void run_on_workers(int threads, const std::function<void(int)>& worker) {
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    tbb::task_group g;
+    for (int w = 0; w < threads; ++w) g.run([&, w] { worker(w); });
+    g.wait();
+  });
 }
 
 int resolve_threads(const RunConfig& cfg, const RunOptions& opt) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,10 @@ bool finish_run(const RunConfig& cfg, const Plugin& plugin, const pl_kernel_tabl
 // The kernel table for a target ("" = best); returns select_kernels' error, empty on success
 // (every kernel has a scalar variant, so a target check_target accepts always succeeds).
 std::string select_kernel_table(const std::string& target, pl_kernel_table* kt);
+// Runs worker(0) ... worker(threads - 1) at once in an arena of `threads` threads (no more
+// for the whole process meanwhile); when a worker runs out of work its thread joins the others'
+// parallel loops.
+void run_on_workers(int threads, const std::function<void(int)>& worker);
 // Threads for a run: --threads, else [run] threads, 0 = every core this process may use.
 int resolve_threads(const RunConfig& cfg, const RunOptions& opt);
 
