@@ -2,7 +2,6 @@
 #include "driver/figures.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "driver/text.hpp"
@@ -773,8 +773,9 @@ class Figure {
     const int rc = run_tool(tool_.exe, {std::string(pd_.name) + ".gp"}, fig_dir, log);
     std::string log_text;
     read_file(log, &log_text, nullptr);
-    struct stat st;
-    if (rc != 0 || ::stat((base + ".png").c_str(), &st) != 0 || st.st_size == 0) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(base + ".png", ec);
+    if (rc != 0 || ec || size == 0) {
       const size_t nl = log_text.find('\n');
       fail("gnuplot failed (exit " + std::to_string(rc) + ")" +
            (log_text.empty() ? "" : ": " + log_text.substr(0, nl)) + ", see " + log);
@@ -782,7 +783,7 @@ class Figure {
     }
     if (!png_complete(base + ".png")) {  // e.g. gnuplot ran out of disk space mid-file
       fail("cannot write " + base + ".png: the file gnuplot wrote is truncated (" +
-           std::to_string(st.st_size) + " bytes, no PNG end chunk; disk full?)");
+           std::to_string(size) + " bytes, no PNG end chunk; disk full?)");
       std::remove((base + ".png").c_str());
       return;
     }
@@ -830,7 +831,8 @@ std::vector<FigureResult> render_figures(const pl_plugin& plugin, const std::str
   *have_tool = false;
   if (plugin.num_plots == 0) return out;
   const std::string fig_dir = out_dir + "/figures";
-  ::mkdir(fig_dir.c_str(), 0755);
+  std::error_code ec;
+  std::filesystem::create_directory(fig_dir, ec);  // a failure shows as each figure's write error
   const Tool tool = find_gnuplot(fig_dir);
   *have_tool = !tool.exe.empty();
   *tool_text = tool.exe.empty() ? tool.why : "gnuplot " + tool.version + " (" + tool.terminal + ")";

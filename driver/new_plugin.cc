@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "driver/new_plugin.hpp"
 
-#include <sys/stat.h>
-
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -47,13 +46,13 @@ int cmd_new(const std::string& name, const std::string& dir_opt) {
     return 2;
   }
   const std::string dir = dir_opt.empty() ? name : dir_opt;
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) {
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(dir, ec))) {
     std::fprintf(stderr, "phaselab new: error: %s already exists; choose another --dir\n",
                  quoted(dir).c_str());
     return 2;
   }
-  if (::mkdir(dir.c_str(), 0755) != 0) {
+  if (!std::filesystem::create_directory(dir, ec)) {
     std::fprintf(stderr, "phaselab new: error: cannot create folder %s\n", quoted(dir).c_str());
     return 2;
   }

@@ -1,15 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "driver/plugins.hpp"
 
-#include <dirent.h>
 #include <dlfcn.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "driver/text.hpp"
@@ -30,22 +29,25 @@
 namespace pl::driver {
 namespace {
 
+namespace fs = std::filesystem;
+
 bool is_file(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
 }
 
 bool is_dir(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  std::error_code ec;
+  return fs::is_directory(p, ec);
 }
 
+// Names in a folder, sorted, without hidden ones; none if it cannot be read.
 std::vector<std::string> list_dir(const std::string& dir) {
   std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d))
-      if (e->d_name[0] != '.') out.push_back(e->d_name);
-    ::closedir(d);
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name[0] != '.') out.push_back(name);
   }
   std::sort(out.begin(), out.end());
   return out;

@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "driver/run_record.hpp"
 
-#include <dirent.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "driver/text.hpp"
 
@@ -109,23 +107,22 @@ bool read_run_record(const std::string& dir, json* out, std::string* error) {
 }
 
 bool out_folder_usable(const std::string& dir, std::string* error) {
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return true;  // created by the run
-  if (!S_ISDIR(st.st_mode)) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (!fs::exists(st)) return true;  // created by the run
+  if (!fs::is_directory(st)) {
     *error = pl::driver::quoted(dir) + " exists and is not a folder";
     return false;
   }
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) {
-    *error = "cannot read folder " + pl::driver::quoted(dir) + ": " + std::strerror(errno);
+  std::vector<std::string> names;
+  fs::directory_iterator it(dir, ec);
+  for (const fs::directory_iterator end; !ec && it != end; it.increment(ec))
+    names.push_back(it->path().filename().string());
+  if (ec) {
+    *error = "cannot read folder " + pl::driver::quoted(dir) + ": " + ec.message();
     return false;
   }
-  std::vector<std::string> names;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
   // phaselab's own transient files (a run starting or one that died at its start) do not count.
   names.erase(std::remove_if(names.begin(), names.end(),
                              [](const std::string& n) {
