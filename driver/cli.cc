@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "driver/cli.hpp"
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "driver/text.hpp"
@@ -126,6 +127,83 @@ const CommandSpec* find_command(const std::string& name) {
   return nullptr;
 }
 
+// The command's options and words, split by CLI11 (--key value, --key=value, -h, a repeated
+// option: the last wins). The messages stay phaselab's own: an unknown option with a
+// did-you-mean, an option without its value, a flag given a value.
+bool split_options(const CommandSpec& spec, int argc, char** argv, Args* out) {
+  CLI::App app{"phaselab"};
+  app.set_help_flag();  // the help texts above, not CLI11's
+  app.allow_extras();
+  CLI::App* cmd = app.add_subcommand(spec.name);
+  cmd->set_help_flag();
+  cmd->allow_extras();  // unknown options are reported below, with a did-you-mean
+  std::vector<std::pair<const OptionSpec*, CLI::Option*>> options;
+  for (const auto& o : spec.options) {
+    const std::string names = std::string(o.name) == "--help" ? "-h,--help" : o.name;
+    // A value option takes 0 or 1 values, so that a missing one is reported by name below
+    // (and `--threads --quiet` is not read as --threads "--quiet").
+    options.push_back({&o, o.takes_value
+                               ? cmd->add_option(names)->expected(0, 1)->multi_option_policy(
+                                     CLI::MultiOptionPolicy::TakeLast)
+                               : cmd->add_flag(names)});
+  }
+  cmd->add_option("arguments", out->positional);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "phaselab %s: error: %s\n", spec.name, e.what());
+    return false;
+  }
+  for (std::string a : cmd->remaining()) {
+    if (a.empty() || a[0] != '-') continue;
+    a = a.substr(0, a.find('='));
+    std::vector<std::string> names;
+    for (const auto& o : spec.options) names.push_back(o.name);
+    const std::string dym = did_you_mean(a, names);
+    std::fprintf(stderr, "phaselab %s: error: unknown option %s%s\n", spec.name, a.c_str(),
+                 dym.empty() ? "" : (" (did you mean " + dym + "?)").c_str());
+    return false;
+  }
+  for (const std::string& a : app.remaining()) out->positional.push_back(a);  // after "--"
+  for (const auto& [o, opt] : options) {
+    if (!opt->count()) continue;
+    // CLI11 gives a missing value (the option last, or before another option) as "", as it
+    // gives --key= and --key '': every one of them is a value missing.
+    if (o->takes_value && (opt->results().empty() || opt->results().back().empty())) {
+      std::fprintf(stderr, "phaselab %s: error: option %s needs a value\n", spec.name, o->name);
+      return false;
+    }
+    if (!o->takes_value && opt->results() != std::vector<std::string>(opt->count(), "true")) {
+      std::fprintf(stderr, "phaselab %s: error: option %s takes no value\n", spec.name, o->name);
+      return false;
+    }
+    out->options[o->name] = o->takes_value ? opt->as<std::string>() : "";
+  }
+  return true;
+}
+
+// Whether the command has the words it needs (help needs none).
+bool check_positional(const CommandSpec& spec, const Args& args) {
+  if (args.has("--help")) return true;
+  if (spec.positional == -1 && args.positional.size() <= 1) return true;
+  if (spec.positional <= -2) {
+    if (int(args.positional.size()) >= -spec.positional) return true;
+    std::fprintf(stderr, "phaselab %s: error: missing arguments\nusage: %s\n", spec.name,
+                 spec.synopsis);
+    return false;
+  }
+  if (int(args.positional.size()) != spec.positional) {
+    if (spec.positional == 1 && args.positional.empty())
+      std::fprintf(stderr, "phaselab %s: error: missing %s\nusage: %s\n", spec.name,
+                   std::string(spec.name) == "new" ? "NAME" : "CONFIG.toml", spec.synopsis);
+    else
+      std::fprintf(stderr, "phaselab %s: error: unexpected argument %s\nusage: %s\n", spec.name,
+                   quoted(args.positional.back()).c_str(), spec.synopsis);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void print_usage(std::FILE* f) {
@@ -183,63 +261,7 @@ bool parse_args(int argc, char** argv, Args* out) {
     return false;
   }
   out->command = first;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h") a = "--help";
-    if (a.rfind("--", 0) != 0) {
-      out->positional.push_back(a);
-      continue;
-    }
-    std::string value;
-    bool has_value = false;
-    const size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_value = true;
-    }
-    const OptionSpec* o = nullptr;
-    for (const auto& s : spec->options)
-      if (a == s.name) o = &s;
-    if (!o) {
-      std::vector<std::string> names;
-      for (const auto& s : spec->options) names.push_back(s.name);
-      const std::string dym = did_you_mean(a, names);
-      std::fprintf(stderr, "phaselab %s: error: unknown option %s%s\n", spec->name, a.c_str(),
-                   dym.empty() ? "" : (" (did you mean " + dym + "?)").c_str());
-      return false;
-    }
-    if (o->takes_value && !has_value) {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "phaselab %s: error: option %s needs a value\n", spec->name,
-                     a.c_str());
-        return false;
-      }
-      value = argv[++i];
-    } else if (!o->takes_value && has_value) {
-      std::fprintf(stderr, "phaselab %s: error: option %s takes no value\n", spec->name, a.c_str());
-      return false;
-    }
-    out->options[a] = value;
-  }
-  if (out->has("--help")) return true;
-  if (spec->positional == -1 && out->positional.size() <= 1) return true;
-  if (spec->positional <= -2) {
-    if (int(out->positional.size()) >= -spec->positional) return true;
-    std::fprintf(stderr, "phaselab %s: error: missing arguments\nusage: %s\n", spec->name,
-                 spec->synopsis);
-    return false;
-  }
-  if (int(out->positional.size()) != spec->positional) {
-    if (spec->positional == 1 && out->positional.empty())
-      std::fprintf(stderr, "phaselab %s: error: missing %s\nusage: %s\n", spec->name,
-                   std::string(spec->name) == "new" ? "NAME" : "CONFIG.toml", spec->synopsis);
-    else
-      std::fprintf(stderr, "phaselab %s: error: unexpected argument %s\nusage: %s\n", spec->name,
-                   quoted(out->positional.back()).c_str(), spec->synopsis);
-    return false;
-  }
-  return true;
+  return split_options(*spec, argc, argv, out) && check_positional(*spec, *out);
 }
 
 }  // namespace pl::driver

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Command-line parsing and help texts. Each command knows its options; an unknown option is a
-// usage error (exit 2) with a did-you-mean.
+// Command-line parsing and help texts. Each command knows its options (a table in cli.cc, with
+// its help text); CLI11 splits the words (--key value, --key=value, -h), the messages are
+// phaselab's: an unknown command or option is a usage error (exit 2) with a did-you-mean, an
+// option without its value (or with an empty one) and a flag given a value are usage errors.
 #pragma once
 
 #include <map>
@@ -12,7 +14,7 @@ namespace pl::driver {
 struct Args {
   std::string command;  // list, kernels, check, run ("" for top level)
   std::vector<std::string> positional;
-  std::map<std::string, std::string> options;  // "--out" -> "DIR", "--quiet" -> ""
+  std::map<std::string, std::string> options;  // "--out" -> "DIR" (never ""), "--quiet" -> ""
   bool has(const std::string& o) const { return options.count(o) != 0; }
 };
 

@@ -235,13 +235,7 @@ int cmd_run(const Args& a, int argc, char** argv) {
     }
     opt.threads = n;
   }
-  if (a.has("--out")) {
-    opt.out = a.options.at("--out");
-    if (opt.out.empty()) {
-      std::fprintf(stderr, "phaselab run: error: --out needs a folder\n");
-      return kExitUsage;
-    }
-  }
+  if (a.has("--out")) opt.out = a.options.at("--out");  // never empty (parse_args)
   if (a.has("--target")) opt.target = a.options.at("--target");
   opt.resume = a.has("--resume");
   opt.quiet = a.has("--quiet");

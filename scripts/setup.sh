@@ -4,7 +4,8 @@
 # nothing when everything is already installed. Needs root (or sudo).
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config cmake libhwy-dev libxsimd-dev libtbb-dev
-      doctest-dev libbenchmark-dev libtomlplusplus-dev nlohmann-json3-dev gnuplot-nox python3
+      doctest-dev libbenchmark-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev gnuplot-nox
+      python3
       clang libclang-rt-14-dev openmpi-bin libopenmpi-dev
       clang-format clang-tidy)
 if [[ "${PHASELAB_ARM:-0}" == 1 ]]; then
