@@ -4,7 +4,7 @@
 // figure and per kernel variant, so that they read and diff line by line:
 //   - arrays of scalars, objects that are array elements, and objects under a key in
 //     `one_line` are written on one line ({"a": 1, "b": [2, 3]});
-//   - every other container is indented by two spaces per level.
+//   - every other container, and the top level, is indented by two spaces per level.
 // Floats are written in their shortest round-trip form (format_double: 0.5, 2, 1e+05),
 // non-finite ones as null; strings as nlohmann escapes them (UTF-8 kept, invalid bytes replaced
 // by U+FFFD, so the file always parses).
