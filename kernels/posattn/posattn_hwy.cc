@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // posattn.hwy.<isa>, posattn_bwd.hwy.<isa>, posattn_onehot_sse.hwy.<isa>,
-// posattn_gram_sse.hwy.<isa>: the copy task's positional attention, all targets.
+// posattn_gram_sse.hwy.<isa>, posattn_onehot_sse_rows.hwy.<isa>: the copy task's positional
+// attention, all targets.
 //
 // V == 4 (the copy-task benchmark; L <= 64): one vector holds G = lanes / 4 consecutive rows of
 // an L x 4 matrix, so a whole row of h, f, dh or df is one 128-bit block. Then
@@ -277,12 +278,22 @@ template <size_t kV>
 double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
                  const int32_t* HWY_RESTRICT x_tok, const int32_t* HWY_RESTRICT y_tok,
                  float* HWY_RESTRICT da, float* HWY_RESTRICT dw, size_t p, size_t l,
-                 size_t v_runtime) {
+                 size_t v_runtime, size_t i0, size_t i1) {
   const size_t v = kV ? kV : v_runtime;
   const bool grad = da != nullptr;
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const size_t N = hn::Lanes(d), Lp = (l + N - 1) / N * N;
+  // Output rows [i0, i1) (posattn_onehot_sse_rows): only the column chunks [c0, c1) that hold
+  // them run; rows of those chunks outside the range are masked like rows out of the loss. The
+  // whole range (c0 = 0, c1 = Lp, no mask) is exactly the unrestricted kernel.
+  const bool part = i0 > 0 || i1 < l;
+  const size_t c0 = i0 / N * N, c1 = std::min(Lp, (i1 + N - 1) / N * N);
+  const auto lo = hn::Set(di, int32_t(i0) - 1), hi = hn::Set(di, int32_t(i1));
+  auto in_rows = [&](size_t c) {
+    const auto i = hn::Iota(di, int32_t(c));
+    return hn::RebindMask(d, hn::And(hn::Gt(i, lo), hn::Lt(i, hi)));
+  };
   // S sequences at a time: the indexed adds of one sequence form store-to-load chains through
   // hT[t]; interleaving S independent sequences hides their latency.
   constexpr size_t S = 8;
@@ -321,9 +332,14 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
       for (size_t s = 0; s < g; ++s)
         std::copy(y_tok + (mu + s) * l + lfull, y_tok + (mu + s + 1) * l, yb + s * Lp + lfull);
     // hT_s = X_s^T A^T
-    for (size_t i = 0; i < g * sv; i += N) hn::Store(zero, d, hT + i);
+    if (!part) {
+      for (size_t i = 0; i < g * sv; i += N) hn::Store(zero, d, hT + i);
+    } else {
+      for (size_t su = 0; su < g * v; ++su)
+        for (size_t c = c0; c < c1; c += N) hn::Store(zero, d, hT + su * Lp + c);
+    }
     for (size_t k = 0; k < l; ++k)
-      for (size_t c = 0; c < Lp; c += N) {
+      for (size_t c = c0; c < c1; c += N) {
         const auto ak = hn::Load(d, at + k * Lp + c);
         for (size_t s = 0; s < g; ++s) {
           float* dst = hT + s * sv + size_t(xt[s * l + k]) * Lp + c;
@@ -335,13 +351,14 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
     if constexpr (kV == 4) {
       // V = 4: h, r and dh of a chunk stay in registers, dw accumulates in dwOU.
       for (size_t s = 0; s < g; ++s)
-        for (size_t c = 0; c < Lp; c += N) {
+        for (size_t c = c0; c < c1; c += N) {
           const float* hs = hT + s * sv + c;
           const auto h0 = hn::Load(d, hs), h1 = hn::Load(d, hs + Lp), h2 = hn::Load(d, hs + 2 * Lp),
                      h3 = hn::Load(d, hs + 3 * Lp);
           const auto yv =
               c < lfull ? hn::LoadU(di, y_tok + (mu + s) * l + c) : hn::Load(di, yb + s * Lp + c);
-          const auto in_loss = hn::RebindMask(d, hn::Gt(yv, none));
+          auto in_loss = hn::RebindMask(d, hn::Gt(yv, none));
+          if (part) in_loss = hn::And(in_loss, in_rows(c));
           auto row = [&](int32_t o) {
             const float* wo = w + 4 * o;
             auto r = hn::Mul(hn::Set(d, wo[0]), h0);
@@ -380,10 +397,11 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
       if (!grad) continue;
     } else {
       for (size_t s = 0; s < g; ++s)
-        for (size_t c = 0; c < Lp; c += N) {
+        for (size_t c = c0; c < c1; c += N) {
           const auto yv =
               c < lfull ? hn::LoadU(di, y_tok + (mu + s) * l + c) : hn::Load(di, yb + s * Lp + c);
-          const auto in_loss = hn::RebindMask(d, hn::Gt(yv, none));
+          auto in_loss = hn::RebindMask(d, hn::Gt(yv, none));
+          if (part) in_loss = hn::And(in_loss, in_rows(c));
           const float* hs = hT + s * sv + c;
           for (size_t o = 0; o < v; ++o) {
             auto r = zero;
@@ -399,7 +417,7 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
       sse += double(hn::GetLane(hn::SumOfLanes(d, acc)));
       if (!grad) continue;
       // dw partials += sum_s rT_s[o] .* hT_s[u];  dhT_s = W^T rT_s
-      for (size_t c = 0; c < Lp; c += N)
+      for (size_t c = c0; c < c1; c += N)
         for (size_t o = 0; o < v; ++o)
           for (size_t u = 0; u < v; ++u) {
             float* q = dwacc + (o * v + u) * N;
@@ -410,7 +428,7 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
             hn::Store(t, d, q);
           }
       for (size_t s = 0; s < g; ++s)
-        for (size_t c = 0; c < Lp; c += N)
+        for (size_t c = c0; c < c1; c += N)
           for (size_t u = 0; u < v; ++u) {
             auto t = zero;
             for (size_t o = 0; o < v; ++o)
@@ -420,7 +438,7 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
     }
     // daT[k] += sum_s dhT_s[t_{s,k}]
     for (size_t k = 0; k < l; ++k)
-      for (size_t c = 0; c < Lp; c += N) {
+      for (size_t c = c0; c < c1; c += N) {
         auto t = zero;
         for (size_t s = 0; s < g; ++s)
           t = hn::Add(t, hn::Load(d, dhT + s * sv + size_t(xt[s * l + k]) * Lp + c));
@@ -439,7 +457,7 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
 #undef PL_DW_STORE
     }
     // d sse = 2 r: the factor 2 is applied once here (exact in float).
-    for (size_t i = 0; i < l; ++i)
+    for (size_t i = i0; i < i1; ++i)
       for (size_t k = 0; k < l; ++k) da[i * l + k] = 2.f * daT[k * Lp + i];
     for (size_t j = 0; j < v * v; ++j) {
       double t = 0;
@@ -451,11 +469,23 @@ double OnehotSse(const float* HWY_RESTRICT a, const float* HWY_RESTRICT w,
 }
 }  // namespace posattn_detail
 
+double PosattnOnehotSseRows(const float* a, const float* w, const int32_t* x_tok,
+                            const int32_t* y_tok, float* da, float* dw, size_t p, size_t l,
+                            size_t v, size_t i0, size_t i1) {
+  i1 = std::min(i1, l);
+  i0 = std::min(i0, i1);
+  if (l == 0 || v == 0) return 0.0;
+  if (i0 == i1) {  // no rows: sse 0, dw 0, da untouched
+    if (da) std::fill(dw, dw + v * v, 0.f);
+    return 0.0;
+  }
+  if (v == 4) return posattn_detail::OnehotSse<4>(a, w, x_tok, y_tok, da, dw, p, l, v, i0, i1);
+  return posattn_detail::OnehotSse<0>(a, w, x_tok, y_tok, da, dw, p, l, v, i0, i1);
+}
+
 double PosattnOnehotSse(const float* a, const float* w, const int32_t* x_tok, const int32_t* y_tok,
                         float* da, float* dw, size_t p, size_t l, size_t v) {
-  if (l == 0 || v == 0) return 0.0;
-  if (v == 4) return posattn_detail::OnehotSse<4>(a, w, x_tok, y_tok, da, dw, p, l, v);
-  return posattn_detail::OnehotSse<0>(a, w, x_tok, y_tok, da, dw, p, l, v);
+  return PosattnOnehotSseRows(a, w, x_tok, y_tok, da, dw, p, l, v, 0, l);
 }
 
 // sse from the counts (kernels.def). With the V^2-major layout every pass is a long vector loop

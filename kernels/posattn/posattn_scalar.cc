@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// posattn.scalar, posattn_bwd.scalar, posattn_onehot_sse.scalar: the reference, plain loops in
-// double.
+// posattn.scalar, posattn_bwd.scalar, posattn_onehot_sse(_rows).scalar,
+// posattn_onehot_stats.scalar, posattn_gram_sse.scalar: the reference, plain loops in double.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -60,10 +60,15 @@ void PosattnBwd(const float* a, const float* x, const float* w, const float* h, 
   for (size_t i = 0; i < l * l; ++i) da[i] = static_cast<float>(dad[i]);
 }
 
-// One-hot tokens, fused squared loss: h[mu] = A X[mu], r = h W^T - Y[mu] (rows with y = -1 zero);
-// sse = sum r^2; da = 2 sum_mu (r W) X[mu]^T, dw = 2 sum_mu r^T h. Dense one-hot X, Y in double.
-double PosattnOnehotSse(const float* a, const float* w, const int32_t* x_tok, const int32_t* y_tok,
-                        float* da, float* dw, size_t p, size_t l, size_t v) {
+// One-hot tokens, fused squared loss over output rows [i0, i1): h[mu] = A X[mu],
+// r = h W^T - Y[mu] (rows with y = -1 or outside [i0, i1) zero); sse = sum r^2;
+// da rows [i0, i1) = 2 sum_mu (r W) X[mu]^T (other rows untouched), dw = 2 sum_mu r^T h.
+// Dense one-hot X, Y in double.
+double PosattnOnehotSseRows(const float* a, const float* w, const int32_t* x_tok,
+                            const int32_t* y_tok, float* da, float* dw, size_t p, size_t l,
+                            size_t v, size_t i0, size_t i1) {
+  i1 = std::min(i1, l);
+  i0 = std::min(i0, i1);
   std::vector<double> x(l * v), h(l * v), r(l * v), dh(l * v), dad(l * l, 0.0), dwd(v * v, 0.0);
   double sse = 0;
   for (size_t mu = 0; mu < p; ++mu) {
@@ -71,13 +76,13 @@ double PosattnOnehotSse(const float* a, const float* w, const int32_t* x_tok, co
     const int32_t* yt = y_tok + mu * l;
     std::fill(x.begin(), x.end(), 0.0);
     for (size_t k = 0; k < l; ++k) x[k * v + size_t(xt[k])] = 1.0;
-    for (size_t i = 0; i < l; ++i)
+    for (size_t i = i0; i < i1; ++i)
       for (size_t u = 0; u < v; ++u) {
         double s = 0;
         for (size_t k = 0; k < l; ++k) s += double(a[i * l + k]) * x[k * v + u];
         h[i * v + u] = s;
       }
-    for (size_t i = 0; i < l; ++i)
+    for (size_t i = i0; i < i1; ++i)
       for (size_t o = 0; o < v; ++o) {
         double s = 0;
         for (size_t u = 0; u < v; ++u) s += h[i * v + u] * w[o * v + u];
@@ -85,16 +90,16 @@ double PosattnOnehotSse(const float* a, const float* w, const int32_t* x_tok, co
         sse += r[i * v + o] * r[i * v + o];
       }
     if (!da) continue;
-    for (size_t i = 0; i < l; ++i)
+    for (size_t i = i0; i < i1; ++i)
       for (size_t o = 0; o < v; ++o)
         for (size_t u = 0; u < v; ++u) dwd[o * v + u] += 2 * r[i * v + o] * h[i * v + u];
-    for (size_t i = 0; i < l; ++i)
+    for (size_t i = i0; i < i1; ++i)
       for (size_t u = 0; u < v; ++u) {
         double s = 0;
         for (size_t o = 0; o < v; ++o) s += r[i * v + o] * w[o * v + u];
         dh[i * v + u] = 2 * s;
       }
-    for (size_t i = 0; i < l; ++i)
+    for (size_t i = i0; i < i1; ++i)
       for (size_t k = 0; k < l; ++k) {
         double s = 0;
         for (size_t u = 0; u < v; ++u) s += dh[i * v + u] * x[k * v + u];
@@ -103,9 +108,14 @@ double PosattnOnehotSse(const float* a, const float* w, const int32_t* x_tok, co
   }
   if (da) {
     for (size_t i = 0; i < v * v; ++i) dw[i] = static_cast<float>(dwd[i]);
-    for (size_t i = 0; i < l * l; ++i) da[i] = static_cast<float>(dad[i]);
+    for (size_t i = i0 * l; i < i1 * l; ++i) da[i] = static_cast<float>(dad[i]);
   }
   return sse;
+}
+
+double PosattnOnehotSse(const float* a, const float* w, const int32_t* x_tok, const int32_t* y_tok,
+                        float* da, float* dw, size_t p, size_t l, size_t v) {
+  return PosattnOnehotSseRows(a, w, x_tok, y_tok, da, dw, p, l, v, 0, l);
 }
 
 // Counts of p sequences, added to c and d (layouts in kernels.def).
