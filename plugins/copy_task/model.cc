@@ -50,6 +50,47 @@ void CopyNet::fill_targets(const int32_t* tokens, size_t n, int32_t* y) const {
                                                     : int32_t(-1);
 }
 
+double CopyNet::sse_pieces(const float* W, const int32_t* tok, const int32_t* tgt, size_t n,
+                           float* da, float* dW) {
+  const size_t L = size_t(c_.L), V = size_t(c_.V);
+  const double per_row = double(V) * double(V) + double(L) * double(V);
+  const double per_seq = double(L) * per_row;
+  if (double(n) * per_seq <= chunk_cost_)  // one kernel call (every shipped config)
+    return k_.posattn_onehot_sse(a_.data(), W, tok, tgt, da, dW, n, L, V);
+  // Pieces: chunks of whole sequences, or, when one sequence alone is over the budget, blocks of
+  // output rows of one sequence (posattn_onehot_sse_rows), `cancel` polled before each piece.
+  // Row blocks get 1/8 of the budget: at such V the kernel is memory-bound (its dw partials,
+  // V^2 x lanes floats, leave the caches; L = 1024, V = 4096: ~2.5 ns per multiply-add and
+  // ~0.3 s per call, measured), so a block of ~48 rows there takes ~2 s.
+  const size_t seqs = std::max<size_t>(1, size_t(chunk_cost_ / per_seq));
+  const size_t rows = seqs > 1 || per_seq <= chunk_cost_
+                          ? L
+                          : std::clamp<size_t>(size_t(chunk_cost_ / (8 * per_row)), 1, L);
+  if (da) {
+    da_tmp_.resize(L * L);
+    dw_tmp_.resize(V * V);
+  }
+  double sse = 0;
+  bool first = true;
+  for (size_t c0 = 0; c0 < n; c0 += seqs) {
+    const size_t m = std::min(seqs, n - c0), off = c0 * L;
+    float* dac = da ? (c0 == 0 ? da : da_tmp_.data()) : nullptr;  // row blocks are disjoint
+    for (size_t r0 = 0; r0 < L; r0 += rows) {
+      if (cancel_ && cancel_()) return NAN;
+      float* dw = da ? (first ? dW : dw_tmp_.data()) : nullptr;
+      sse += rows == L ? k_.posattn_onehot_sse(a_.data(), W, tok + off, tgt + off, dac, dw, m, L, V)
+                       : k_.posattn_onehot_sse_rows(a_.data(), W, tok + off, tgt + off, dac, dw, m,
+                                                    L, V, r0, std::min(L, r0 + rows));
+      if (da && !first)
+        for (size_t i = 0; i < V * V; ++i) dW[i] += dw_tmp_[i];
+      first = false;
+    }
+    if (da && c0 > 0)
+      for (size_t i = 0; i < L * L; ++i) da[i] += da_tmp_[i];
+  }
+  return sse;
+}
+
 double CopyNet::data_sse(const float* theta, size_t mu0, size_t n, float* grad, double scale) {
   const size_t L = size_t(c_.L), V = size_t(c_.V);
   if (mu0 + n > size_t(P_)) throw std::invalid_argument("CopyNet::data_sse: slice out of range");
@@ -60,35 +101,10 @@ double CopyNet::data_sse(const float* theta, size_t mu0, size_t n, float* grad, 
   // indices (X, Y one-hot): see posattn_onehot_sse in kernels.def.
   float* dW = grad ? grad + w_off() : nullptr;
   const bool stats = uses_stats() && mu0 == 0 && n == size_t(P_);
-  const double per_seq = double(L) * double(V) * double(V) + double(L) * double(L) * double(V);
-  double sse = 0;
-  if (stats) {
-    sse = k_.posattn_gram_sse(a_.data(), W, stats_c_.data(), stats_d_.data(),
-                              grad ? da_.data() : nullptr, dW, L, V);
-  } else if (double(n) * per_seq <= chunk_cost_) {
-    sse = k_.posattn_onehot_sse(a_.data(), W, tokens_.data() + mu0 * L, targets_.data() + mu0 * L,
-                                grad ? da_.data() : nullptr, dW, n, L, V);
-  } else {
-    // Chunks of sequences with cancellation between them (see set_chunk_cost).
-    const size_t chunk = std::max<size_t>(1, size_t(chunk_cost_ / per_seq));
-    if (grad) {
-      da_tmp_.resize(L * L);
-      dw_tmp_.resize(V * V);
-    }
-    for (size_t c0 = 0; c0 < n; c0 += chunk) {
-      if (cancel_ && cancel_()) return NAN;
-      const size_t m = std::min(chunk, n - c0), off = (mu0 + c0) * L;
-      const bool first = c0 == 0;
-      float* da = grad ? (first ? da_.data() : da_tmp_.data()) : nullptr;
-      float* dw = grad ? (first ? dW : dw_tmp_.data()) : nullptr;
-      sse += k_.posattn_onehot_sse(a_.data(), W, tokens_.data() + off, targets_.data() + off, da,
-                                   dw, m, L, V);
-      if (grad && !first) {
-        for (size_t i = 0; i < L * L; ++i) da_[i] += da_tmp_[i];
-        for (size_t i = 0; i < V * V; ++i) dW[i] += dw_tmp_[i];
-      }
-    }
-  }
+  const double sse = stats ? k_.posattn_gram_sse(a_.data(), W, stats_c_.data(), stats_d_.data(),
+                                                 grad ? da_.data() : nullptr, dW, L, V)
+                           : sse_pieces(W, tokens_.data() + mu0 * L, targets_.data() + mu0 * L, n,
+                                        grad ? da_.data() : nullptr, dW);
   if (!grad) return sse;
   float* dG = grad + g_off();
   if (c_.softmax) {
@@ -131,14 +147,14 @@ double CopyNet::train_mse(const float* theta) {
 
 double CopyNet::mse_on(const float* theta, const int32_t* tokens, size_t n) {
   if (n == 0) return NAN;
-  const size_t L = size_t(c_.L), V = size_t(c_.V);
+  const size_t L = size_t(c_.L);
   attention(theta + g_off(), a_.data());
   double sse = 0;
   for (size_t mu0 = 0; mu0 < n; mu0 += size_t(test_chunk_)) {
     const size_t m = std::min(size_t(test_chunk_), n - mu0);
     fill_targets(tokens + mu0 * L, m, yt_.data());
-    sse += k_.posattn_onehot_sse(a_.data(), theta + w_off(), tokens + mu0 * L, yt_.data(), nullptr,
-                                 nullptr, m, L, V);
+    sse += sse_pieces(theta + w_off(), tokens + mu0 * L, yt_.data(), m, nullptr, nullptr);
+    if (std::isnan(sse)) return NAN;  // cancelled
   }
   return sse / (double(n) * pl::copy::loss_positions(c_.L, c_.wrap));
 }

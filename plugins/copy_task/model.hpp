@@ -73,17 +73,24 @@ class CopyNet {
   // True when full-data sse calls go through the token counts (NetConfig::loss_path).
   bool uses_stats() const { return !stats_c_.empty(); }
 
-  // Ctrl-C inside one step: a per-sequence sse call whose cost n L V^2 exceeds `chunk_cost`
-  // multiply-adds is split into chunks of sequences, `cancel` polled between them (a cancelled
-  // call returns NaN). Calls under the limit (every shipped config) are one kernel call as
-  // before, so their results are unchanged; chunked calls add the chunks' gradients in chunk
-  // order (deterministic, but rounded differently from one call).
+  // Ctrl-C inside one step: a per-sequence sse call (training data, or a chunk of held-out data in
+  // mse_on) whose cost n (L V^2 + L^2 V) exceeds `chunk_cost` multiply-adds is split into chunks
+  // of sequences, and when one sequence alone exceeds it (e.g. L = 1024, V = 4096) into blocks of
+  // output rows (posattn_onehot_sse_rows), `cancel` polled before every piece (a cancelled call
+  // returns NaN). Calls under the limit (every shipped config) are one kernel call as before, so
+  // their results are unchanged; pieces add their sse and gradients in a fixed order
+  // (deterministic, but rounded differently from one call; the piece sizes depend on L, V and
+  // chunk_cost only).
   void set_cancel(std::function<bool()> cancel) { cancel_ = std::move(cancel); }
   void set_chunk_cost(double chunk_cost) { chunk_cost_ = chunk_cost; }
 
  private:
   // y (n x L) = target token of each position, -1 where the position is not in the loss.
   void fill_targets(const int32_t* tokens, size_t n, int32_t* y) const;
+  // sse of n sequences under a_ (with da, dW: its gradient, overwritten), as one kernel call or in
+  // pieces with the cancel check between them (set_chunk_cost); NaN when cancelled.
+  double sse_pieces(const float* W, const int32_t* tok, const int32_t* tgt, size_t n, float* da,
+                    float* dW);
 
   const pl_kernel_table& k_;
   NetConfig c_;

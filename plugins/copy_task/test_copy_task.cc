@@ -741,3 +741,54 @@ TEST_CASE(
   CHECK(std::isnan(chunked.data_sse(th.data(), 0, size_t(P), g3.data(), 1.0)));
   CHECK(polls == 2);
 }
+
+TEST_CASE("row blocks of single sequences (Ctrl-C inside one long sequence) match one call") {
+  // When one sequence alone is over chunk_cost (e.g. L = 1024, V = 4096), the sse goes through
+  // posattn_onehot_sse_rows in blocks of output rows, the cancel check before each block: the
+  // same objective and gradient as one call to float rounding, the double objective as the
+  // independent oracle, the held-out mse likewise; a cancel after some blocks returns NaN at once.
+  const pl_kernel_table k = pl::test_host::kernel_table();
+  const int L = 37, V = 5, P = 3;
+  pl::copy::task::NetConfig c;
+  c.L = L;
+  c.V = V;
+  c.loss_path = pl::copy::task::NetConfig::LossPath::direct;
+  const auto tok = pl::copy::make_tokens(k, 5, 17, P, L, V);
+  const auto test_tok = pl::copy::make_tokens(k, 5, 18, 4, L, V);
+  pl::copy::task::CopyNet one(k, c, tok, P), blocked(k, c, tok, P);
+  const double per_row = double(V) * V + double(L) * V;
+  // 0.9 of a sequence: one sequence per piece, blocks of 0.9 L / 8 -> 4 rows, 10 per sequence.
+  blocked.set_chunk_cost(0.9 * L * per_row);
+  int polls = 0;
+  blocked.set_cancel([&] { return ++polls < 0; });
+  std::mt19937 g(9);
+  std::normal_distribution<float> N(0, 0.7f);
+  std::vector<float> th(one.n_params()), g1(th.size()), g2(th.size());
+  for (auto& x : th) x = N(g);
+  const double o1 = one.objective(th.data(), g1.data());
+  const double o2 = blocked.objective(th.data(), g2.data());
+  CHECK(polls == P * 10);
+  std::vector<double> thd(th.begin(), th.end());
+  CHECK(close(o2, objective_double(c, tok, P, thd), 1e-6, 1e-5));
+  CHECK(close(o2, o1, 1e-7, 1e-6));
+  for (size_t i = 0; i < th.size(); ++i) {
+    CAPTURE(i);
+    CHECK(close(g2[i], g1[i], 1e-6, 1e-5));
+  }
+  std::vector<float> g3(th.size());
+  CHECK(blocked.objective(th.data(), g3.data()) == o2);  // the same blocks, the same bits
+  CHECK(g3 == g2);
+  polls = 0;
+  const double m1 = one.mse_on(th.data(), test_tok.data(), 4);
+  const double m2 = blocked.mse_on(th.data(), test_tok.data(), 4);
+  CHECK(polls == 4 * 10);
+  CHECK(close(m2, m1, 1e-7, 1e-6));
+  // Cancelled after 5 blocks: NaN, no further kernel call (the sixth poll said stop).
+  polls = 0;
+  blocked.set_cancel([&] { return ++polls > 5; });
+  CHECK(std::isnan(blocked.data_sse(th.data(), 0, size_t(P), g3.data(), 1.0)));
+  CHECK(polls == 6);
+  polls = 0;
+  CHECK(std::isnan(blocked.mse_on(th.data(), test_tok.data(), 4)));
+  CHECK(polls == 6);
+}
