@@ -25,11 +25,26 @@ CopyNet::CopyNet(const pl_kernel_table& k, const NetConfig& c, std::vector<int32
   const bool fits = n_stats <= (size_t(1) << 24);  // 2 x 128 MB at most
   if (c.loss_path == NetConfig::LossPath::stats ||
       (c.loss_path == NetConfig::LossPath::automatic && cheaper && fits)) {
+    // Gathered on the first full-data call (gather_stats), in chunks with the cancel check.
     stats_c_.assign(n_stats, 0.0);
     stats_d_.assign(n_stats, 0.0);
-    k.posattn_onehot_stats(tokens_.data(), targets_.data(), stats_c_.data(), stats_d_.data(),
-                           size_t(P), size_t(c.L), size_t(c.V));
   }
+}
+
+bool CopyNet::gather_stats() {
+  // 2 L^2 scattered count increments per sequence; the budget is cut by 8 as for row blocks
+  // (memory-bound). Counts are integers in double, so chunks add up to one call's bits exactly;
+  // a cancelled gathering keeps the sequences counted so far and goes on at the next call.
+  const size_t L = size_t(c_.L), V = size_t(c_.V), P = size_t(P_);
+  const size_t chunk = std::max<size_t>(1, size_t(chunk_cost_ / (16.0 * double(L) * double(L))));
+  while (stats_done_ < P) {
+    if (cancel_ && cancel_()) return false;
+    const size_t m = std::min(chunk, P - stats_done_), off = stats_done_ * L;
+    k_.posattn_onehot_stats(tokens_.data() + off, targets_.data() + off, stats_c_.data(),
+                            stats_d_.data(), m, L, V);
+    stats_done_ += m;
+  }
+  return true;
 }
 
 void CopyNet::attention(const float* G, float* A) const {
@@ -101,6 +116,7 @@ double CopyNet::data_sse(const float* theta, size_t mu0, size_t n, float* grad, 
   // indices (X, Y one-hot): see posattn_onehot_sse in kernels.def.
   float* dW = grad ? grad + w_off() : nullptr;
   const bool stats = uses_stats() && mu0 == 0 && n == size_t(P_);
+  if (stats && !gather_stats()) return NAN;  // cancelled
   const double sse = stats ? k_.posattn_gram_sse(a_.data(), W, stats_c_.data(), stats_d_.data(),
                                                  grad ? da_.data() : nullptr, dW, L, V)
                            : sse_pieces(W, tokens_.data() + mu0 * L, targets_.data() + mu0 * L, n,

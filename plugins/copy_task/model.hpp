@@ -87,6 +87,9 @@ class CopyNet {
  private:
   // y (n x L) = target token of each position, -1 where the position is not in the loss.
   void fill_targets(const int32_t* tokens, size_t n, int32_t* y) const;
+  // Counts the training sequences not yet in stats_c_, stats_d_ (chunks, cancel checks between
+  // them); false when cancelled.
+  bool gather_stats();
   // sse of n sequences under a_ (with da, dW: its gradient, overwritten), as one kernel call or in
   // pieces with the cancel check between them (set_chunk_cost); NaN when cancelled.
   double sse_pieces(const float* W, const int32_t* tok, const int32_t* tgt, size_t n, float* da,
@@ -100,6 +103,7 @@ class CopyNet {
   std::vector<float> a_, da_;              // L x L
   std::vector<int32_t> yt_;                // test_chunk x L targets of held-out data
   std::vector<double> stats_c_, stats_d_;  // L^2 V^2 token counts (posattn_onehot_stats) or empty
+  size_t stats_done_ = 0;                  // training sequences counted into them so far
   std::function<bool()> cancel_;
   double chunk_cost_ = 8e9;             // ~ a second of kernel time on one core
   std::vector<float> da_tmp_, dw_tmp_;  // chunk gradients (allocated on first chunked call)

@@ -792,3 +792,42 @@ TEST_CASE("row blocks of single sequences (Ctrl-C inside one long sequence) matc
   CHECK(std::isnan(blocked.mse_on(th.data(), test_tok.data(), 4)));
   CHECK(polls == 6);
 }
+
+TEST_CASE("token counts are gathered in chunks with the cancel check; a cancel resumes exactly") {
+  // The counts path gathers its statistics on the first full-data call (P = 1e8 takes minutes):
+  // in chunks of sequences with the cancel check between them. Counts are integers, so any
+  // chunking, and a gathering cancelled and taken up again, gives one call's bits; the sse
+  // agrees with the per-sequence path to rounding.
+  const pl_kernel_table k = pl::test_host::kernel_table();
+  const int L = 8, V = 4, P = 50;
+  pl::copy::task::NetConfig c;
+  c.L = L;
+  c.V = V;
+  c.loss_path = pl::copy::task::NetConfig::LossPath::stats;
+  const auto tok = pl::copy::make_tokens(k, 7, 17, P, L, V);
+  pl::copy::task::CopyNet one(k, c, tok, P), chunked(k, c, tok, P);
+  c.loss_path = pl::copy::task::NetConfig::LossPath::direct;
+  pl::copy::task::CopyNet direct(k, c, tok, P);
+  REQUIRE(chunked.uses_stats());
+  chunked.set_chunk_cost(16.0 * L * L * 7);  // 7 sequences per chunk: 8 chunks
+  int polls = 0;
+  chunked.set_cancel([&] { return ++polls > 3; });
+  std::mt19937 g(5);
+  std::normal_distribution<float> N(0, 0.7f);
+  std::vector<float> th(one.n_params()), g1(th.size()), g2(th.size());
+  for (auto& x : th) x = N(g);
+  CHECK(std::isnan(chunked.objective(th.data(), g2.data())));  // cancelled after 3 chunks
+  CHECK(polls == 4);
+  polls = 0;
+  chunked.set_cancel([&] { return ++polls < 0; });
+  const double o2 = chunked.objective(th.data(), g2.data());
+  CHECK(polls == 5);  // the 5 chunks left
+  const double o1 = one.objective(th.data(), g1.data());
+  CHECK(o2 == o1);
+  CHECK(g2 == g1);
+  polls = 0;
+  CHECK(chunked.objective(th.data(), nullptr) == o1);  // gathered once
+  CHECK(polls == 0);
+  std::vector<float> g3(th.size());
+  CHECK(close(direct.objective(th.data(), g3.data()), o1, 1e-7, 1e-6));
+}
