@@ -352,8 +352,18 @@ class Run {
     if (!lock_note_.empty()) notes.push_back(lock_note_);
     std::string why;
     if (!store_.open(out_, p_, key_header, opt_.resume, key_index, &done_, &notes, &why)) {
-      std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
-      return why.rfind("cannot resume", 0) == 0 ? kExitUsage : kExitWrite;
+      if (why.rfind("cannot resume", 0) == 0) {
+        std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
+        return kExitUsage;
+      }
+      // Disk full while the tables are made: a new run's run.json says so (the reserve freed);
+      // on --resume the old run.json stays.
+      std::fprintf(stderr, "phaselab: error: %s; nothing was run%s\n", why.c_str(),
+                   continue_hint().c_str());
+      std::string e;
+      if (!opt_.resume)
+        write_record("write_error", kExitWrite, why + "; nothing was run", {}, "", &e);
+      return kExitWrite;
     }
     for (const auto& n : notes) std::fprintf(stderr, "phaselab: %s\n", n.c_str());
     for (const auto& pt : points_) {
@@ -656,6 +666,10 @@ class Run {
     }
   }
 
+  std::string continue_hint() const {
+    return "; free space and continue with --resume --out " + out_;
+  }
+
   // run.json with a reserve for the last one; on failure says so (and records it where a
   // run.json could be written at all).
   bool start_record() {
@@ -663,7 +677,8 @@ class Run {
     if (write_record("running", -1, "", {}, "", &why) &&
         reserve_.make(out_ + "/run.reserve", off_t(8192 + 2 * (4096 + points_.size() * 200)), &why))
       return true;
-    std::fprintf(stderr, "phaselab: error: %s; nothing was run\n", why.c_str());
+    std::fprintf(stderr, "phaselab: error: %s; nothing was run%s\n", why.c_str(),
+                 continue_hint().c_str());
     reserve_.release();
     std::string e;
     if (fs::exists(json_path_))

@@ -994,3 +994,51 @@ TEST_CASE("a PNG that gnuplot could not finish is not counted as drawn: exit 5")
   CHECK(json.find("\"png\": ") == std::string::npos);        // none counted as drawn
   CHECK(count_lines(slurp(d / "o/results.csv")) == 1 + 12);  // the results are whole
 }
+
+TEST_CASE("disk full while the tables are created: run.json says write_error, no reserve left") {
+  // Between run.json (+ its reserve) and the first point the driver creates the tables; a disk
+  // that fills there (a 512 KB tmpfs with copy_default hit it at samples.csv) must leave the
+  // same record as a later stop. Coarse budgets find where the reserve first fits, then 4-byte
+  // steps below that cross the few bytes of table headers.
+  TempDir d;
+  spit(d / "s.toml", kSteps);
+  REQUIRE(phaselab({"run", d / "s.toml", "--out", d / "full", "--quiet"}, d).rc == 0);
+  const std::string full = slurp(d / "full/results.csv");
+  auto attempt = [&](const std::string& out, long budget) {
+    ::setenv("PHASELAB_FAULT_WRITE_BYTES", std::to_string(budget).c_str(), 1);
+    Result r = phaselab({"run", d / "s.toml", "--out", out, "--quiet"}, d);
+    ::unsetenv("PHASELAB_FAULT_WRITE_BYTES");
+    return r;
+  };
+  long fits = 0;  // the first coarse budget where the reserve fits
+  for (long budget = 16000; budget <= 40000 && !fits; budget += 500)
+    if (attempt(d / ("c" + std::to_string(budget)), budget).err.find("cannot reserve") ==
+        std::string::npos)
+      fits = budget;
+  REQUIRE(fits > 0);
+  int in_setup = 0;
+  for (long budget = fits - 500; budget <= fits; budget += 4) {
+    CAPTURE(budget);
+    const std::string out = d / ("w" + std::to_string(budget));
+    const Result r = attempt(out, budget);
+    CAPTURE(r.err);
+    if (r.rc == 0 || !exists(out + "/run.json")) continue;
+    CHECK(r.rc == 5);
+    if (r.err.find("cannot reserve") != std::string::npos || exists(out + "/journal.csv"))
+      continue;  // the reserve did not fit, or the tables were made (the tests above)
+    ++in_setup;
+    CHECK(r.err.find("error: cannot write " + out + "/") != std::string::npos);
+    CHECK(r.err.find("nothing was run; free space and continue with --resume --out " + out) !=
+          std::string::npos);
+    const std::string json = slurp(out + "/run.json");
+    CHECK(json.find("\"status\": \"write_error\"") != std::string::npos);
+    CHECK(json.find("\"exit_status\": 5") != std::string::npos);
+    CHECK_FALSE(exists(out + "/run.reserve"));
+    CHECK_FALSE(exists(out + "/run.lock"));
+    const Result again = phaselab({"run", d / "s.toml", "--out", out, "--resume", "--quiet"}, d);
+    CAPTURE(again.err);
+    CHECK(again.rc == 0);
+    CHECK(slurp(out + "/results.csv") == full);
+  }
+  CHECK(in_setup >= 1);
+}
