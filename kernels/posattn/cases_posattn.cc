@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// posattn, posattn_bwd, posattn_onehot_sse, posattn_onehot_stats, posattn_gram_sse: harness cases
-// (kernels/harness/harness.hpp) against a dense double forward h = A X^mu, f = h W^T and its
-// analytic backward written here, on small shapes also against central finite differences of
-// that forward. |err| <= (1e-5 + 1e-5 |ref|) sqrt(inner dimension). The one-hot kernels run on
+// posattn, posattn_bwd, posattn_onehot_sse(_rows), posattn_onehot_stats, posattn_gram_sse:
+// harness cases (kernels/harness/harness.hpp) against a dense double forward h = A X^mu, f = h W^T
+// and its analytic backward written here, on small shapes also against central finite differences
+// of that forward. |err| <= (1e-5 + 1e-5 |ref|) sqrt(inner dimension). The one-hot kernels run on
 // tokens and are checked against the same dense forward on one-hot X; the counts of
 // posattn_onehot_stats against their definition in kernels.def, bit for bit (they are integers),
 // in one call and in two chunks; posattn_gram_sse against the dense sse and gradients to double
@@ -341,6 +341,59 @@ void add_onehot(const std::string& label, size_t p, size_t l, size_t v, TokenSpe
       });
 }
 
+// posattn_onehot_sse_rows: output rows [i0, i1). The reference is the dense one with the rows
+// outside the range taken out of the loss (that is the restricted sse and dw); da is compared on
+// the rows in the range, and the other rows must keep their NaN fill (untouched).
+void add_onehot_rows(const std::string& label, size_t p, size_t l, size_t v, size_t i0, size_t i1,
+                     TokenSpec tokens, bool grad, pl::test::Use use) {
+  const uint32_t seed = uint32_t(p * 131 + l * 17 + v);
+  const double tol = tol_for(p * l * v);
+  pl::test::add_case<Onehot>(
+      {pl::KernelId::posattn_onehot_sse_rows,
+       (grad ? "sse_grad/" : "sse/") + label + "/rows:" + std::to_string(i0) + "-" +
+           std::to_string(i1),
+       tol,
+       tol,
+       {double(p), 0, 8.0 * p * l + 4.0 * (l * l + v * v) * (grad ? 2 : 1)},
+       use},
+      [=](bool reference) {
+        Onehot o;
+        o.a = pl::test::uniform(l * l, -1.f, 1.f, seed);
+        o.w = pl::test::uniform(v * v, -1.f, 1.f, seed + 1);
+        make_tokens(tokens, p, l, v, o.xt, o.yt);
+        o.da = guarded(l * l);
+        o.dw = guarded(v * v);
+        if (!reference) return o;
+        std::vector<int32_t> ym = o.yt;
+        for (size_t mu = 0; mu < p; ++mu)
+          for (size_t i = 0; i < l; ++i)
+            if (i < i0 || i >= i1) ym[mu * l + i] = -1;
+        Problem q = onehot_problem(o.a, o.w, o.xt, p, l, v);
+        o.ref = sse_ref(q, ym);
+        o.fda.assign(o.ref.da.begin() + long(i0 * l), o.ref.da.begin() + long(i1 * l));
+        return o;
+      },
+      [=](Onehot& o, const pl::Variant& var) {
+        o.got = pl::as<decltype(&pl::scalar::PosattnOnehotSseRows)>(var)(
+            o.a.data(), o.w.data(), o.xt.data(), o.yt.data(), grad ? o.da.data() : nullptr,
+            grad ? o.dw.data() : nullptr, p, l, v, i0, i1);
+      },
+      [=](Onehot& o) {
+        std::vector<Output> r = {out("sse", &o.got, &o.ref.sse, 1)};
+        if (!grad) return r;
+        if (!o.fda.empty())
+          r.push_back(out("dA rows in range", o.da.data() + i0 * l, o.fda.data(), o.fda.size())
+                          .tol(tol, tol));
+        bool untouched = true;
+        for (size_t i = 0; i < l * l; ++i)
+          if (i < i0 * l || i >= i1 * l) untouched &= std::isnan(o.da[i]);
+        r.push_back(pl::test::holds("dA rows outside the range untouched", untouched));
+        r.push_back(guarded_out("dW", o.dw, o.ref.dw, tol));
+        r.push_back(pl::test::holds("guards", guards_kept({&o.da, &o.dw})));
+        return r;
+      });
+}
+
 // The counts by their definition in kernels.def.
 void count(const std::vector<int32_t>& xt, const std::vector<int32_t>& yt, size_t p, size_t l,
            size_t v, std::vector<double>& c, std::vector<double>& d) {
@@ -476,6 +529,18 @@ PL_KERNEL_CASES {
     for (size_t l : {1, 3, 5, 9})
       for (size_t p : {1, 3})
         add_onehot("fd/" + plv(p, l, v), p, l, v, random(p, l, v), true, true, Use::test);
+  // posattn_onehot_sse_rows: row ranges that start and end inside and at vector boundaries.
+  for (size_t v : {2, 4, 5, 17})
+    for (size_t l : {1, 3, 16, 17, 33})
+      for (size_t p : {1, 5}) {
+        std::vector<std::pair<size_t, size_t>> ranges = {
+            {0, l}, {0, 1}, {l / 3, l}, {l / 2, l / 2}};
+        if (l > 4) ranges.push_back({2, l - 2});
+        for (const auto& [i0, i1] : ranges)
+          for (bool grad : {false, true})
+            add_onehot_rows("sweep/" + plv(p, l, v), p, l, v, i0, i1, random(p, l, v), grad,
+                            Use::test);
+      }
   // posattn_onehot_stats, posattn_gram_sse: targets fixed by position, as the kernel requires.
   auto by_position = [](size_t p, size_t l, size_t v, int mask, bool shift) {
     return TokenSpec{TokenSpec::by_position, uint32_t(p * 977 + l * 13 + v * 3 + size_t(mask)) + 2,
