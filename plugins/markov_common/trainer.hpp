@@ -159,84 +159,71 @@ inline void make_eval_set(EvalSet& e, const pl_kernel_table& k, const Chains* tr
   }
 }
 
-class Trainer {
+// The data side of a run, shared by every Markov plugin: the K training chains (or a fresh chain
+// per sequence), the online batches, the ID / OOD evaluation sets with their predictor outputs
+// and the KL phase metric of a model's log-probabilities on them. The same DataConfig gives the
+// same chains, batches and evaluation sets in every plugin.
+struct DataConfig {
+  int C = 10, N = 128, K = 8;
+  bool infinite = false;         // a fresh chain per sequence (K unused)
+  double alpha = 1, alpha1 = 1;  // alpha1 <= 0: matched to the ensemble (matched_alpha1)
+  int batch = 64, n_eval = 1000;
+  double late_frac = 0.25;  // the late window: this last fraction of positions
+  uint64_t chain_seed = 0;  // the chains and evaluation sets
+};
+
+class MarkovData {
  public:
-  Trainer(const TrainConfig& tc, const pl_kernel_table& k)
-      : tc_(tc), k_(require_kernels(k)), model_(tc.model, &k_, tc.batch, tc.chunks) {
-    const ModelConfig& mc = tc.model;
-    const int C = mc.C, N = mc.N;
-    if (tc_.alpha1 <= 0)
-      tc_.alpha1 = matched_alpha1(k_, C, tc.alpha, stream_seed(tc.chain_seed, Stream::kAlpha1));
-    if (!tc.infinite) {  // the K training chains: chain k from sub-stream k
-      chains_.resize(tc.K, C);
-      chains_.generate(k_, stream_seed(tc.chain_seed, Stream::kTrainChains), 0, tc.alpha);
+  MarkovData(const DataConfig& dc, const pl_kernel_table& k) : c_(dc), k_(require_kernels(k)) {
+    if (c_.alpha1 <= 0)
+      c_.alpha1 = matched_alpha1(k_, c_.C, c_.alpha, stream_seed(c_.chain_seed, Stream::kAlpha1));
+    if (!c_.infinite) {  // the K training chains: chain k from sub-stream k
+      chains_.resize(c_.K, c_.C);
+      chains_.generate(k_, stream_seed(c_.chain_seed, Stream::kTrainChains), 0, c_.alpha);
     }
-    batch_seq_.assign(size_t(tc.batch) * (N + 1), 0);
-    if (tc.infinite) {
-      seq_chain_.resize(size_t(tc.batch));
-      for (auto& c : seq_chain_) c.resize(1, C);
-    }
-    // initial weights: N(0,1) from the seed's init stream
-    std::vector<float> z(model_.num_params());
-    k_.gaussian(z.data(), z.size(), stream_seed(tc.seed, Stream::kInit), 0, 0);
-    model_.init_from_normals(z.data());
-    adam_m_.assign(model_.num_params(), 0.f);
-    adam_v_.assign(model_.num_params(), 0.f);
-    for (const auto& m : modules(mc)) {
-      bool frozen = false;
-      double mult = 1;
-      for (const auto& f : tc.freeze) frozen |= in_group(m.name, f);
-      for (const auto& [g, v] : tc.lr_mult)
-        if (in_group(m.name, g)) mult *= v;
-      if (!frozen) groups_.push_back({m.off, m.len, mult, m.decay});
+    batch_.assign(size_t(c_.batch) * (c_.N + 1), 0);
+    if (c_.infinite) {
+      seq_chain_.resize(size_t(c_.batch));
+      for (auto& ch : seq_chain_) ch.resize(1, c_.C);
     }
     // evaluation sets: ID from the training chains (fresh chains if infinite), OOD from fresh
     // chains of the same ensemble, one per sequence. Depend on chain_seed only.
-    make_eval(id_, tc.infinite ? nullptr : &chains_, stream_seed(tc.chain_seed, Stream::kEvalId));
-    make_eval(ood_, nullptr, stream_seed(tc.chain_seed, Stream::kEvalOod));
-    logp_.assign(size_t(tc.batch) * N * C, 0.0);
+    make_eval(id_, c_.infinite ? nullptr : &chains_, stream_seed(c_.chain_seed, Stream::kEvalId));
+    make_eval(ood_, nullptr, stream_seed(c_.chain_seed, Stream::kEvalOod));
+    logp_.assign(size_t(c_.batch) * c_.N * c_.C, 0.0);
   }
 
-  Model<float>& model() { return model_; }
+  const DataConfig& config() const { return c_; }  // alpha1 resolved
+  double alpha1() const { return c_.alpha1; }      // the 1-Gen pseudo-count in use
   const Chains& chains() const { return chains_; }
   const EvalSet& eval_set(int s) const { return s == 0 ? id_ : ood_; }
-  bool mem_defined() const { return !tc_.infinite; }
-  double alpha1() const { return tc_.alpha1; }  // the 1-Gen pseudo-count in use
+  bool mem_defined() const { return !c_.infinite; }
+  const std::vector<int32_t>& batch() const { return batch_; }
 
-  // Fills the batch for `step` (each sequence from its own stream (seed, step, b)).
-  void make_batch(int64_t step) {
-    const int N = tc_.model.N;
-    const uint64_t data_seed = stream_seed(tc_.seed, Stream::kBatches);
-    tbb::parallel_for(0, tc_.batch, [&](int b) {
+  // Fills the batch of `step`: sequence b from the sub-stream derive(step, b) of data_seed.
+  void make_batch(uint64_t data_seed, int64_t step) {
+    const int N = c_.N;
+    tbb::parallel_for(0, c_.batch, [&](int b) {
       Rng r(k_, data_seed, pl::sdk::derive(uint64_t(step), uint64_t(b)));
-      int32_t* x = batch_seq_.data() + size_t(b) * (N + 1);
-      if (tc_.infinite) {
-        Chains& c = seq_chain_[size_t(b)];
-        c.make(0, r, tc_.alpha);
-        c.sample(0, r, N + 1, x);
+      int32_t* x = batch_.data() + size_t(b) * (N + 1);
+      if (c_.infinite) {
+        Chains& ch = seq_chain_[size_t(b)];
+        ch.make(0, r, c_.alpha);
+        ch.sample(0, r, N + 1, x);
       } else {
-        chains_.sample(int(r.below(uint64_t(tc_.K))), r, N + 1, x);
+        chains_.sample(int(r.below(uint64_t(c_.K))), r, N + 1, x);
       }
     });
   }
 
-  // One AdamW step at 1-based `step`; returns the training loss of the batch.
-  double train_step(int64_t step) {
-    make_batch(step);
-    const double loss = model_.forward_backward(batch_seq_.data(), tc_.batch);
-    double lr = tc_.lr;
-    if (tc_.warmup > 0 && step <= tc_.warmup) lr *= double(step) / double(tc_.warmup);
-    for (const auto& g : groups_)
-      k_.adamw(model_.params.data() + g.off, model_.grads.data() + g.off, adam_m_.data() + g.off,
-               adam_v_.data() + g.off, g.len, float(lr * g.mult), float(tc_.beta1),
-               float(tc_.beta2), float(tc_.eps), g.decay ? float(tc_.weight_decay) : 0.f, step);
-    return loss;
-  }
-
-  // Losses and KL(q_A || p_net) averaged over sequences and positions (and the late window).
-  EvalResult evaluate() {
+  // Losses and KL(q_A || p_net) averaged over sequences and positions (and the late window) on
+  // both sets, and the phase labels. run(seq, nb, logp) evaluates the model on nb <= batch
+  // sequences: returns their mean loss and writes the log-probabilities (nb x N x C) to logp.
+  template <class Run>
+  EvalResult evaluate(Run&& run) {
     EvalResult r;
-    for (int s = 0; s < 2; ++s) eval_one(s == 0 ? id_ : ood_, r.loss[s], r.kl[s], r.kl_late[s]);
+    for (int s = 0; s < 2; ++s)
+      eval_one(s == 0 ? id_ : ood_, run, r.loss[s], r.kl[s], r.kl_late[s]);
     const int na = mem_defined() ? kNumPred : kMem2;
     auto argmin = [&](const double* v) {
       int best = 0;
@@ -251,28 +238,22 @@ class Trainer {
   }
 
  private:
-  struct Group {
-    size_t off, len;
-    double mult;
-    bool decay;
-  };
-
   void make_eval(EvalSet& e, const Chains* train, uint64_t seed) {
-    make_eval_set(e, k_, train, mem_defined() ? &chains_ : nullptr, seed, tc_.model.C, tc_.model.N,
-                  tc_.n_eval, tc_.alpha, tc_.alpha1);
+    make_eval_set(e, k_, train, mem_defined() ? &chains_ : nullptr, seed, c_.C, c_.N, c_.n_eval,
+                  c_.alpha, c_.alpha1);
   }
 
-  void eval_one(const EvalSet& e, double& loss, double* kl, double* kl_late) {
-    const int C = tc_.model.C, N = tc_.model.N, B = tc_.batch;
-    const int late0 = N - std::max(1, int(std::lround(tc_.late_frac * N)));
+  template <class Run>
+  void eval_one(const EvalSet& e, Run& run, double& loss, double* kl, double* kl_late) {
+    const int C = c_.C, N = c_.N, B = c_.batch;
+    const int late0 = N - std::max(1, int(std::lround(c_.late_frac * N)));
     // running sums over (sequence, position): loss, KL to each predictor, KL in the late window
     double loss_sum = 0, kl_sum[kNumPred] = {0, 0, 0, 0, 0},
            kl_late_sum[kNumPred] = {0, 0, 0, 0, 0};
     for (int b0 = 0; b0 < e.n; b0 += B) {
       const int nb = std::min(B, e.n - b0);
       const int32_t* seq = e.seq.data() + size_t(b0) * (N + 1);
-      loss_sum += model_.forward(seq, nb) * double(nb) * N;
-      model_.log_probs(nb, logp_.data());
+      loss_sum += run(seq, nb, logp_.data()) * double(nb) * N;
       for (int b = 0; b < nb; ++b)
         for (int t = 0; t < N; ++t) {
           const double* lp = logp_.data() + (size_t(b) * N + t) * C;
@@ -294,16 +275,98 @@ class Trainer {
     }
   }
 
-  TrainConfig tc_;
+  DataConfig c_;
   pl_kernel_table k_;
-  Model<float> model_;
   Chains chains_;
   std::vector<Chains> seq_chain_;
-  std::vector<int32_t> batch_seq_;
-  std::vector<float> adam_m_, adam_v_;
-  std::vector<Group> groups_;
+  std::vector<int32_t> batch_;
   EvalSet id_, ood_;
   std::vector<double> logp_;
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainConfig& tc, const pl_kernel_table& k)
+      : tc_(tc),
+        k_(require_kernels(k)),
+        data_(data_config(tc), k_),
+        model_(tc.model, &k_, tc.batch, tc.chunks) {
+    tc_.alpha1 = data_.alpha1();
+    // initial weights: N(0,1) from the seed's init stream
+    std::vector<float> z(model_.num_params());
+    k_.gaussian(z.data(), z.size(), stream_seed(tc.seed, Stream::kInit), 0, 0);
+    model_.init_from_normals(z.data());
+    adam_m_.assign(model_.num_params(), 0.f);
+    adam_v_.assign(model_.num_params(), 0.f);
+    for (const auto& m : modules(tc.model)) {
+      bool frozen = false;
+      double mult = 1;
+      for (const auto& f : tc.freeze) frozen |= in_group(m.name, f);
+      for (const auto& [g, v] : tc.lr_mult)
+        if (in_group(m.name, g)) mult *= v;
+      if (!frozen) groups_.push_back({m.off, m.len, mult, m.decay});
+    }
+  }
+
+  Model<float>& model() { return model_; }
+  const Chains& chains() const { return data_.chains(); }
+  const EvalSet& eval_set(int s) const { return data_.eval_set(s); }
+  bool mem_defined() const { return data_.mem_defined(); }
+  double alpha1() const { return data_.alpha1(); }  // the 1-Gen pseudo-count in use
+
+  // Fills the batch for `step` (each sequence from its own stream (seed, step, b)).
+  void make_batch(int64_t step) { data_.make_batch(stream_seed(tc_.seed, Stream::kBatches), step); }
+
+  // One AdamW step at 1-based `step`; returns the training loss of the batch.
+  double train_step(int64_t step) {
+    make_batch(step);
+    const double loss = model_.forward_backward(data_.batch().data(), tc_.batch);
+    double lr = tc_.lr;
+    if (tc_.warmup > 0 && step <= tc_.warmup) lr *= double(step) / double(tc_.warmup);
+    for (const auto& g : groups_)
+      k_.adamw(model_.params.data() + g.off, model_.grads.data() + g.off, adam_m_.data() + g.off,
+               adam_v_.data() + g.off, g.len, float(lr * g.mult), float(tc_.beta1),
+               float(tc_.beta2), float(tc_.eps), g.decay ? float(tc_.weight_decay) : 0.f, step);
+    return loss;
+  }
+
+  // Losses and KL(q_A || p_net) averaged over sequences and positions (and the late window).
+  EvalResult evaluate() {
+    return data_.evaluate([&](const int32_t* seq, int nb, double* logp) {
+      const double loss = model_.forward(seq, nb);
+      model_.log_probs(nb, logp);
+      return loss;
+    });
+  }
+
+ private:
+  struct Group {
+    size_t off, len;
+    double mult;
+    bool decay;
+  };
+
+  static DataConfig data_config(const TrainConfig& tc) {
+    DataConfig d;
+    d.C = tc.model.C;
+    d.N = tc.model.N;
+    d.K = tc.K;
+    d.infinite = tc.infinite;
+    d.alpha = tc.alpha;
+    d.alpha1 = tc.alpha1;
+    d.batch = tc.batch;
+    d.n_eval = tc.n_eval;
+    d.late_frac = tc.late_frac;
+    d.chain_seed = tc.chain_seed;
+    return d;
+  }
+
+  TrainConfig tc_;
+  pl_kernel_table k_;
+  MarkovData data_;
+  Model<float> model_;
+  std::vector<float> adam_m_, adam_v_;
+  std::vector<Group> groups_;
 };
 
 // Log-spaced checkpoint steps in [0, steps]: 0, then round(steps^(i / (n - 1))), deduplicated.

@@ -5,8 +5,6 @@
 // optimiser (Adam or SGD) over the model's parameters held in double.
 #pragma once
 
-#include <tbb/parallel_for.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -30,23 +28,27 @@ enum class Kind { kSymmetric, kInduction, kMemoriser };
 constexpr uint64_t kPlateauBatches = 7;  // the symmetric model's plateau training batches
 constexpr uint64_t kPlateauGrad = 8;     // the sequences of the plateau loss and gradient
 
-struct MinConfig {
+// The data side (C, N, K, infinite, alpha, alpha1, batch, n_eval, late_frac, chain_seed) is
+// markov_icl's DataConfig.
+struct MinConfig : DataConfig {
+  MinConfig() {
+    N = 64;
+    infinite = true;
+    alpha1 = 0;
+    batch = 32;
+    n_eval = 500;
+  }
   Kind kind = Kind::kSymmetric;
-  int C = 10, N = 64, K = 8;
-  bool infinite = true;
-  double alpha = 1, alpha1 = 0;
-  int batch = 32, n_eval = 500;
   int64_t steps = 2000;
   bool sgd = false;  // plain SGD instead of Adam
   double lr = 1e-2, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  double late_frac = 0.25;
   // symmetric
   double init[kNumSym] = {0, 0, 0, 0, 0};
   // induction / memoriser
   int d_head = 16, d_phi = 32, width = 128;
   bool phi_gelu = false;
   double init_scale = 0.02;
-  uint64_t chain_seed = 0, seed = 0;
+  uint64_t seed = 0;
 };
 
 // A model behind one interface: parameters and gradients in double.
@@ -96,16 +98,9 @@ class FloatNet : public Net {
 
 class Harness {
  public:
-  Harness(const MinConfig& mc, const pl_kernel_table& k) : c_(mc), k_(require_kernels(k)) {
-    if (c_.alpha1 <= 0)
-      c_.alpha1 = matched_alpha1(k_, c_.C, c_.alpha, stream_seed(c_.chain_seed, Stream::kAlpha1));
-    if (!c_.infinite) {
-      chains_.resize(c_.K, c_.C);
-      chains_.generate(k_, stream_seed(c_.chain_seed, Stream::kTrainChains), 0, c_.alpha);
-    }
-    batch_.assign(size_t(c_.batch) * (c_.N + 1), 0);
-    seq_chain_.resize(size_t(c_.batch));
-    for (auto& ch : seq_chain_) ch.resize(1, c_.C);
+  Harness(const MinConfig& mc, const pl_kernel_table& k)
+      : c_(mc), k_(require_kernels(k)), data_(mc, k_) {
+    c_.alpha1 = data_.alpha1();
     std::vector<float> z;
     switch (c_.kind) {
       case Kind::kSymmetric:
@@ -131,34 +126,19 @@ class Harness {
     }
     m_.assign(net_->p.size(), 0.0);
     v_.assign(net_->p.size(), 0.0);
-    make_eval(id_, c_.infinite ? nullptr : &chains_, stream_seed(c_.chain_seed, Stream::kEvalId));
-    make_eval(ood_, nullptr, stream_seed(c_.chain_seed, Stream::kEvalOod));
-    logp_.assign(size_t(c_.batch) * c_.N * c_.C, 0.0);
   }
 
   Net& net() { return *net_; }
   const MinConfig& config() const { return c_; }
-  const EvalSet& eval_set(int s) const { return s == 0 ? id_ : ood_; }
-  bool mem_defined() const { return !c_.infinite; }
-  const std::vector<int32_t>& batch_tokens() const { return batch_; }
+  const EvalSet& eval_set(int s) const { return data_.eval_set(s); }
+  bool mem_defined() const { return data_.mem_defined(); }
+  const std::vector<int32_t>& batch_tokens() const { return data_.batch(); }
 
   // The batch of `step` from its own streams (as markov_icl's Trainer::make_batch; purpose
   // Stream::kBatches for training, kPlateauBatches / kPlateauGrad for the symmetric model's
   // plateau probe).
   void make_batch(int64_t step, uint64_t purpose = uint64_t(Stream::kBatches)) {
-    const int N = c_.N;
-    const uint64_t data_seed = pl::sdk::derive(c_.seed, purpose);
-    for (int b = 0; b < c_.batch; ++b) {
-      Rng r(k_, data_seed, pl::sdk::derive(uint64_t(step), uint64_t(b)));
-      int32_t* x = batch_.data() + size_t(b) * (N + 1);
-      if (c_.infinite) {
-        Chains& ch = seq_chain_[size_t(b)];
-        ch.make(0, r, c_.alpha);
-        ch.sample(0, r, N + 1, x);
-      } else {
-        chains_.sample(int(r.below(uint64_t(c_.K))), r, N + 1, x);
-      }
-    }
+    data_.make_batch(pl::sdk::derive(c_.seed, purpose), step);
   }
 
   // One optimiser step at 1-based step; `train` masks parameters (empty: all). Returns the loss.
@@ -166,7 +146,7 @@ class Harness {
                     uint64_t purpose = uint64_t(Stream::kBatches)) {
     make_batch(step, purpose);
     Net& n = *net_;
-    const double loss = n.run(batch_.data(), c_.batch, true, nullptr);
+    const double loss = n.run(data_.batch().data(), c_.batch, true, nullptr);
     const double bc1 = 1 - std::pow(c_.beta1, double(step)),
                  bc2 = 1 - std::pow(c_.beta2, double(step));
     for (size_t i = 0; i < n.p.size(); ++i) {
@@ -189,65 +169,16 @@ class Harness {
 
   // Losses, KL(q_A || p_net) per predictor (all positions and the late window), phase labels.
   EvalResult evaluate() {
-    EvalResult r;
-    for (int s = 0; s < 2; ++s) eval_one(s == 0 ? id_ : ood_, r.loss[s], r.kl[s], r.kl_late[s]);
-    const int na = mem_defined() ? kNumPred : kMem2;
-    auto argmin = [&](const double* v) {
-      int best = 0;
-      for (int a = 1; a < na; ++a)
-        if (v[a] < v[best]) best = a;
-      return best;
-    };
-    r.phase = argmin(r.kl[0]);
-    r.phase_late = argmin(r.kl_late[0]);
-    r.phase_ood = argmin(r.kl[1]);
-    return r;
+    return data_.evaluate(
+        [&](const int32_t* seq, int nb, double* logp) { return net_->run(seq, nb, false, logp); });
   }
 
  private:
-  // The evaluation sets of markov_icl's Trainer (same streams, same predictor outputs).
-  void make_eval(EvalSet& e, const Chains* train, uint64_t seed) {
-    make_eval_set(e, k_, train, mem_defined() ? &chains_ : nullptr, seed, c_.C, c_.N, c_.n_eval,
-                  c_.alpha, c_.alpha1);
-  }
-
-  void eval_one(const EvalSet& e, double& loss, double* kl, double* kl_late) {
-    const int C = c_.C, N = c_.N, B = c_.batch;
-    const int late0 = N - std::max(1, int(std::lround(c_.late_frac * N)));
-    double L = 0, K[kNumPred] = {0, 0, 0, 0, 0}, KL[kNumPred] = {0, 0, 0, 0, 0};
-    for (int b0 = 0; b0 < e.n; b0 += B) {
-      const int nb = std::min(B, e.n - b0);
-      const int32_t* seq = e.seq.data() + size_t(b0) * (N + 1);
-      L += net_->run(seq, nb, false, logp_.data()) * double(nb) * N;
-      for (int b = 0; b < nb; ++b)
-        for (int t = 0; t < N; ++t) {
-          const double* lp = logp_.data() + (size_t(b) * N + t) * C;
-          const size_t base = (size_t(b0 + b) * N + t) * kNumPred;
-          for (int a = 0; a < kNumPred; ++a) {
-            const float* q = e.q.data() + (base + a) * C;
-            double cross = 0;
-            for (int j = 0; j < C; ++j) cross += double(q[j]) * lp[j];
-            const double d = double(e.qlogq[base + a]) - cross;
-            K[a] += d;
-            if (t >= late0) KL[a] += d;
-          }
-        }
-    }
-    loss = L / (double(e.n) * N);
-    for (int a = 0; a < kNumPred; ++a) {
-      kl[a] = K[a] / (double(e.n) * N);
-      kl_late[a] = KL[a] / (double(e.n) * (N - late0));
-    }
-  }
-
   MinConfig c_;
   pl_kernel_table k_;
-  Chains chains_;
-  std::vector<Chains> seq_chain_;
-  std::vector<int32_t> batch_;
+  MarkovData data_;
   std::unique_ptr<Net> net_;
-  std::vector<double> m_, v_, logp_;
-  EvalSet id_, ood_;
+  std::vector<double> m_, v_;
 };
 
 }  // namespace pl::markov::minimal
