@@ -34,15 +34,20 @@ namespace pl::markov {
 
 inline constexpr const char* kCheckpointFormat = "phaselab.markov.v1";
 
-// What a checkpoint records besides the weights.
-struct CheckpointInfo {
-  ModelConfig model;
+// What every Markov checkpoint records besides its model: the data it was trained on (the
+// training chains and evaluation sets are rebuilt from chain_seed), the step and the writer.
+struct RunInfo {
   int64_t step = 0;
   uint64_t chain_seed = 0;
   int K = 0;
   bool infinite = false;
   double alpha = 1, alpha1 = 1;  // alpha1: the 1-Gen pseudo-count in use (resolved)
   std::string plugin;            // "name version" of the writer
+};
+
+// What a checkpoint of the transformer records besides the weights.
+struct CheckpointInfo : RunInfo {
+  ModelConfig model;
 };
 
 // One tensor of the checkpoint: its name, shape and range in the flat parameter buffer.
@@ -87,66 +92,81 @@ inline std::string fmt_double(double x) {
 }
 }  // namespace detail
 
+// The RunInfo entries of a checkpoint's __metadata__.
+inline void add_run_metadata(std::map<std::string, std::string>& m, const RunInfo& i) {
+  m["plugin"] = i.plugin;
+  m["step"] = std::to_string(i.step);
+  m["chain_seed"] = std::to_string(i.chain_seed);
+  m["K"] = std::to_string(i.K);
+  m["infinite"] = i.infinite ? "true" : "false";
+  m["alpha"] = detail::fmt_double(i.alpha);
+  m["alpha1"] = detail::fmt_double(i.alpha1);
+}
+
 inline std::map<std::string, std::string> checkpoint_metadata(const CheckpointInfo& i) {
   const ModelConfig& c = i.model;
   auto b = [](bool x) { return std::string(x ? "true" : "false"); };
-  return {{"format", kCheckpointFormat},
-          {"plugin", i.plugin},
-          {"step", std::to_string(i.step)},
-          {"C", std::to_string(c.C)},
-          {"N", std::to_string(c.N)},
-          {"d_model", std::to_string(c.d)},
-          {"heads", std::to_string(c.heads)},
-          {"layers", std::to_string(c.layers)},
-          {"ffn", std::to_string(c.ffn)},
-          {"mlp", b(c.mlp)},
-          {"layernorm", b(c.ln)},
-          {"positions", c.rope ? "rope" : "learned"},
-          {"tied", b(c.tied)},
-          {"ln_eps", detail::fmt_double(c.ln_eps)},
-          {"gelu", "tanh"},
-          {"attention_scale", "1/sqrt(d_model/heads)"},
-          {"chain_seed", std::to_string(i.chain_seed)},
-          {"K", std::to_string(i.K)},
-          {"infinite", b(i.infinite)},
-          {"alpha", detail::fmt_double(i.alpha)},
-          {"alpha1", detail::fmt_double(i.alpha1)}};
+  std::map<std::string, std::string> m = {{"format", kCheckpointFormat},
+                                          {"C", std::to_string(c.C)},
+                                          {"N", std::to_string(c.N)},
+                                          {"d_model", std::to_string(c.d)},
+                                          {"heads", std::to_string(c.heads)},
+                                          {"layers", std::to_string(c.layers)},
+                                          {"ffn", std::to_string(c.ffn)},
+                                          {"mlp", b(c.mlp)},
+                                          {"layernorm", b(c.ln)},
+                                          {"positions", c.rope ? "rope" : "learned"},
+                                          {"tied", b(c.tied)},
+                                          {"ln_eps", detail::fmt_double(c.ln_eps)},
+                                          {"gelu", "tanh"},
+                                          {"attention_scale", "1/sqrt(d_model/heads)"}};
+  add_run_metadata(m, i);
+  return m;
 }
 
-// Writes m's parameters (atomically: temporary file, then rename).
-inline void save_checkpoint(const std::string& path, const Model<float>& m,
-                            const CheckpointInfo& info) {
+// Writes a flat parameter buffer as safetensors (atomically: temporary file, then rename): one
+// tensor per entry of `tensors` (a contiguous range of params each), F32 for float, F64 for
+// double, with `metadata` as the header's __metadata__.
+template <class T>
+void save_tensors(const std::string& path, std::map<std::string, std::string> metadata,
+                  const std::vector<CheckpointTensor>& tensors, const T* params) {
   namespace st = pl::sdk::safetensors;
   st::File f;
-  f.metadata = checkpoint_metadata(info);
-  for (const auto& t : checkpoint_tensors(m.config()))
-    f.tensors.push_back(st::from_f32(t.name, t.shape, m.params.data() + t.off));
+  f.metadata = std::move(metadata);
+  for (const auto& t : tensors)
+    f.tensors.push_back(st::from_values(t.name, t.shape, params + t.off));
   st::write(path, f);
 }
 
-struct Checkpoint {
-  CheckpointInfo info;
-  std::vector<float> params;  // Layout(info.model).total values
-};
+// Writes m's parameters.
+inline void save_checkpoint(const std::string& path, const Model<float>& m,
+                            const CheckpointInfo& info) {
+  save_tensors(path, checkpoint_metadata(info), checkpoint_tensors(m.config()), m.params.data());
+}
 
-// Reads a checkpoint; throws std::runtime_error naming the file and the problem (not safetensors,
-// truncated, not a phaselab Markov checkpoint, a missing / extra / misshapen tensor).
-inline Checkpoint load_checkpoint(const std::string& path) {
-  namespace st = pl::sdk::safetensors;
-  const st::File f = st::read(path);  // refuses truncated and foreign files itself
-  auto fail = [&](const std::string& what) -> void {
-    throw std::runtime_error("checkpoint " + path + ": " + what);
-  };
-  auto meta = [&](const char* key) -> std::string {
-    const auto it = f.metadata.find(key);
-    if (it == f.metadata.end()) fail(std::string("no '") + key + "' in __metadata__");
+// A checkpoint file being read: its __metadata__ entries converted with range checks and its
+// tensors gathered into a flat buffer; every failure throws std::runtime_error naming the file
+// and the problem.
+class CheckpointReader {
+ public:
+  // Reads `path` (refusing truncated and foreign files) and checks that __metadata__ format is
+  // `format`; `kind` names what such a file is in the message when it is not.
+  CheckpointReader(const std::string& path, const char* format, const char* kind)
+      : path_(path), f_(pl::sdk::safetensors::read(path)) {
+    const auto fmt = f_.metadata.find("format");
+    if (fmt == f_.metadata.end() || fmt->second != format)
+      fail(std::string("not a ") + kind + " (__metadata__ format is '" +
+           (fmt == f_.metadata.end() ? "" : fmt->second) + "', expected '" + format + "')");
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error("checkpoint " + path_ + ": " + what);
+  }
+  std::string meta(const char* key) const {
+    const auto it = f_.metadata.find(key);
+    if (it == f_.metadata.end()) fail(std::string("no '") + key + "' in __metadata__");
     return it->second;
-  };
-  const auto fmt = f.metadata.find("format");
-  if (fmt == f.metadata.end() || fmt->second != kCheckpointFormat)
-    fail(std::string("not a phaselab Markov-model checkpoint (__metadata__ format is '") +
-         (fmt == f.metadata.end() ? "" : fmt->second) + "', expected '" + kCheckpointFormat + "')");
-  auto integer = [&](const char* key, int64_t lo, int64_t hi) -> int64_t {
+  }
+  int64_t integer(const char* key, int64_t lo, int64_t hi) const {
     const std::string s = meta(key);
     size_t pos = 0;
     long long v = 0;
@@ -159,8 +179,8 @@ inline Checkpoint load_checkpoint(const std::string& path) {
       fail(std::string("__metadata__ ") + key + " must be an integer in [" + std::to_string(lo) +
            ", " + std::to_string(hi) + "], got '" + s + "'");
     return v;
-  };
-  auto real = [&](const char* key) -> double {
+  }
+  double real(const char* key) const {
     const std::string s = meta(key);
     size_t pos = 0;
     double v = 0;
@@ -171,51 +191,78 @@ inline Checkpoint load_checkpoint(const std::string& path) {
     }
     if (s.empty() || pos != s.size()) fail(std::string("__metadata__ ") + key + " is not a number");
     return v;
-  };
-  auto boolean = [&](const char* key) -> bool {
+  }
+  bool boolean(const char* key) const {
     const std::string s = meta(key);
     if (s != "true" && s != "false")
       fail(std::string("__metadata__ ") + key + " must be true or false, got '" + s + "'");
     return s == "true";
-  };
+  }
+  RunInfo run_info() const {
+    RunInfo i;
+    i.step = integer("step", 0, INT64_MAX);
+    i.chain_seed = uint64_t(integer("chain_seed", 0, INT64_MAX));
+    i.K = int(integer("K", 0, 1 << 30));
+    i.infinite = boolean("infinite");
+    i.alpha = real("alpha");
+    i.alpha1 = real("alpha1");
+    i.plugin = meta("plugin");
+    return i;
+  }
+  // The flat buffer (`total` values) of exactly the tensors `want` (F32 for float, F64 for double).
+  template <class T>
+  std::vector<T> params(const std::vector<CheckpointTensor>& want, size_t total) const {
+    namespace st = pl::sdk::safetensors;
+    const st::DType dt = st::detail::dtype_of<T>::value;
+    if (f_.tensors.size() != want.size())
+      fail("expected " + std::to_string(want.size()) + " tensors for this config, found " +
+           std::to_string(f_.tensors.size()));
+    std::vector<T> p(total, T(0));
+    for (const auto& w : want) {
+      const st::Tensor* t = st::find(f_, w.name);
+      if (!t) fail("tensor '" + w.name + "' is missing");
+      if (t->dtype != dt) fail("tensor '" + w.name + "' is not " + st::dtype_name(dt));
+      if (t->shape != w.shape) fail("tensor '" + w.name + "' has the wrong shape for the config");
+      const std::vector<T> v = st::as_values<T>(*t);
+      std::copy(v.begin(), v.end(), p.begin() + std::ptrdiff_t(w.off));
+    }
+    return p;
+  }
+
+ private:
+  std::string path_;
+  pl::sdk::safetensors::File f_;
+};
+
+struct Checkpoint {
+  CheckpointInfo info;
+  std::vector<float> params;  // Layout(info.model).total values
+};
+
+// Reads a checkpoint; throws std::runtime_error naming the file and the problem (not safetensors,
+// truncated, not a phaselab Markov checkpoint, a missing / extra / misshapen tensor).
+inline Checkpoint load_checkpoint(const std::string& path) {
+  const CheckpointReader r(path, kCheckpointFormat, "phaselab Markov-model checkpoint");
   Checkpoint ck;
   CheckpointInfo& i = ck.info;
   ModelConfig& c = i.model;
-  c.C = int(integer("C", 2, 1 << 16));
-  c.N = int(integer("N", 1, 1 << 20));
-  c.d = int(integer("d_model", 1, 1 << 16));
-  c.heads = int(integer("heads", 1, 1 << 10));
-  c.layers = int(integer("layers", 1, 1 << 10));
-  c.ffn = int(integer("ffn", 1, 1 << 20));
-  c.mlp = boolean("mlp");
-  c.ln = boolean("layernorm");
-  c.tied = boolean("tied");
-  c.ln_eps = real("ln_eps");
-  const std::string pos = meta("positions");
-  if (pos != "learned" && pos != "rope") fail("__metadata__ positions must be learned or rope");
+  c.C = int(r.integer("C", 2, 1 << 16));
+  c.N = int(r.integer("N", 1, 1 << 20));
+  c.d = int(r.integer("d_model", 1, 1 << 16));
+  c.heads = int(r.integer("heads", 1, 1 << 10));
+  c.layers = int(r.integer("layers", 1, 1 << 10));
+  c.ffn = int(r.integer("ffn", 1, 1 << 20));
+  c.mlp = r.boolean("mlp");
+  c.ln = r.boolean("layernorm");
+  c.tied = r.boolean("tied");
+  c.ln_eps = r.real("ln_eps");
+  const std::string pos = r.meta("positions");
+  if (pos != "learned" && pos != "rope") r.fail("__metadata__ positions must be learned or rope");
   c.rope = pos == "rope";
-  if (c.d % c.heads) fail("d_model is not a multiple of heads");
-  if (meta("gelu") != "tanh") fail("only the tanh form of GELU is supported");
-  i.step = integer("step", 0, INT64_MAX);
-  i.chain_seed = uint64_t(integer("chain_seed", 0, INT64_MAX));
-  i.K = int(integer("K", 0, 1 << 30));
-  i.infinite = boolean("infinite");
-  i.alpha = real("alpha");
-  i.alpha1 = real("alpha1");
-  i.plugin = meta("plugin");
-  const auto want = checkpoint_tensors(c);
-  if (f.tensors.size() != want.size())
-    fail("expected " + std::to_string(want.size()) + " tensors for this config, found " +
-         std::to_string(f.tensors.size()));
-  ck.params.assign(Layout(c).total, 0.f);
-  for (const auto& w : want) {
-    const st::Tensor* t = st::find(f, w.name);
-    if (!t) fail("tensor '" + w.name + "' is missing");
-    if (t->dtype != st::DType::F32) fail("tensor '" + w.name + "' is not F32");
-    if (t->shape != w.shape) fail("tensor '" + w.name + "' has the wrong shape for the config");
-    const std::vector<float> v = st::as_f32(*t);
-    std::copy(v.begin(), v.end(), ck.params.begin() + std::ptrdiff_t(w.off));
-  }
+  if (c.d % c.heads) r.fail("d_model is not a multiple of heads");
+  if (r.meta("gelu") != "tanh") r.fail("only the tanh form of GELU is supported");
+  static_cast<RunInfo&>(i) = r.run_info();
+  ck.params = r.params<float>(checkpoint_tensors(c), Layout(c).total);
   return ck;
 }
 

@@ -309,6 +309,7 @@ class Trainer {
   }
 
   Model<float>& model() { return model_; }
+  const MarkovData& data() const { return data_; }
   const Chains& chains() const { return data_.chains(); }
   const EvalSet& eval_set(int s) const { return data_.eval_set(s); }
   bool mem_defined() const { return data_.mem_defined(); }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "markov_common/checkpoint.hpp"
+#include "markov_common/plugin.hpp"
 #include "markov_common/summary.hpp"
 #include "markov_common/trainer.hpp"
 #include "sdk/phaselab_sdk.hpp"
@@ -19,11 +20,10 @@ namespace {
 constexpr const char* kVersion = "0.2.0";
 
 const pl_param_decl kParams[] = {
-    pl::sdk::int_param("K", 8, "number of training chains", 1, 1 << 20),
-    pl::sdk::bool_param("infinite", false, "a fresh chain for every sequence (K is ignored)"),
-    pl::sdk::int_param("C", 10, "number of states", 2, 64),
-    pl::sdk::float_param("alpha", 1.0, "Dirichlet concentration of the transition rows",
-                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+    pl::markov::param::K,
+    pl::markov::param::infinite,
+    pl::markov::param::C,
+    pl::markov::param::alpha,
     pl::sdk::float_param("alpha1", 1.0,
                          "pseudo-count of the 1-Gen predictor; 0 = matched to the variance of the "
                          "ensemble's stationary distributions (about C)",
@@ -57,46 +57,15 @@ const pl_param_decl kParams[] = {
         "lN_ln1 lN_ln2 lnf unembed; groups embed lN_att lN_mlp)"),
     pl::sdk::string_param("freeze", "", "modules or groups not trained, comma-separated"),
     pl::sdk::int_param("n_eval", 1000, "sequences per evaluation set (ID and OOD)", 1),
-    pl::sdk::int_param("checkpoints", 24, "log-spaced evaluation steps (plus step 0)", 1, 10000),
-    pl::sdk::float_param("late_frac", 0.25, "late window: this last fraction of positions",
-                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE | PL_RANGE_MAX, 0, 1),
+    pl::markov::param::checkpoints,
+    pl::markov::param::late_frac,
     pl::sdk::int_param("chain_seed", 0,
                        "seed of the chains and evaluation sets (shared across seeds)", 0),
     pl::sdk::int_param("chunks", 8, "fixed batch partition for the parallel step", 1, 4096),
-    pl::sdk::enum_param("save", "none", "none|final|checkpoints",
-                        "save the model as safetensors (checkpoints/<point>/step-NNNNNNNNN"
-                        ".safetensors in the run folder): never, at the last step, or at every "
-                        "evaluation step"),
+    pl::markov::param::save,
 };
 
-const char* const kCols[] = {"step",
-                             "loss_train",
-                             "loss_id",
-                             "loss_ood",
-                             "bayes_2mem_id",
-                             "bayes_2gen_ood",
-                             "bayes_2gen_id",
-                             "kl_2gen_id",
-                             "kl_1gen_id",
-                             "kl_2mem_id",
-                             "kl_1mem_id",
-                             "kl_hybrid_id",
-                             "kl_2gen_ood",
-                             "kl_1gen_ood",
-                             "kl_2mem_ood",
-                             "kl_1mem_ood",
-                             "kl_hybrid_ood",
-                             "kl_2gen_id_late",
-                             "kl_1gen_id_late",
-                             "kl_2mem_id_late",
-                             "kl_1mem_id_late",
-                             "kl_hybrid_id_late",
-                             "phase",
-                             "phase_code",
-                             "phase_late",
-                             "phase_ood",
-                             "final"};
-const pl_table_decl kTables[] = {pl::sdk::table("results", kCols)};
+const pl_table_decl kTables[] = {pl::markov::table("results", pl::markov::kResultColumns)};
 
 // Phase labels as the results table writes them, in axis order, with the names the figures show.
 constexpr const char* kPhases = "1gen=1-Gen|2gen=2-Gen|1mem=1-Mem|2mem=2-Mem|hybrid=hybrid";
@@ -169,19 +138,14 @@ pl::markov::TrainConfig train_config(const pl::sdk::Context& cx) {
 
 // Cross-parameter checks (heads divide d_model, rope needs even head width, module names).
 int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
-  auto get = [&](uint32_t idx) -> const pl_value& { return v[idx]; };
-  auto idx = [&](const char* name) -> uint32_t {
-    for (uint32_t j = 0; j < PL_SDK_COUNT(kParams) && j < n; ++j)
-      if (!std::strcmp(kParams[j].name, name)) return j;
-    return 0;
-  };
-  const int64_t d = get(idx("d_model")).i, h = get(idx("heads")).i;
+  auto get = [&](const char* name) { return pl::markov::param_value(kParams, v, n, name); };
+  const int64_t d = get("d_model").i, h = get("heads").i;
   if (d % h) {
     std::snprintf(err, len, "markov_icl.heads (%lld) must divide markov_icl.d_model (%lld)",
                   (long long)h, (long long)d);
     return 1;
   }
-  if (get(idx("positions")).s && std::string(get(idx("positions")).s) == "rope" && (d / h) % 2) {
+  if (get("positions").s && std::string(get("positions").s) == "rope" && (d / h) % 2) {
     std::snprintf(err, len,
                   "markov_icl.positions = \"rope\" needs an even head width d_model/heads");
     return 1;
@@ -189,12 +153,12 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
   pl::markov::ModelConfig m;
   m.d = int(d);
   m.heads = int(h);
-  m.layers = int(get(idx("layers")).i);
-  m.mlp = get(idx("attn_only")).i == 0;
-  m.ln = get(idx("layernorm")).i != 0;
+  m.layers = int(get("layers").i);
+  m.mlp = get("attn_only").i == 0;
+  m.ln = get("layernorm").i != 0;
   try {
     for (const auto& [g, val] :
-         pl::markov::parse_mults(get(idx("lr_mults")).s ? get(idx("lr_mults")).s : "")) {
+         pl::markov::parse_mults(get("lr_mults").s ? get("lr_mults").s : "")) {
       if (!pl::markov::known_group(m, g) || val < 0) {
         std::snprintf(err, len, "markov_icl.lr_mults: unknown module '%s' or negative value",
                       g.c_str());
@@ -205,7 +169,7 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
     std::snprintf(err, len, "markov_icl.lr_mults: %s", e.what());
     return 1;
   }
-  for (const auto& g : pl::markov::parse_list(get(idx("freeze")).s ? get(idx("freeze")).s : ""))
+  for (const auto& g : pl::markov::parse_list(get("freeze").s ? get("freeze").s : ""))
     if (!pl::markov::known_group(m, g)) {
       std::snprintf(err, len, "markov_icl.freeze: unknown module '%s'", g.c_str());
       return 1;
@@ -226,9 +190,6 @@ class MarkovIcl {
 
   pl_status run(pl::sdk::Context& cx) {
     pl::markov::Trainer& tr = *trainer_;
-    const pl::markov::EvalSet &id = tr.eval_set(0), &ood = tr.eval_set(1);
-    const bool mem = tr.mem_defined();
-    auto nan_if = [&](bool ok, double v) { return ok ? pl::sdk::Cell(v) : pl::sdk::Cell(); };
     size_t next = 0;
     double loss_train = NAN;
     for (int64_t step = 0; step <= tc_.steps; ++step) {
@@ -243,24 +204,7 @@ class MarkovIcl {
         const pl::markov::EvalResult r = tr.evaluate();
         if (!std::isfinite(r.loss[0]) || !std::isfinite(r.loss[1]))
           return cx.fail("non-finite evaluation loss at step " + std::to_string(step));
-        std::vector<pl::sdk::Cell> row = {step,
-                                          step > 0 ? pl::sdk::Cell(loss_train) : pl::sdk::Cell(),
-                                          r.loss[0],
-                                          r.loss[1],
-                                          nan_if(mem, id.bayes[pl::markov::kMem2]),
-                                          ood.bayes[pl::markov::kGen2],
-                                          id.bayes[pl::markov::kGen2]};
-        for (int s = 0; s < 2; ++s)
-          for (int a = 0; a < pl::markov::kNumPred; ++a)
-            row.push_back(nan_if(mem || a < pl::markov::kMem2, r.kl[s][a]));
-        for (int a = 0; a < pl::markov::kNumPred; ++a)
-          row.push_back(nan_if(mem || a < pl::markov::kMem2, r.kl_late[0][a]));
-        row.push_back(pl::markov::pred_name(r.phase));
-        row.push_back(r.phase);
-        row.push_back(pl::markov::pred_name(r.phase_late));
-        row.push_back(pl::markov::pred_name(r.phase_ood));
-        row.push_back(step == tc_.steps ? 1 : 0);
-        cx.emit(0, row);
+        cx.emit(0, pl::markov::result_row(step, loss_train, r, tr.data(), step == tc_.steps));
         if (save_ == 2 || (save_ == 1 && step == tc_.steps)) save(cx, step);
       }
       if ((step & 15) == 0) cx.progress(double(step) / double(tc_.steps));
@@ -272,12 +216,6 @@ class MarkovIcl {
  private:
   // checkpoints/p<point index>-s<seed>/step-<9 digits>.safetensors under the run folder.
   void save(pl::sdk::Context& cx, int64_t step) {
-    char name[96];
-    std::snprintf(name, sizeof name, "p%04llu-s%llu", (unsigned long long)cx.point_index(),
-                  (unsigned long long)cx.seed());
-    const std::string dir = std::string(cx.out_dir()) + "/checkpoints/" + name;
-    pl::markov::make_dirs(dir);
-    std::snprintf(name, sizeof name, "/step-%09lld.safetensors", (long long)step);
     pl::markov::CheckpointInfo info;
     info.model = tc_.model;
     info.step = step;
@@ -287,7 +225,7 @@ class MarkovIcl {
     info.alpha = tc_.alpha;
     info.alpha1 = trainer_->alpha1();
     info.plugin = std::string("markov_icl ") + kVersion;
-    pl::markov::save_checkpoint(dir + name, trainer_->model(), info);
+    pl::markov::save_checkpoint(pl::markov::checkpoint_file(cx, step), trainer_->model(), info);
   }
 
   pl::markov::TrainConfig tc_;
@@ -313,11 +251,7 @@ pl_status finish(const pl_host* host, const char* run_dir) {
 // probabilities (8 n_eval N (1 + C)) and the K transition matrices (8 K C^2).
 extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point_bytes(
     const pl_value* v, uint32_t n) {
-  auto get = [&](const char* name) -> double {
-    for (uint32_t j = 0; j < PL_SDK_COUNT(kParams) && j < n; ++j)
-      if (!std::strcmp(kParams[j].name, name)) return double(v[j].i);
-    return 0;
-  };
+  auto get = [&](const char* name) { return pl::markov::param_int(kParams, v, n, name); };
   const double d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
   const double heads = get("heads"), C = get("C"), K = get("K"), batch = get("batch");
   const double chunks = get("chunks"), n_eval = get("n_eval");
@@ -333,11 +267,7 @@ extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point
 // plus the K-dependent evaluation (the memorising predictors: O(K C) per token).
 extern "C" __attribute__((visibility("default"))) double phaselab_plugin_point_cost(
     const pl_value* v, uint32_t n) {
-  auto get = [&](const char* name) -> double {
-    for (uint32_t j = 0; j < PL_SDK_COUNT(kParams) && j < n; ++j)
-      if (!std::strcmp(kParams[j].name, name)) return double(v[j].i);
-    return 0;
-  };
+  auto get = [&](const char* name) { return pl::markov::param_int(kParams, v, n, name); };
   const double d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
   const double C = get("C"), K = get("K"), batch = get("batch"), steps = get("steps");
   const double n_eval = get("n_eval");

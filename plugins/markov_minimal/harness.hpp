@@ -130,6 +130,7 @@ class Harness {
 
   Net& net() { return *net_; }
   const MinConfig& config() const { return c_; }
+  const MarkovData& data() const { return data_; }
   const EvalSet& eval_set(int s) const { return data_.eval_set(s); }
   bool mem_defined() const { return data_.mem_defined(); }
   const std::vector<int32_t>& batch_tokens() const { return data_.batch(); }

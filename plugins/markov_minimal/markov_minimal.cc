@@ -6,6 +6,7 @@
 //   induction  layer 1 hard-wired to previous-token attention, trainable layer 2 and read-out;
 //   memoriser  encode-pool-decode: capacity (largest K fitted to the 2-Mem floor) vs width.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "markov_common/plugin.hpp"
 #include "markov_common/summary.hpp"
 #include "markov_minimal/harness.hpp"
+#include "markov_minimal/minimal_checkpoint.hpp"
 #include "markov_minimal/minimal_summary.hpp"
 #include "sdk/phaselab_sdk.hpp"
 
@@ -22,13 +25,14 @@ namespace {
 
 namespace mm = pl::markov::minimal;
 
+constexpr const char* kVersion = "0.2.0";
+
 const pl_param_decl kParams[] = {
     pl::sdk::enum_param("model", "symmetric", "symmetric|induction|memoriser", "minimal model"),
-    pl::sdk::int_param("K", 8, "number of training chains", 1, 1 << 20),
-    pl::sdk::bool_param("infinite", false, "a fresh chain for every sequence (K is ignored)"),
-    pl::sdk::int_param("C", 10, "number of states", 2, 64),
-    pl::sdk::float_param("alpha", 1.0, "Dirichlet concentration of the transition rows",
-                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+    pl::markov::param::K,
+    pl::markov::param::infinite,
+    pl::markov::param::C,
+    pl::markov::param::alpha,
     pl::sdk::float_param("alpha1", 0.0,
                          "pseudo-count of the 1-Gen predictor; 0 = matched to the ensemble",
                          PL_RANGE_MIN, 0),
@@ -47,10 +51,10 @@ const pl_param_decl kParams[] = {
         0),
     pl::sdk::int_param("steps", 2000, "training steps", 1),
     pl::sdk::int_param("n_eval", 500, "sequences per evaluation set (ID and OOD)", 1),
-    pl::sdk::int_param("checkpoints", 24, "log-spaced evaluation steps (plus step 0)", 1, 10000),
-    pl::sdk::float_param("late_frac", 0.25, "late window: this last fraction of positions",
-                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE | PL_RANGE_MAX, 0, 1),
+    pl::markov::param::checkpoints,
+    pl::markov::param::late_frac,
     pl::sdk::int_param("chain_seed", 0, "seed of the chains and evaluation sets", 0),
+    pl::markov::param::save,
     // symmetric
     pl::sdk::float_param("init_beta", 0.0, "symmetric: initial layer-1 previous-token score"),
     pl::sdk::float_param("init_delta", 0.0, "symmetric: initial layer-2 match strength"),
@@ -85,45 +89,15 @@ const pl_param_decl kParams[] = {
 };
 
 // results: markov_icl's columns, then the symmetric model's scalars (empty for the others).
-const char* const kCols[] = {"step",
-                             "loss_train",
-                             "loss_id",
-                             "loss_ood",
-                             "bayes_2mem_id",
-                             "bayes_2gen_ood",
-                             "bayes_2gen_id",
-                             "kl_2gen_id",
-                             "kl_1gen_id",
-                             "kl_2mem_id",
-                             "kl_1mem_id",
-                             "kl_hybrid_id",
-                             "kl_2gen_ood",
-                             "kl_1gen_ood",
-                             "kl_2mem_ood",
-                             "kl_1mem_ood",
-                             "kl_hybrid_ood",
-                             "kl_2gen_id_late",
-                             "kl_1gen_id_late",
-                             "kl_2mem_id_late",
-                             "kl_1mem_id_late",
-                             "kl_hybrid_id_late",
-                             "phase",
-                             "phase_code",
-                             "phase_late",
-                             "phase_ood",
-                             "final",
-                             "beta",
-                             "delta",
-                             "g_u",
-                             "g_h",
-                             "g_o"};
+constexpr auto kCols =
+    pl::markov::result_columns(std::array<const char*, 5>{"beta", "delta", "g_u", "g_h", "g_o"});
 const char* const kTraceCols[] = {"step", "loss_window", "beta", "delta", "g_u", "g_h", "g_o"};
 const char* const kRunCols[] = {
     "model",       "loss_plateau", "bayes_2gen",  "bayes_1gen",  "c_beta",        "c_beta_se",
     "c_delta",     "c_delta_se",   "g_u_plateau", "g_h_plateau", "g_o_plateau",   "tau_threshold",
     "tau",         "steps_run",    "loss_final",  "gap_closed",  "kl_2gen_final", "kl_2mem_final",
     "phase_final", "fits",         "params"};
-const pl_table_decl kTables[] = {pl::sdk::table("results", kCols),
+const pl_table_decl kTables[] = {pl::markov::table("results", kCols),
                                  pl::sdk::table("trace", kTraceCols),
                                  pl::sdk::table("run", kRunCols)};
 
@@ -193,6 +167,7 @@ class MarkovMinimal {
   explicit MarkovMinimal(pl::sdk::Context& cx) : mc_(min_config(cx)), k_(*cx.host_->kernels) {
     h_ = std::make_unique<mm::Harness>(mc_, k_);
     ckpt_ = pl::markov::checkpoint_steps(mc_.steps, int(cx.i("checkpoints")));
+    save_ = cx.is("save", "none") ? 0 : cx.is("save", "final") ? 1 : 2;
   }
 
   pl_status run(pl::sdk::Context& cx) {
@@ -211,7 +186,6 @@ class MarkovMinimal {
     int64_t stop = mc_.steps;
     size_t next = 0;
     auto cell_sym = [&](int i) { return sym ? pl::sdk::Cell(net.p[size_t(i)]) : pl::sdk::Cell(); };
-    auto nan_if = [&](bool ok, double v) { return ok ? pl::sdk::Cell(v) : pl::sdk::Cell(); };
     pl::markov::EvalResult last{};
     for (int64_t step = 0; step <= stop; ++step) {
       if (step > 0) {
@@ -236,26 +210,13 @@ class MarkovMinimal {
         last = r;
         if (!std::isfinite(r.loss[0]) || !std::isfinite(r.loss[1]))
           return cx.fail("non-finite evaluation loss at step " + std::to_string(step));
-        const auto &id = h.eval_set(0), &ood = h.eval_set(1);
-        std::vector<pl::sdk::Cell> row = {step,
-                                          step > 0 ? pl::sdk::Cell(loss_train) : pl::sdk::Cell(),
-                                          r.loss[0],
-                                          r.loss[1],
-                                          nan_if(mem, id.bayes[pl::markov::kMem2]),
-                                          ood.bayes[pl::markov::kGen2],
-                                          id.bayes[pl::markov::kGen2]};
-        for (int s = 0; s < 2; ++s)
-          for (int a = 0; a < pl::markov::kNumPred; ++a)
-            row.push_back(nan_if(mem || a < pl::markov::kMem2, r.kl[s][a]));
-        for (int a = 0; a < pl::markov::kNumPred; ++a)
-          row.push_back(nan_if(mem || a < pl::markov::kMem2, r.kl_late[0][a]));
-        row.push_back(pl::markov::pred_name(r.phase));
-        row.push_back(r.phase);
-        row.push_back(pl::markov::pred_name(r.phase_late));
-        row.push_back(pl::markov::pred_name(r.phase_ood));
-        row.push_back(step == stop ? 1 : 0);
+        std::vector<pl::sdk::Cell> row =
+            pl::markov::result_row(step, loss_train, r, h.data(), step == stop);
         for (int i = 0; i < mm::kNumSym; ++i) row.push_back(cell_sym(i));
         cx.emit(0, row);
+        if (save_ == 2 || (save_ == 1 && step == stop))
+          mm::save_minimal(pl::markov::checkpoint_file(cx, step), h, step,
+                           std::string("markov_minimal ") + kVersion);
       }
       if ((step & 15) == 0) {
         cx.progress(double(step) / double(stop));
@@ -352,16 +313,13 @@ class MarkovMinimal {
   pl_kernel_table k_;
   std::unique_ptr<mm::Harness> h_;
   std::vector<int64_t> ckpt_;
+  int save_ = 0;
 };
 
 int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
-  auto idx = [&](const char* name) -> uint32_t {
-    for (uint32_t j = 0; j < PL_SDK_COUNT(kParams) && j < n; ++j)
-      if (!std::strcmp(kParams[j].name, name)) return j;
-    return 0;
-  };
-  const std::string model = v[idx("model")].s ? v[idx("model")].s : "";
-  if (model == "memoriser" && v[idx("infinite")].i) {
+  auto get = [&](const char* name) { return pl::markov::param_value(kParams, v, n, name); };
+  const std::string model = get("model").s ? get("model").s : "";
+  if (model == "memoriser" && get("infinite").i) {
     std::snprintf(err, len,
                   "markov_minimal: model = \"memoriser\" needs finite K (infinite = false): its "
                   "capacity is measured against the 2-Mem predictor of the K chains");
@@ -381,7 +339,7 @@ pl_status finish(const pl_host* host, const char* run_dir) {
 
 }  // namespace
 
-PL_DEFINE_PLUGIN(MarkovMinimal, "markov_minimal", "0.1.0",
+PL_DEFINE_PLUGIN(MarkovMinimal, "markov_minimal", kVersion,
                  "minimal models of Markov ICL: symmetric (beta, delta), hard-wired induction, "
                  "encode-pool-decode memoriser",
                  kParams, kTables, kPlots, validate, finish)

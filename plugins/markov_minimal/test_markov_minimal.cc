@@ -3,7 +3,8 @@
 // symmetric model's loss equals the full attention-only transformer's (markov_icl's Model<double>,
 // LN off, MLP off) with its weights set to the symmetric form; the float path on the kernel table
 // vs the double one; the hard-wired layer 1 of the induction model is exactly previous-token;
-// a wide memoriser fits K = 2 chains to the 2-Mem floor.
+// a wide memoriser fits K = 2 chains to the 2-Mem floor; a saved and loaded checkpoint of each
+// model reproduces its losses bit for bit.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,12 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "markov_common/hooked.hpp"
 #include "markov_common/model.hpp"
 #include "markov_minimal/harness.hpp"
+#include "markov_minimal/minimal_checkpoint.hpp"
 #include "markov_minimal/minimal_summary.hpp"
 #include "phaselab/kernels.hpp"
 #include "tests/emulation.hpp"
@@ -406,4 +409,102 @@ TEST_CASE("markov_minimal: summary recovers tau ~ N / ln N and K_max ~ width^a f
   CHECK(close(value("K_max", "N=64 width=16", 3), 8.0, 1e-9, 0));
   CHECK(close(value("K_max width power a", "N=64", 3), 1.0, 1e-9, 0));
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+template <class T>
+bool same_bits(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+}  // namespace
+
+TEST_CASE("markov_minimal: a saved and loaded checkpoint reproduces the losses bit for bit") {
+  namespace mm = pl::markov::minimal;
+  namespace st = pl::sdk::safetensors;
+  const pl_kernel_table t = table();
+  const mm::Kind kinds[] = {mm::Kind::kSymmetric, mm::Kind::kInduction, mm::Kind::kMemoriser};
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("phaselab_minimal_ckpt_" + std::to_string(::getpid()) + ".st"))
+                               .string();
+  for (const mm::Kind kind : kinds) {
+    const std::string name = mm::kind_name(kind);
+    CAPTURE(name);
+    mm::MinConfig c;
+    c.kind = kind;
+    c.C = 3;
+    c.N = 8;
+    c.K = 4;
+    c.infinite = false;
+    c.batch = 8;
+    c.n_eval = 24;
+    c.lr = 3e-2;
+    c.d_head = 4;
+    c.d_phi = 5;
+    c.width = 6;
+    c.phi_gelu = kind == mm::Kind::kMemoriser;
+    c.chain_seed = 11;
+    c.seed = 5;
+    mm::Harness h(c, t);
+    for (int64_t s = 1; s <= 30; ++s) h.train_step(s);  // away from the initial weights
+    mm::save_minimal(path, h, 30, "markov_minimal test");
+
+    // the file: one tensor per block, F64 for the symmetric model's scalars, F32 otherwise
+    const st::File f = st::read(path);
+    const auto want = mm::minimal_tensors(c);
+    REQUIRE(f.tensors.size() == want.size());
+    for (const auto& w : want) {
+      const st::Tensor* ten = st::find(f, w.name);
+      REQUIRE(ten != nullptr);
+      CHECK(ten->shape == w.shape);
+      CHECK((ten->dtype == st::DType::F64) == (kind == mm::Kind::kSymmetric));
+    }
+
+    // a harness built from the checkpoint alone (its model and data fields) plus batch, n_eval
+    const mm::MinimalCheckpoint ck = mm::load_minimal(path);
+    CHECK(ck.info.step == 30);
+    CHECK(ck.info.chain_seed == 11);
+    CHECK(ck.info.K == 4);
+    CHECK_FALSE(ck.info.infinite);
+    CHECK(ck.info.alpha1 == h.config().alpha1);  // the resolved (matched) pseudo-count
+    CHECK(ck.info.plugin == "markov_minimal test");
+    mm::MinConfig c2 = ck.config;
+    c2.batch = c.batch;
+    c2.n_eval = c.n_eval;
+    mm::Harness h2(c2, t);
+    mm::load_into(ck, h2);
+    const pl::markov::EvalResult a = h.evaluate(), b = h2.evaluate();
+    for (int s = 0; s < 2; ++s) {
+      CHECK(same_bits(a.loss[s], b.loss[s]));
+      for (int k = 0; k < pl::markov::kNumPred; ++k) {
+        CHECK(same_bits(a.kl[s][k], b.kl[s][k]));
+        CHECK(same_bits(a.kl_late[s][k], b.kl_late[s][k]));
+      }
+    }
+    CHECK(a.phase == b.phase);
+    // and on a training batch, with the gradient
+    h.make_batch(31);
+    const std::vector<int32_t> batch = h.batch_tokens();
+    const double la = h.net().run(batch.data(), c.batch, true, nullptr);
+    const double lb = h2.net().run(batch.data(), c.batch, true, nullptr);
+    CHECK(same_bits(la, lb));
+    CHECK(std::memcmp(h.net().g.data(), h2.net().g.data(), h.net().g.size() * sizeof(double)) == 0);
+    MESSAGE(std::string(mm::kind_name(kind)) << ": ID loss " << a.loss[0] << " after save/load "
+                                             << b.loss[0] << ", batch loss " << la << " / " << lb);
+
+    // a harness of another size refuses it
+    mm::MinConfig c3 = c2;
+    c3.N = 9;
+    mm::Harness h3(c3, t);
+    CHECK_THROWS_AS(mm::load_into(ck, h3), std::invalid_argument);
+  }
+  // a markov_icl checkpoint is not a minimal-model one, and vice versa
+  bool refused = false;
+  try {
+    pl::markov::load_checkpoint(path);
+  } catch (const std::runtime_error& e) {
+    refused =
+        std::string(e.what()).find("not a phaselab Markov-model checkpoint") != std::string::npos;
+  }
+  CHECK(refused);
+  std::filesystem::remove(path);
 }
