@@ -29,6 +29,7 @@
 
 #include "model.hpp"
 #include "sdk/safetensors.hpp"
+#include "trainer.hpp"
 
 namespace pl::markov {
 
@@ -44,6 +45,27 @@ struct RunInfo {
   double alpha = 1, alpha1 = 1;  // alpha1: the 1-Gen pseudo-count in use (resolved)
   std::string plugin;            // "name version" of the writer
 };
+
+// The run entries of a model trained on the data `d` (alpha1 resolved), at `step`, by `plugin`.
+inline RunInfo run_info(const DataConfig& d, int64_t step, const std::string& plugin) {
+  RunInfo i;
+  i.step = step;
+  i.chain_seed = d.chain_seed;
+  i.K = d.K;
+  i.infinite = d.infinite;
+  i.alpha = d.alpha;
+  i.alpha1 = d.alpha1;
+  i.plugin = plugin;
+  return i;
+}
+// The data fields a checkpoint records (the chains and evaluation sets), set in d.
+inline void apply_run_info(const RunInfo& i, DataConfig& d) {
+  d.chain_seed = i.chain_seed;
+  d.K = i.K;
+  d.infinite = i.infinite;
+  d.alpha = i.alpha;
+  d.alpha1 = i.alpha1;
+}
 
 // What a checkpoint of the transformer records besides the weights.
 struct CheckpointInfo : RunInfo {

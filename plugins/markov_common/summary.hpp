@@ -140,30 +140,48 @@ inline void k_boundaries(const std::vector<std::pair<double, std::string>>& v, B
   }
 }
 
+// A table file of a run folder read line by line: the header and the rows that have as many
+// fields as it (others are skipped).
+struct CsvTable {
+  std::vector<std::string> head;
+  std::vector<std::vector<std::string>> rows;
+  int col(const char* name) const {  // -1 if absent
+    for (size_t i = 0; i < head.size(); ++i)
+      if (head[i] == name) return int(i);
+    return -1;
+  }
+};
+// False if the file is missing or has no header line.
+inline bool read_csv_table(const std::string& path, CsvTable* t) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) return false;
+  t->head = pl::sdk::csv_fields(line);
+  t->rows.clear();
+  while (std::getline(in, line)) {
+    auto f = pl::sdk::csv_fields(line);
+    if (f.size() == t->head.size()) t->rows.push_back(std::move(f));
+  }
+  return true;
+}
+
 // Reads <run_dir>/results.csv and writes summary.csv, summary.txt. False if nothing to read.
 inline bool write_summary(const std::string& run_dir, std::string* msg) {
-  std::ifstream in(run_dir + "/results.csv");
-  std::string line;
-  if (!in || !std::getline(in, line)) {
+  CsvTable tab;
+  if (!read_csv_table(run_dir + "/results.csv", &tab)) {
     *msg = "markov_icl summary: no results.csv in " + run_dir;
     return false;
   }
-  const auto head = pl::sdk::csv_fields(line);
-  auto col = [&](const char* n) {
-    for (size_t i = 0; i < head.size(); ++i)
-      if (head[i] == n) return int(i);
-    return -1;
-  };
-  const int c_step = col("step"), c_phase = col("phase"), c_K = col("K"), c_seed = col("seed");
+  const std::vector<std::string>& head = tab.head;
+  const int c_step = tab.col("step"), c_phase = tab.col("phase"), c_K = tab.col("K"),
+            c_seed = tab.col("seed");
   if (c_step < 0 || c_phase < 0) {
     *msg = "markov_icl summary: results.csv lacks step/phase columns";
     return false;
   }
   std::map<std::vector<std::string>, RunHistory> runs;
   std::vector<std::vector<std::string>> order;
-  while (std::getline(in, line)) {
-    const auto f = pl::sdk::csv_fields(line);
-    if (int(f.size()) != int(head.size())) continue;
+  for (const auto& f : tab.rows) {
     std::vector<std::string> key(f.begin(), f.begin() + c_step);
     auto it = runs.find(key);
     if (it == runs.end()) {
@@ -299,7 +317,7 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
   }
   // tau_2Gen (first checkpoint of the first stable 2-Gen segment) vs N, per other keys: pooled over
   // seeds, and per seed for the spread of the exponent.
-  const int c_N = col("N");
+  const int c_N = tab.col("N");
   if (c_N >= 0 && c_N < c_step) {
     struct Pts {
       std::vector<double> N, t;

@@ -217,14 +217,9 @@ class MarkovIcl {
   // checkpoints/p<point index>-s<seed>/step-<9 digits>.safetensors under the run folder.
   void save(pl::sdk::Context& cx, int64_t step) {
     pl::markov::CheckpointInfo info;
+    static_cast<pl::markov::RunInfo&>(info) = pl::markov::run_info(
+        trainer_->data().config(), step, std::string("markov_icl ") + kVersion);
     info.model = tc_.model;
-    info.step = step;
-    info.chain_seed = tc_.chain_seed;
-    info.K = tc_.K;
-    info.infinite = tc_.infinite;
-    info.alpha = tc_.alpha;
-    info.alpha1 = trainer_->alpha1();
-    info.plugin = std::string("markov_icl ") + kVersion;
     pl::markov::save_checkpoint(pl::markov::checkpoint_file(cx, step), trainer_->model(), info);
   }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "markov_common/model.hpp"
+#include "markov_minimal/readout.hpp"
 
 namespace pl::markov::minimal {
 
@@ -70,23 +71,7 @@ class InductionModel {
     std::copy(y_.begin(), y_.begin() + std::ptrdiff_t(R * D), r_.begin());
     ops_.gemm(0, 1, R, D, h, T(1), atty_.data(), h, wo(), h, T(1), r_.data(), D);
     ops_.gemm(0, 1, R, C, D, T(1), r_.data(), D, wu(), D, T(0), logits_.data(), C);
-    double loss = 0;
-    const T sc = T(1.0 / double(R));
-    for (size_t b = 0; b < size_t(nb); ++b)
-      for (size_t t = 0; t < N; ++t) {
-        const size_t row = b * N + t;
-        const T* u = logits_.data() + row * C;
-        double mx = -INFINITY, z = 0;
-        for (size_t j = 0; j < C; ++j) mx = std::fmax(mx, double(u[j]));
-        for (size_t j = 0; j < C; ++j) z += std::exp(double(u[j]) - mx);
-        const double lse = mx + std::log(z);
-        const size_t tgt = size_t(seq[b * (N + 1) + t + 1]);
-        loss += lse - double(u[tgt]);
-        for (size_t j = 0; j < C; ++j) {
-          if (logp) logp[row * C + j] = double(u[j]) - lse;
-          dlog_[row * C + j] = sc * T(std::exp(double(u[j]) - lse) - (j == tgt ? 1.0 : 0.0));
-        }
-      }
+    const double loss = softmax_xent(logits_.data(), seq, size_t(nb), N, C, dlog_.data(), logp);
     if (back) backward(nb);
     return loss / double(R);
   }

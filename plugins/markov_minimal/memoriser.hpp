@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "markov_common/model.hpp"
+#include "markov_minimal/readout.hpp"
 
 namespace pl::markov::minimal {
 
@@ -94,23 +95,7 @@ class MemoriserModel {
     for (size_t r = 0; r < R; ++r)
       std::copy(P + b2_, P + b2_ + c, logits_.begin() + std::ptrdiff_t(r * c));
     ops_.gemm(0, 1, R, c, w, T(1), g_.data(), w, P + w2_, w, T(1), logits_.data(), c);
-    double loss = 0;
-    const T sc = T(1.0 / double(R));
-    for (size_t b = 0; b < size_t(nb); ++b)
-      for (size_t t = 0; t < N; ++t) {
-        const size_t row = b * N + t;
-        const T* l = logits_.data() + row * c;
-        double mx = -INFINITY, z = 0;
-        for (size_t j = 0; j < c; ++j) mx = std::fmax(mx, double(l[j]));
-        for (size_t j = 0; j < c; ++j) z += std::exp(double(l[j]) - mx);
-        const double lse = mx + std::log(z);
-        const size_t tgt = size_t(seq[b * (N + 1) + t + 1]);
-        loss += lse - double(l[tgt]);
-        for (size_t j = 0; j < c; ++j) {
-          if (logp) logp[row * c + j] = double(l[j]) - lse;
-          dlog_[row * c + j] = sc * T(std::exp(double(l[j]) - lse) - (j == tgt ? 1.0 : 0.0));
-        }
-      }
+    const double loss = softmax_xent(logits_.data(), seq, size_t(nb), N, c, dlog_.data(), logp);
     if (back) backward(seq, nb);
     return loss / double(R);
   }

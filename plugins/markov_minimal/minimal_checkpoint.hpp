@@ -78,15 +78,7 @@ inline void save_minimal(const std::string& path, Harness& h, int64_t step,
     m["width"] = std::to_string(c.width);
     m["phi_gelu"] = c.phi_gelu ? "true" : "false";
   }
-  RunInfo r;
-  r.step = step;
-  r.chain_seed = c.chain_seed;
-  r.K = c.K;
-  r.infinite = c.infinite;
-  r.alpha = c.alpha;
-  r.alpha1 = c.alpha1;
-  r.plugin = plugin;
-  add_run_metadata(m, r);
+  add_run_metadata(m, run_info(c, step, plugin));
   const std::vector<double>& p = h.net().p;
   if (c.kind == Kind::kSymmetric) {
     save_tensors(path, std::move(m), minimal_tensors(c), p.data());
@@ -122,11 +114,7 @@ inline MinimalCheckpoint load_minimal(const std::string& path) {
     c.phi_gelu = r.boolean("phi_gelu");
   }
   ck.info = r.run_info();
-  c.chain_seed = ck.info.chain_seed;
-  c.K = ck.info.K;
-  c.infinite = ck.info.infinite;
-  c.alpha = ck.info.alpha;
-  c.alpha1 = ck.info.alpha1;
+  apply_run_info(ck.info, c);
   const auto want = minimal_tensors(c);
   const size_t total = want.back().off + want.back().len;
   if (c.kind == Kind::kSymmetric) {

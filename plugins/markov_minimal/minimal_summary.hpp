@@ -58,27 +58,18 @@ inline void tau_fit_figure(const std::string& run_dir, const std::string& tag,
 }
 
 inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, bool draw = true) {
-  std::ifstream in(run_dir + "/run.csv");
-  std::string line;
-  if (!in || !std::getline(in, line)) {
+  pl::markov::CsvTable tab;
+  if (!pl::markov::read_csv_table(run_dir + "/run.csv", &tab)) {
     *msg = "markov_minimal summary: no run.csv in " + run_dir;
     return false;
   }
-  const auto head = pl::sdk::csv_fields(line);
-  auto col = [&](const char* n) {
-    for (size_t i = 0; i < head.size(); ++i)
-      if (head[i] == n) return int(i);
-    return -1;
-  };
+  const std::vector<std::string>& head = tab.head;
+  const std::vector<std::vector<std::string>>& rows = tab.rows;
+  auto col = [&](const char* n) { return tab.col(n); };
   const int c_model = col("model");
   if (c_model < 0) {
     *msg = "markov_minimal summary: run.csv lacks the model column";
     return false;
-  }
-  std::vector<std::vector<std::string>> rows;
-  while (std::getline(in, line)) {
-    auto f = pl::sdk::csv_fields(line);
-    if (f.size() == head.size()) rows.push_back(f);
   }
   auto num = [](double v) {
     std::ostringstream o;
