@@ -11,9 +11,13 @@
 #include <vector>
 
 #include "markov_common/hooked.hpp"
+#include "markov_common/test_util.hpp"
 #include "phaselab/kernels.hpp"
 
 namespace {
+
+using pl::markov::test::table;
+using pl::markov::test::tokens;
 
 using pl::markov::HookedCache;
 using pl::markov::HookedModel;
@@ -21,13 +25,6 @@ using pl::markov::Hooks;
 using pl::markov::Input;
 using pl::markov::Model;
 using pl::markov::ModelConfig;
-
-pl_kernel_table table() {
-  pl_kernel_table t{};
-  std::string err;
-  REQUIRE_MESSAGE(pl::select_kernels("", &t, &err), err);
-  return t;
-}
 
 ModelConfig tiny(int variant) {
   ModelConfig c;
@@ -43,16 +40,6 @@ ModelConfig tiny(int variant) {
 }
 const char* const kVariant[] = {"pre-LN learned", "rope tied", "attention-only", "no LN",
                                 "2 heads 3 layers"};
-
-std::vector<int32_t> tokens(int nb, int N, int C, uint32_t seed) {
-  std::vector<int32_t> x(size_t(nb) * (N + 1));
-  uint32_t s = seed;
-  for (auto& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = int32_t((s >> 16) % uint32_t(C));
-  }
-  return x;
-}
 
 // Weights large enough that every path carries signal.
 template <class T>

@@ -19,22 +19,17 @@
 #include "markov_common/model.hpp"
 #include "markov_common/predictors.hpp"
 #include "markov_common/summary.hpp"
+#include "markov_common/test_util.hpp"
 #include "markov_common/trainer.hpp"
 #include "phaselab/kernels.hpp"
 #include "tests/emulation.hpp"
 
 namespace {
 
-bool close(double got, double ref, double atol, double rtol) {
-  return std::isfinite(got) && std::fabs(got - ref) <= atol + rtol * std::fabs(ref);
-}
-
-pl_kernel_table table(const std::string& target = "") {
-  pl_kernel_table t{};
-  std::string err;
-  REQUIRE_MESSAGE(pl::select_kernels(target, &t, &err), err);
-  return t;
-}
+using pl::markov::test::close;
+using pl::markov::test::normals;
+using pl::markov::test::table;
+using pl::markov::test::tokens;
 
 pl::markov::ModelConfig tiny(int variant) {
   pl::markov::ModelConfig c;
@@ -62,23 +57,6 @@ pl::markov::ModelConfig tiny(int variant) {
       break;
   }
   return c;
-}
-
-// Random tokens for nb sequences of N + 1.
-std::vector<int32_t> tokens(int nb, int N, int C, uint32_t seed) {
-  std::vector<int32_t> x(size_t(nb) * (N + 1));
-  uint32_t s = seed;
-  for (auto& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = int32_t((s >> 16) % uint32_t(C));
-  }
-  return x;
-}
-
-std::vector<float> normals(size_t n, uint64_t stream) {
-  std::vector<float> z(n);
-  table().gaussian(z.data(), n, 1234, stream, 0);
-  return z;
 }
 
 const char* variant_name(int v) {

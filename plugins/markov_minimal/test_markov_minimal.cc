@@ -18,6 +18,7 @@
 
 #include "markov_common/hooked.hpp"
 #include "markov_common/model.hpp"
+#include "markov_common/test_util.hpp"
 #include "markov_minimal/harness.hpp"
 #include "markov_minimal/minimal_checkpoint.hpp"
 #include "markov_minimal/minimal_summary.hpp"
@@ -26,32 +27,10 @@
 
 namespace {
 
-bool close(double got, double ref, double atol, double rtol) {
-  return std::isfinite(got) && std::fabs(got - ref) <= atol + rtol * std::fabs(ref);
-}
-
-pl_kernel_table table() {
-  pl_kernel_table t{};
-  std::string err;
-  REQUIRE_MESSAGE(pl::select_kernels("", &t, &err), err);
-  return t;
-}
-
-std::vector<float> normals(size_t n, uint64_t stream) {
-  std::vector<float> z(n);
-  table().gaussian(z.data(), n, 1234, stream, 0);
-  return z;
-}
-
-std::vector<int32_t> tokens(int nb, int N, int C, uint32_t seed) {
-  std::vector<int32_t> x(size_t(nb) * (N + 1));
-  uint32_t s = seed;
-  for (auto& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = int32_t((s >> 16) % uint32_t(C));
-  }
-  return x;
-}
+using pl::markov::test::close;
+using pl::markov::test::normals;
+using pl::markov::test::table;
+using pl::markov::test::tokens;
 
 // Central differences of f over the parameter vector p (in place, restored), compared with g.
 template <class F>
