@@ -15,9 +15,10 @@ spread. Without summary.csv (a run stopped early) the classes come from results.
 rule, for the runs that finished. Non-monotone sequences of classes are reported as such. Writes RUN_DIR/kinetic_summary.csv
 and, with gnuplot installed, RUN_DIR/figures/k1_vs_multiplier.png.
 
-    python3 plugins/markov_minimal/kinetic_summary.py RUN_DIR [MORE_RUN_DIRS...]
+    python3 plugins/markov_minimal/kinetic_summary.py [--out DIR] RUN_DIR [MORE_RUN_DIRS...]
 
-Several folders are merged (the outputs go to the first).
+Several folders are merged (the outputs go to --out, default the first folder); a run (K,
+multiplier, seed) found in several folders is taken from the last one that has it.
 """
 import csv
 import math
@@ -85,17 +86,30 @@ def classes_from_results(path):
 
 
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    run = None
+    if len(args) >= 2 and args[0] == "--out":
+        run, args = args[1], args[2:]
+        os.makedirs(run, exist_ok=True)
+    if not args:
         sys.exit(__doc__)
-    rows = []
-    for d in sys.argv[1:]:  # several folders (e.g. parts of one grid) are merged
+    run = run or args[0]
+    latest = {}
+    for d in args:  # several folders (e.g. parts of one grid) are merged
         summary = os.path.join(d, "summary.csv")
         if os.path.exists(summary):
-            rows += list(csv.DictReader(open(summary)))
+            part = list(csv.DictReader(open(summary)))
         else:
             print(f"{d}: no summary.csv (stopped early?): classes from results.csv, finished runs")
-            rows += classes_from_results(os.path.join(d, "results.csv"))
-    run = sys.argv[1]
+            part = classes_from_results(os.path.join(d, "results.csv"))
+        for r in part:
+            key = (float(r["K"]), float(r["lr_mult_l1_qk"]), int(r["seed"])) \
+                if "lr_mult_l1_qk" in r else len(latest)
+            if key in latest:
+                print(f"{d}: K {r['K']} mult {r['lr_mult_l1_qk']} seed {r['seed']} replaces the "
+                      "earlier folder's run")
+            latest[key] = r
+    rows = list(latest.values())
     if not rows or "lr_mult_l1_qk" not in rows[0]:
         sys.exit("summary.csv needs K and lr_mult_l1_qk columns (configs/markov_kinetic.toml)")
     by = defaultdict(list)
@@ -124,7 +138,7 @@ def main():
         for K, _ in seq:
             print(f"      K {K:g}: {paths[(m, s, K)]}")
     print("\nper multiplier: geometric mean of the seed estimates [min, max] (seeds bracketed)")
-    fig = []
+    fig = {}
     for m in sorted({m for m, _ in by}):
         n = len([1 for (mm, _) in by if mm == m])
         line = f"  mult {m:g}:"
@@ -133,8 +147,7 @@ def main():
             if v:
                 g = 2 ** (sum(math.log2(x) for x in v) / len(v))
                 line += f" {name} {g:.3g} [{min(v):.3g}, {max(v):.3g}] ({len(v)}/{n})"
-                if name == "K1*":
-                    fig.append((m, g, min(v), max(v)))
+                fig.setdefault(m, {})[name] = (g, min(v), max(v))
             else:
                 line += f" {name} not bracketed (0/{n})"
         print(line)
@@ -144,14 +157,21 @@ def main():
         d = os.path.join(run, "figures")
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "k1_vs_multiplier.dat"), "w") as f:
-            for m, g, lo, hi in fig:
-                f.write(f"{m} {g} {lo} {hi}\n")
+            f.write("# multiplier K1*_mean K1*_min K1*_max K2*_mean K2*_min K2*_max\n")
+            for m, e in sorted(fig.items()):
+                row = [m]
+                for name in ("K1*", "K2*"):
+                    row += e.get(name, ("NaN", "NaN", "NaN"))
+                f.write(" ".join(str(x) for x in row) + "\n")
         with open(os.path.join(d, "k1_vs_multiplier.gp"), "w") as f:
             f.write(
-                "set terminal pngcairo size 800,560\nset output 'k1_vs_multiplier.png'\n"
-                "set logscale xy 2\nset xlabel 'lr_mult_l1_qk'\nset ylabel 'K1* (kinetic)'\n"
-                "set title 'K1* vs layer-1 QK learning-rate multiplier (seed mean, range)'\n"
-                "plot 'k1_vs_multiplier.dat' u 1:2:3:4 w yerrorlines t 'K1*'\n")
+                "set terminal pngcairo size 800,560 noenhanced\n"
+                "set output 'k1_vs_multiplier.png'\n"
+                "set logscale xy 2\nset xlabel 'lr_mult_l1_qk (layer-1 query/key learning rate)'\n"
+                "set ylabel 'K'\nset key top right\n"
+                "set title 'K1* (kinetic) and K2* vs the layer-1 QK multiplier: seed mean, range'\n"
+                "plot 'k1_vs_multiplier.dat' u 1:2:3:4 w yerrorlines lw 2 t 'K1*', "
+                "'' u ($1*1.06):5:6:7 w yerrorlines dt 2 t 'K2*'\n")
         subprocess.run(["gnuplot", "k1_vs_multiplier.gp"], cwd=d, check=False)
         print(f"\nfigure: {os.path.join(d, 'k1_vs_multiplier.png')}")
 
