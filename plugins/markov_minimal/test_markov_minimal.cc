@@ -55,6 +55,21 @@ int check_fd(std::vector<double>& p, const std::vector<double>& g, F&& f, double
   return bad;
 }
 
+// A double model's gradient at params = scale * N(0,1) (sub-stream `stream`) on the sequences x
+// vs central differences (and not vanishing).
+template <class M>
+void check_model_gradient(M& m, double scale, uint64_t stream, const std::vector<int32_t>& x,
+                          int nb) {
+  const std::vector<float> z = normals(m.num_params(), stream);
+  for (size_t i = 0; i < z.size(); ++i) m.params[i] = scale * z[i];
+  m.run(x.data(), nb, true);
+  const std::vector<double> g = m.grads;
+  auto f = [&] { return m.run(x.data(), nb, false); };
+  double max_g = 0;
+  CHECK(check_fd(m.params, g, f, 1e-5, 1e-9, 1e-6, &max_g) == 0);
+  CHECK(max_g > 1e-3);
+}
+
 }  // namespace
 
 using pl::markov::minimal::SymModel;
@@ -196,15 +211,7 @@ using pl::markov::minimal::MemoriserModel;
 TEST_CASE("markov_minimal: induction model gradient matches central finite differences (double)") {
   const int C = 3, N = 7, nb = 3, dh = 4;
   InductionModel<double> m(C, N, dh, nb, nullptr);
-  const std::vector<float> z = normals(m.num_params(), 77 * 16 + 1);
-  for (size_t i = 0; i < z.size(); ++i) m.params[i] = 0.7 * z[i];
-  const auto x = tokens(nb, N, C, 21);
-  m.run(x.data(), nb, true);
-  const std::vector<double> g = m.grads;
-  auto f = [&] { return m.run(x.data(), nb, false); };
-  double max_g = 0;
-  CHECK(check_fd(m.params, g, f, 1e-5, 1e-9, 1e-6, &max_g) == 0);
-  CHECK(max_g > 1e-3);
+  check_model_gradient(m, 0.7, 77 * 16 + 1, tokens(nb, N, C, 21), nb);
 }
 
 TEST_CASE("markov_minimal: the induction model's layer 1 is exactly previous-token") {
@@ -283,15 +290,7 @@ TEST_CASE("markov_minimal: memoriser gradient matches central finite differences
     CAPTURE(gelu);
     const int C = 3, N = 6, nb = 2, d = 4, w = 5;
     MemoriserModel<double> m(C, N, d, w, gelu, nb, nullptr);
-    const std::vector<float> z = normals(m.num_params(), 5 * 16 + (gelu ? 1 : 0));
-    for (size_t i = 0; i < z.size(); ++i) m.params[i] = 0.8 * z[i];
-    const auto x = tokens(nb, N, C, 4);
-    m.run(x.data(), nb, true);
-    const std::vector<double> g = m.grads;
-    auto f = [&] { return m.run(x.data(), nb, false); };
-    double max_g = 0;
-    CHECK(check_fd(m.params, g, f, 1e-5, 1e-9, 1e-6, &max_g) == 0);
-    CHECK(max_g > 1e-3);
+    check_model_gradient(m, 0.8, 5 * 16 + (gelu ? 1 : 0), tokens(nb, N, C, 4), nb);
   }
 }
 
