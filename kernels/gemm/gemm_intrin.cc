@@ -24,6 +24,8 @@ namespace {
 // the unembedding's n = 10), so that no FMA multiplies zero padding of a too-wide panel while
 // the accumulator count stays the same: NRV vectors x MR rows.
 constexpr int kAcc = kMr * kNrv;
+// Packed op(B) blocks up to this size (24 KiB) stay in L1 beside a row tile of A.
+constexpr size_t kL1PackedFloats = 6144;
 template <int NRV>
 constexpr int rows_for() {
   return NRV == kNrv ? kMr : (kAcc / NRV > 12 ? 12 : kAcc / NRV);
@@ -63,15 +65,22 @@ void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t j0, size_t
 
 // C[0:MR, 0:nr) = alpha * op(A)[0:MR, 0:k) bp + beta C (C not read when beta == 0); bp is
 // k x (NRV * kW). op(A)[i, p] = a[i * lda + p] (TA false) or a[p * lda + i] (TA true).
+// The depth loop is unrolled by 4 (GCC does not unroll it by itself: the loop counter and
+// branch would otherwise take an issue slot per 2 * MR * NRV flops), and the C tile is
+// prefetched for writing before it, so its misses overlap the FMAs instead of the stores.
 template <int MR, int NRV, bool TA>
 void micro(size_t k, const float* a, size_t lda, const float* bp, float* c, size_t ldc, size_t nr,
            float alpha, float beta) {
   constexpr size_t nrw = NRV * kW;
   V acc[MR][NRV];
 #pragma GCC unroll 12
-  for (int i = 0; i < MR; ++i)
+  for (int i = 0; i < MR; ++i) {
+    __builtin_prefetch(c + i * ldc, 1);
+    __builtin_prefetch(c + i * ldc + nr - 1, 1);
 #pragma GCC unroll 8
     for (int v = 0; v < NRV; ++v) acc[i][v] = zero();
+  }
+#pragma GCC unroll 4
   for (size_t p = 0; p < k; ++p) {
     V bv[NRV];
 #pragma GCC unroll 8
@@ -82,6 +91,13 @@ void micro(size_t k, const float* a, size_t lda, const float* bp, float* c, size
 #pragma GCC unroll 8
       for (int v = 0; v < NRV; ++v) acc[i][v] = fma(ai, bv[v], acc[i][v]);
     }
+  }
+  if (nr == nrw && alpha == 1.0f && beta == 0.0f) {  // the common case: a plain store
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+      for (int v = 0; v < NRV; ++v) store(c + i * ldc + v * kW, acc[i][v]);
+    return;
   }
   const V va = set1(alpha), vb = set1(beta);
 #pragma GCC unroll 12
@@ -141,11 +157,14 @@ void gemm_panels(int trans_a, int trans_b, size_t m, size_t n, size_t k, float a
       pack_b(trans_b, bk, ldb, kc, jp * nrw, std::min(nrw, n - jp * nrw), nrw,
              bpack + jp * kc * nrw);
     const float beta_eff = pc == 0 ? beta : 1.0f;
-    // Blocks of 96 rows of A (96 x kc stays in L1/L2), panels inside them, row tiles inside the
-    // panel: each kc x nrw panel is reused by every row tile of the block while it is in L1.
-    constexpr size_t kMcRows = 96;
-    for (size_t ic = 0; ic < m; ic += kMcRows) {
-      const size_t mc = std::min(kMcRows, m - ic);
+    // When the whole packed block of op(B) fits in L1 (the model's narrow products: n <= 128
+    // with a short depth), each row tile of A goes through every panel while it is in L1, and
+    // A is streamed from memory exactly once. Otherwise blocks of 96 rows of A (96 x kc in
+    // L1/L2), panels inside them, row tiles inside the panel: each kc x nrw panel is reused by
+    // every row tile of the block while it is in L1.
+    const size_t mc_rows = panels * kc * nrw <= kL1PackedFloats ? MR : 96 / MR * MR;
+    for (size_t ic = 0; ic < m; ic += mc_rows) {
+      const size_t mc = std::min(mc_rows, m - ic);
       for (size_t jp = 0; jp < panels; ++jp) {
         const size_t j0 = jp * nrw;
         for (size_t i0 = ic; i0 < ic + mc; i0 += MR) {
