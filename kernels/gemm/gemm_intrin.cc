@@ -31,34 +31,45 @@ constexpr int rows_for() {
   return NRV == kNrv ? kMr : (kAcc / NRV > 12 ? 12 : kAcc / NRV);
 }
 
-// bp (k x nrw) = op(B)[0:k, j0 : j0 + nr), zero-padded to nrw columns.
-void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t j0, size_t nr, size_t nrw,
-            float* bp) {
+// bp = op(B)[0:k, 0:n) as ceil(n / nrw) panels of k x nrw floats (panel q holds columns
+// q * nrw .. + nrw, zero-padded past n).
+void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t n, size_t nrw, float* bp) {
+  const size_t panels = (n + nrw - 1) / nrw;
   if (!trans_b) {  // op(B)[p, j] = b[p * ldb + j]
-    // Vector copies (a libc memcpy call per row costs as much as the copy at these sizes).
+    // Row by row of b, all panels of a row before the next one, so that b is read as one
+    // sequential stream (panel by panel would stride through it once per panel). Vector copies
+    // (a libc memcpy call per row costs as much as the copy at these sizes).
     for (size_t p = 0; p < k; ++p) {
-      const float* src = b + p * ldb + j0;
+      const float* src = b + p * ldb;
       float* dst = bp + p * nrw;
       size_t j = 0;
-      for (; j + kW <= nr; j += kW) store(dst + j, load(src + j));
-      if (j < nr) store_n(dst + j, load_n(src + j, nr - j), nr - j);
-      std::fill(dst + nr, dst + nrw, 0.0f);
+      for (; j + kW <= n; j += kW) store(dst + j / nrw * k * nrw + j % nrw, load(src + j));
+      if (j < n) {
+        float* d = dst + j / nrw * k * nrw + j % nrw;
+        store_n(d, load_n(src + j, n - j), n - j);
+        std::fill(d + (n - j), dst + (panels - 1) * k * nrw + nrw, 0.0f);
+      }
     }
-  } else {  // op(B)[p, j] = b[j * ldb + p]
-    for (size_t p = 0; p < k; ++p) std::fill(bp + p * nrw + nr, bp + (p + 1) * nrw, 0.0f);
+    return;
+  }
+  // op(B)[p, j] = b[j * ldb + p]
+  for (size_t q = 0; q < panels; ++q) {
+    const size_t j0 = q * nrw, nr = std::min(nrw, n - j0);
+    float* pq = bp + q * k * nrw;
+    for (size_t p = 0; p < k; ++p) std::fill(pq + p * nrw + nr, pq + (p + 1) * nrw, 0.0f);
     size_t j = 0;
     // 4 x 4 blocks transposed in registers (rows j..j+3 of b, depths p..p+3): the element-wise
     // loop below strides through b and costs more than the micro-kernel on small products.
     for (; j + 4 <= nr; j += 4) {
       const float* src = b + (j0 + j) * ldb;
       size_t p = 0;
-      for (; p + 4 <= k; p += 4) transpose4x4(src + p, ldb, bp + p * nrw + j, nrw);
+      for (; p + 4 <= k; p += 4) transpose4x4(src + p, ldb, pq + p * nrw + j, nrw);
       for (; p < k; ++p)
-        for (size_t i = 0; i < 4; ++i) bp[p * nrw + j + i] = src[i * ldb + p];
+        for (size_t i = 0; i < 4; ++i) pq[p * nrw + j + i] = src[i * ldb + p];
     }
     for (; j < nr; ++j) {
       const float* src = b + (j0 + j) * ldb;
-      for (size_t p = 0; p < k; ++p) bp[p * nrw + j] = src[p];
+      for (size_t p = 0; p < k; ++p) pq[p * nrw + j] = src[p];
     }
   }
 }
@@ -146,31 +157,50 @@ void gemm_panels(int trans_a, int trans_b, size_t m, size_t n, size_t k, float a
   const size_t KC = std::max<size_t>(128, 8192 / nrw);
   const size_t kcmax = std::min(KC, k);
   // 64-byte aligned, so that no load of a panel row splits across two cache lines.
+  // The packed row block of A (kMcRows x kc) follows the packed panels of op(B).
+  constexpr size_t kMcRows = 96 / MR * MR;
+  const size_t bfloats = (panels * kcmax * nrw + 15) / 16 * 16;
   thread_local std::vector<float> storage;
-  if (storage.size() < panels * kcmax * nrw + 16) storage.resize(panels * kcmax * nrw + 16);
+  if (storage.size() < bfloats + kMcRows * kcmax + 16)
+    storage.resize(bfloats + kMcRows * kcmax + 16);
   float* const bpack =
       reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63});
+  float* const apack = bpack + bfloats;
   for (size_t pc = 0; pc < k; pc += KC) {
     const size_t kc = std::min(KC, k - pc);
     const float* bk = trans_b ? b + pc : b + pc * ldb;
-    for (size_t jp = 0; jp < panels; ++jp)
-      pack_b(trans_b, bk, ldb, kc, jp * nrw, std::min(nrw, n - jp * nrw), nrw,
-             bpack + jp * kc * nrw);
+    pack_b(trans_b, bk, ldb, kc, n, nrw, bpack);
     const float beta_eff = pc == 0 ? beta : 1.0f;
     // When the whole packed block of op(B) fits in L1 (the model's narrow products: n <= 128
     // with a short depth), each row tile of A goes through every panel while it is in L1, and
     // A is streamed from memory exactly once. Otherwise blocks of 96 rows of A (96 x kc in
     // L1/L2), panels inside them, row tiles inside the panel: each kc x nrw panel is reused by
     // every row tile of the block while it is in L1.
-    const size_t mc_rows = panels * kc * nrw <= kL1PackedFloats ? MR : 96 / MR * MR;
+    const size_t mc_rows = panels * kc * nrw <= kL1PackedFloats ? MR : kMcRows;
+    // Stored transposed, a row tile of A reads one cache line per depth step (its MR floats
+    // of a row of the storage): with more than one panel to reuse it, the row block is packed
+    // tile by tile (kc x mr contiguous floats each), which the transposed micro-kernel reads
+    // with lda = mr.
+    const bool pack_a = trans_a && mc_rows == kMcRows && panels > 1;
     for (size_t ic = 0; ic < m; ic += mc_rows) {
       const size_t mc = std::min(mc_rows, m - ic);
+      if (pack_a) {
+        for (size_t i0 = 0; i0 < mc; i0 += MR) {
+          const size_t mr = std::min<size_t>(MR, mc - i0);
+          const float* src = a + pc * lda + ic + i0;
+          float* dst = apack + i0 * kc;
+          for (size_t p = 0; p < kc; ++p)
+            for (size_t r = 0; r < mr; ++r) dst[p * mr + r] = src[p * lda + r];
+        }
+      }
       for (size_t jp = 0; jp < panels; ++jp) {
         const size_t j0 = jp * nrw;
         for (size_t i0 = ic; i0 < ic + mc; i0 += MR) {
           const size_t mr = std::min<size_t>(MR, ic + mc - i0);
-          const float* ai = trans_a ? a + pc * lda + i0 : a + i0 * lda + pc;
-          table[mr - 1](kc, ai, lda, bpack + jp * kc * nrw, c + i0 * ldc + j0, ldc,
+          const float* ai = pack_a    ? apack + (i0 - ic) * kc
+                            : trans_a ? a + pc * lda + i0
+                                      : a + i0 * lda + pc;
+          table[mr - 1](kc, ai, pack_a ? mr : lda, bpack + jp * kc * nrw, c + i0 * ldc + j0, ldc,
                         std::min(nrw, n - j0), alpha, beta_eff);
         }
       }
