@@ -75,13 +75,14 @@ void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t n, size_t 
 }
 
 // C[0:MR, 0:nr) = alpha * op(A)[0:MR, 0:k) bp + beta C (C not read when beta == 0); bp is
-// k x (NRV * kW). op(A)[i, p] = a[i * lda + p] (TA false) or a[p * lda + i] (TA true).
-// The depth loop is unrolled by 4 (GCC does not unroll it by itself: the loop counter and
-// branch would otherwise take an issue slot per 2 * MR * NRV flops), and the C tile is
-// prefetched for writing before it, so its misses overlap the FMAs instead of the stores.
+// k rows of NRV * kW floats at stride ldbp (a packed panel, or B itself). op(A)[i, p] = a[i * lda +
+// p] (TA false) or a[p * lda + i] (TA true). The depth loop is unrolled by 4 (GCC does not unroll
+// it by itself: the loop counter and branch would otherwise take an issue slot per 2 * MR * NRV
+// flops), and the C tile is prefetched for writing before it, so its misses overlap the FMAs
+// instead of the stores.
 template <int MR, int NRV, bool TA>
-void micro(size_t k, const float* a, size_t lda, const float* bp, float* c, size_t ldc, size_t nr,
-           float alpha, float beta) {
+void micro(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, float* c, size_t ldc,
+           size_t nr, float alpha, float beta) {
   constexpr size_t nrw = NRV * kW;
   V acc[MR][NRV];
 #pragma GCC unroll 12
@@ -95,7 +96,7 @@ void micro(size_t k, const float* a, size_t lda, const float* bp, float* c, size
   for (size_t p = 0; p < k; ++p) {
     V bv[NRV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NRV; ++v) bv[v] = load(bp + p * nrw + v * kW);
+    for (int v = 0; v < NRV; ++v) bv[v] = load(bp + p * ldbp + v * kW);
 #pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) {
       const V ai = set1(TA ? a[p * lda + i] : a[i * lda + p]);
@@ -131,8 +132,8 @@ void micro(size_t k, const float* a, size_t lda, const float* bp, float* c, size
   }
 }
 
-using MicroFn = void (*)(size_t, const float*, size_t, const float*, float*, size_t, size_t, float,
-                         float);
+using MicroFn = void (*)(size_t, const float*, size_t, const float*, size_t, float*, size_t, size_t,
+                         float, float);
 
 template <int NRV, bool TA, int... MR>
 constexpr std::array<MicroFn, sizeof...(MR)> micro_table(std::integer_sequence<int, MR...>) {
@@ -156,53 +157,52 @@ void gemm_panels(int trans_a, int trans_b, size_t m, size_t n, size_t k, float a
   // stream a 2 MiB panel from L3 once per row tile). Later blocks accumulate onto the first.
   const size_t KC = std::max<size_t>(128, 8192 / nrw);
   const size_t kcmax = std::min(KC, k);
-  // 64-byte aligned, so that no load of a panel row splits across two cache lines.
-  // The packed row block of A (kMcRows x kc) follows the packed panels of op(B).
   constexpr size_t kMcRows = 96 / MR * MR;
-  const size_t bfloats = (panels * kcmax * nrw + 15) / 16 * 16;
+  // 64-byte aligned, so that no load of a panel row splits across two cache lines.
   thread_local std::vector<float> storage;
-  if (storage.size() < bfloats + kMcRows * kcmax + 16)
-    storage.resize(bfloats + kMcRows * kcmax + 16);
+  if (storage.size() < panels * kcmax * nrw + 16) storage.resize(panels * kcmax * nrw + 16);
   float* const bpack =
       reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63});
-  float* const apack = bpack + bfloats;
   for (size_t pc = 0; pc < k; pc += KC) {
     const size_t kc = std::min(KC, k - pc);
     const float* bk = trans_b ? b + pc : b + pc * ldb;
-    pack_b(trans_b, bk, ldb, kc, n, nrw, bpack);
+    // With one or two row tiles, op(B) is read about once: packing it would cost as much as the
+    // product, so full panels of a row-major B are read in place (rows at stride ldb).
+    const bool direct_b = !trans_b && m <= 2 * size_t(MR);
+    const size_t n_direct = direct_b ? n / nrw * nrw : 0;
+    if (n_direct < n) {
+      const size_t p0 = n_direct / nrw;
+      pack_b(trans_b, trans_b ? bk + n_direct * ldb : bk + n_direct, ldb, kc, n - n_direct, nrw,
+             bpack + p0 * kc * nrw);
+    }
     const float beta_eff = pc == 0 ? beta : 1.0f;
     // When the whole packed block of op(B) fits in L1 (the model's narrow products: n <= 128
     // with a short depth), each row tile of A goes through every panel while it is in L1, and
     // A is streamed from memory exactly once. Otherwise blocks of 96 rows of A (96 x kc in
     // L1/L2), panels inside them, row tiles inside the panel: each kc x nrw panel is reused by
     // every row tile of the block while it is in L1.
-    const size_t mc_rows = panels * kc * nrw <= kL1PackedFloats ? MR : kMcRows;
-    // Stored transposed, a row tile of A reads one cache line per depth step (its MR floats
-    // of a row of the storage): with more than one panel to reuse it, the row block is packed
-    // tile by tile (kc x mr contiguous floats each), which the transposed micro-kernel reads
-    // with lda = mr.
-    const bool pack_a = trans_a && mc_rows == kMcRows && panels > 1;
+    const bool tile_outer = panels * kc * nrw <= kL1PackedFloats;
+    const size_t mc_rows = tile_outer ? m : kMcRows;
     for (size_t ic = 0; ic < m; ic += mc_rows) {
       const size_t mc = std::min(mc_rows, m - ic);
-      if (pack_a) {
-        for (size_t i0 = 0; i0 < mc; i0 += MR) {
-          const size_t mr = std::min<size_t>(MR, mc - i0);
-          const float* src = a + pc * lda + ic + i0;
-          float* dst = apack + i0 * kc;
-          for (size_t p = 0; p < kc; ++p)
-            for (size_t r = 0; r < mr; ++r) dst[p * mr + r] = src[p * lda + r];
-        }
-      }
-      for (size_t jp = 0; jp < panels; ++jp) {
+      // The block's rows split into ceil(mc / MR) tiles of nearly equal height (m = 32: 6, 6,
+      // 5, 5, 5, 5 rather than 6 x 5 + 2): a 2-row tile has too few accumulators to hide the
+      // FMA latency and would cost as much time as a full one.
+      const size_t tiles = (mc + MR - 1) / MR, base = mc / tiles, extra = mc % tiles;
+      const auto tile = [&](size_t i0, size_t mr, size_t jp) {
         const size_t j0 = jp * nrw;
-        for (size_t i0 = ic; i0 < ic + mc; i0 += MR) {
-          const size_t mr = std::min<size_t>(MR, ic + mc - i0);
-          const float* ai = pack_a    ? apack + (i0 - ic) * kc
-                            : trans_a ? a + pc * lda + i0
-                                      : a + i0 * lda + pc;
-          table[mr - 1](kc, ai, pack_a ? mr : lda, bpack + jp * kc * nrw, c + i0 * ldc + j0, ldc,
-                        std::min(nrw, n - j0), alpha, beta_eff);
-        }
+        const float* ai = trans_a ? a + pc * lda + i0 : a + i0 * lda + pc;
+        const bool in_place = j0 < n_direct;
+        table[mr - 1](kc, ai, lda, in_place ? bk + j0 : bpack + jp * kc * nrw, in_place ? ldb : nrw,
+                      c + i0 * ldc + j0, ldc, std::min(nrw, n - j0), alpha, beta_eff);
+      };
+      if (tile_outer) {
+        for (size_t q = 0, i0 = ic; q < tiles; i0 += base + (q < extra), ++q)
+          for (size_t jp = 0; jp < panels; ++jp) tile(i0, base + (q < extra), jp);
+      } else {
+        for (size_t jp = 0; jp < panels; ++jp)
+          for (size_t q = 0, i0 = ic; q < tiles; i0 += base + (q < extra), ++q)
+            tile(i0, base + (q < extra), jp);
       }
     }
   }
