@@ -7,13 +7,13 @@
 //   width is kNrv vectors, and for the last n mod (kNrv * kW) columns the narrowest of 1, 2 or kNrv
 //   vectors that holds them, the tile's rows growing as it narrows;
 //   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a.
+#include "kernels/gemm/gemm_intrin.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
-
-#include "kernels/common/intrin_ops.hpp"
 
 namespace pl::PL_INTRIN_NS {
 namespace {
@@ -140,11 +140,12 @@ constexpr std::array<MicroFn, sizeof...(MR)> micro_table(std::integer_sequence<i
   return {&micro<MR + 1, NRV, TA>...};
 }
 
-// The blocked product with panels of NRV vectors.
+// The blocked product with panels of NRV vectors. tri (GemmTri) restricts it to a triangle;
+// col0 is the column of C where this call's columns start.
 template <int NRV>
-void gemm_panels(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
-                 const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
-                 size_t ldc) {
+void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_t n, size_t k,
+                 float alpha, const float* a, size_t lda, const float* b, size_t ldb, float beta,
+                 float* c, size_t ldc) {
   constexpr int MR = rows_for<NRV>();
   constexpr size_t nrw = NRV * kW;
   static constexpr auto kMicroN = micro_table<NRV, false>(std::make_integer_sequence<int, MR>());
@@ -191,10 +192,20 @@ void gemm_panels(int trans_a, int trans_b, size_t m, size_t n, size_t k, float a
       const size_t tiles = (mc + MR - 1) / MR, base = mc / tiles, extra = mc % tiles;
       const auto tile = [&](size_t i0, size_t mr, size_t jp) {
         const size_t j0 = jp * nrw;
-        const float* ai = trans_a ? a + pc * lda + i0 : a + i0 * lda + pc;
+        // The depth range [lo, hi) of this block that the tile needs.
+        size_t lo = 0, hi = kc;
+        if (tri == kTriLowerC && col0 + j0 > i0 + mr - 1) return;  // right of the diagonal
+        if (tri == kTriDepthUpTo) hi = std::min(kc, i0 + mr > pc ? i0 + mr - pc : 0);
+        if (tri == kTriDepthFrom) lo = std::min(kc, i0 > pc ? i0 - pc : 0);
+        if (lo >= hi) {
+          if (pc != 0) return;  // nothing to add
+          lo = hi = 0;          // the first block still writes C = beta C
+        }
+        const float* ai = trans_a ? a + (pc + lo) * lda + i0 : a + i0 * lda + pc + lo;
         const bool in_place = j0 < n_direct;
-        table[mr - 1](kc, ai, lda, in_place ? bk + j0 : bpack + jp * kc * nrw, in_place ? ldb : nrw,
-                      c + i0 * ldc + j0, ldc, std::min(nrw, n - j0), alpha, beta_eff);
+        const float* bt = in_place ? bk + j0 + lo * ldb : bpack + jp * kc * nrw + lo * nrw;
+        table[mr - 1](hi - lo, ai, lda, bt, in_place ? ldb : nrw, c + i0 * ldc + j0, ldc,
+                      std::min(nrw, n - j0), alpha, beta_eff);
       };
       if (tile_outer) {
         for (size_t q = 0, i0 = ic; q < tiles; i0 += base + (q < extra), ++q)
@@ -210,31 +221,53 @@ void gemm_panels(int trans_a, int trans_b, size_t m, size_t n, size_t k, float a
 
 }  // namespace
 
-// C (m x n) = alpha op(A) op(B) + beta C; op(A): m x k, op(B): k x n, all row-major.
+// GemmTri with tri = kTriNone: C (m x n) = alpha op(A) op(B) + beta C; op(A): m x k, op(B):
+// k x n, all row-major.
 void Gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
           size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
+  GemmTri(kTriNone, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// The same product on a triangle, for causal attention (attention_intrin.cc), with whole tiles
+// skipped (the order of every sum is that of Gemm):
+//   kTriLowerC     only C[i, j] with j <= i is needed: tiles right of the diagonal are not
+//                  computed, and entries right of the diagonal are left unspecified;
+//   kTriDepthUpTo  op(A)[i, p] == 0 for p > i: the sum for row i stops after its tile's last row;
+//   kTriDepthFrom  op(A)[i, p] == 0 for p < i: the sum for row i starts at its tile's first row.
+void GemmTri(int tri, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+             const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
+             size_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // op(A) op(B) is the zero matrix
     for (size_t i = 0; i < m; ++i)
       for (size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
+  // Causal scores: 64-column panels (AVX-512) would compute 3/4 of a 128 x 128 square; panels
+  // of 2 vectors (12-row tiles, the same 24 accumulators) bring that near one half.
+  if (tri == kTriLowerC && kNrv > 2) {
+    constexpr int kNarrow = kNrv > 2 ? 2 : kNrv;
+    return gemm_panels<kNarrow>(tri, 0, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                ldc);
+  }
   // Full-width panels for the first n_main columns, then the narrowest panel that holds the rest
   // (n = 96 on AVX-512: one 64-column and one 32-column panel instead of two 64-column ones).
   constexpr size_t nrw = kNrv * kW;
   const size_t n_main = n / nrw * nrw;
   if (n_main)
-    gemm_panels<kNrv>(trans_a, trans_b, m, n_main, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm_panels<kNrv>(tri, 0, trans_a, trans_b, m, n_main, k, alpha, a, lda, b, ldb, beta, c, ldc);
   const size_t rest = n - n_main;
   if (!rest) return;
   const float* br = trans_b ? b + n_main * ldb : b + n_main;
   float* cr = c + n_main;
   if (kNrv > 1 && rest <= kW)
-    return gemm_panels<1>(trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta, cr, ldc);
+    return gemm_panels<1>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta,
+                          cr, ldc);
   if (kNrv > 2 && rest <= 2 * kW)
-    return gemm_panels<(kNrv > 2 ? 2 : kNrv)>(trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb,
-                                              beta, cr, ldc);
-  gemm_panels<kNrv>(trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta, cr, ldc);
+    return gemm_panels<(kNrv > 2 ? 2 : kNrv)>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a,
+                                              lda, br, ldb, beta, cr, ldc);
+  gemm_panels<kNrv>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta, cr,
+                    ldc);
 }
 
 }  // namespace pl::PL_INTRIN_NS
