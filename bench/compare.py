@@ -30,6 +30,16 @@ import subprocess
 import sys
 import time
 
+# The Markov model's GEMMs (plugins/markov_common/model.hpp) at d_model 32 and 64, one chunk of
+# R = 1024 rows: Y = X W^T (nt), dX = dY W (nn), dW = dY^T X (tn) for the qkv (3d), output (d),
+# MLP (4d) and unembedding (C = 10) weights.
+MODEL_GEMMS = []
+for _d in (32, 64):
+    for _out in (10, _d, 3 * _d, 4 * _d):
+        MODEL_GEMMS += [(1024, _out, _d, "nt"), (1024, _d, _out, "nn"), (_out, _d, 1024, "tn")]
+    MODEL_GEMMS += [(1024, _d, 4 * _d, "nt"), (1024, 4 * _d, _d, "nn"), (_d, 4 * _d, 1024, "tn")]
+TRANS_TAG = {"nn": "", "nt": " B^T", "tn": " A^T"}
+
 # workload key -> (phaselab benchmark name suffix after "<variant>/", kernel, unit, per-iteration
 # items or flops). Units: "ns/elem" (lower is better) or "GFLOP/s" (higher is better).
 WORKLOADS = [
@@ -46,6 +56,11 @@ WORKLOADS = [
     ("gemm 8192x256x64 B^T", "gemm", "nt/m:8192/n:256/k:64", "GFLOP/s", 2 * 8192 * 256 * 64),
     ("gemm 8192x10x64 B^T", "gemm", "nt/m:8192/n:10/k:64", "GFLOP/s", 2 * 8192 * 10 * 64),
     ("gemm 64x256x8192 A^T", "gemm", "tn/m:64/n:256/k:8192", "GFLOP/s", 2 * 8192 * 256 * 64),
+] + [
+    # The Markov model's products (kernels/gemm/bench_gemm.cc): one chunk of 1024 rows.
+    (f"gemm {m}x{n}x{k}{TRANS_TAG[t]} [model]", "gemm", f"{t}/m:{m}/n:{n}/k:{k}", "GFLOP/s",
+     2 * m * n * k) for (m, n, k, t) in MODEL_GEMMS
+] + [
     ("attention fwd n=128 d=64", "attention", "fwd/n:128/d:64", "us", None),
     ("attention bwd n=128 d=64", "attention_bwd", "bwd/n:128/d:64", "us", None),
     ("attention fwd n=128 d=64 causal", "attention", "fwd/n:128/d:64/causal", "us", None),
@@ -135,6 +150,12 @@ def gemm_workloads(torch, timeit, res):
         c = torch.empty(m, n)
         key = "gemm 64x64x64" if (m, n, k) == (64, 64, 64) else f"gemm {m}x{n}x{k}{tr}"
         res[key] = timeit(lambda: torch.mm(a, b, out=c))
+    for (m, n, k, t) in MODEL_GEMMS:
+        tr = TRANS_TAG[t]
+        a = torch.empty(k, m).uniform_(-1, 1).T if t == "tn" else torch.empty(m, k).uniform_(-1, 1)
+        b = torch.empty(n, k).uniform_(-1, 1).T if t == "nt" else torch.empty(k, n).uniform_(-1, 1)
+        c = torch.empty(m, n)
+        res[f"gemm {m}x{n}x{k}{tr} [model]"] = timeit(lambda: torch.mm(a, b, out=c))
 
 
 def attention_workloads(torch, F, timeit, res):

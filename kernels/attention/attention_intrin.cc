@@ -1,23 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
-// attention.intrin.<isa>, attention_bwd.intrin.<isa>: one head, fused as blocks of rows around
-// the intrinsics GEMM (gemm_intrin.cc) and row softmax (softmax_intrin.cc) of the same ISA.
-// With a causal mask only the blocks on or below the diagonal are computed: row block
-// [i0, i1) of S = scale Q K^T needs columns [0, i1) only, and every product that follows
-// (O = P V, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q) skips the zero upper triangle the
-// same way, which halves the work against a dense GEMM formulation.
+// attention.intrin.<isa>, attention_bwd.intrin.<isa>: one head, the intrinsics GEMM
+// (gemm_intrin.cc) of the same ISA around a row softmax. With a causal mask every product
+// skips the register tiles of the zero upper triangle (GemmTri): S = scale Q K^T and
+// dP = dO V^T compute only tiles on or left of the diagonal, O = P V and dQ = dS K stop each
+// row's sum at its tile's diagonal, dV = P^T dO and dK = dS^T Q start it there. Operands are
+// packed once per product (row blocks would repack K and V once per block), so the causal pass
+// does about half the dense work.
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/common/intrin_ops.hpp"
+#include "kernels/gemm/gemm_intrin.hpp"
 
 namespace pl::PL_INTRIN_NS {
 
-void Gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
-          size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc);
-
 namespace {
-
-constexpr size_t kBlock = 32;  // rows per causal block
 
 // x[0:len) = softmax(x[0:len)) in place (the scale is already in x): stable (subtracts the row
 // max), exp of kernels/common/intrin_ops.hpp and a float row sum. Attention's budget (1e-5 scaled
@@ -86,58 +82,44 @@ void Attention(const float* q, size_t ldq, const float* k, size_t ldk, const flo
                float* o, size_t ldo, float* p, size_t n, size_t d_k, size_t d_v, float scale,
                int causal, int linear) {
   if (n == 0) return;
-  const size_t bs = causal ? kBlock : n;
-  for (size_t i0 = 0; i0 < n; i0 += bs) {
-    const size_t i1 = std::min(n, i0 + bs);
-    const size_t cols = causal ? i1 : n;  // columns this block of rows can see
-    // S[i0:i1, 0:cols) = scale Q[i0:i1] K[0:cols)^T, straight into p
-    Gemm(0, 1, i1 - i0, cols, d_k, scale, q + i0 * ldq, ldq, k, ldk, 0.0f, p + i0 * n, n);
-    for (size_t r = i0; r < i1; ++r) {
-      const size_t len = causal ? r + 1 : n;
-      if (!linear) softmax_row_fast(p + r * n, len);
-      std::fill(p + r * n + len, p + (r + 1) * n, 0.0f);
-    }
-    // O[i0:i1] = P[i0:i1, 0:cols) V[0:cols)
-    Gemm(0, 0, i1 - i0, d_v, cols, 1.0f, p + i0 * n, n, v, ldv, 0.0f, o + i0 * ldo, ldo);
+  // S = scale Q K^T, straight into p (causal: tiles right of the diagonal skipped)
+  GemmTri(causal ? kTriLowerC : kTriNone, 0, 1, n, n, d_k, scale, q, ldq, k, ldk, 0.0f, p, n);
+  for (size_t r = 0; r < n; ++r) {
+    const size_t len = causal ? r + 1 : n;
+    if (!linear) softmax_row_fast(p + r * n, len);
+    std::fill(p + r * n + len, p + (r + 1) * n, 0.0f);
   }
+  // O = P V (causal: row i sums over columns up to its tile's last row only)
+  GemmTri(causal ? kTriDepthUpTo : kTriNone, 0, 0, n, d_v, n, 1.0f, p, n, v, ldv, 0.0f, o, ldo);
 }
 
 // dV = P^T dO; dP = dO V^T; dS = scale P .* (dP - rowsum(P .* dP)) (or scale dP), zero where
-// masked; dQ = dS K; dK = dS^T Q. scratch (n x n) holds dS.
+// masked; dQ = dS K; dK = dS^T Q. scratch (n x n) holds dS. Causal: every product skips the
+// tiles of the zero upper triangle of P and dS (GemmTri), which halves the work.
 void AttentionBwd(const float* q, size_t ldq, const float* k, size_t ldk, const float* v,
                   size_t ldv, const float* p, const float* d_o, size_t lddo, float* dq, size_t lddq,
                   float* dk, size_t lddk, float* dv, size_t lddv, float* scratch, size_t n,
                   size_t d_k, size_t d_v, float scale, int causal, int linear) {
   if (n == 0) return;
   float* ds = scratch;
-  const size_t bs = causal ? kBlock : n;
-  // Row blocks of dP / dS (lower triangle only when causal), then dQ for those rows.
-  for (size_t i0 = 0; i0 < n; i0 += bs) {
-    const size_t i1 = std::min(n, i0 + bs);
-    const size_t cols = causal ? i1 : n;
-    // dP[i0:i1, 0:cols) = dO[i0:i1] V[0:cols)^T
-    Gemm(0, 1, i1 - i0, cols, d_v, 1.0f, d_o + i0 * lddo, lddo, v, ldv, 0.0f, ds + i0 * n, n);
-    for (size_t r = i0; r < i1; ++r) {
-      const size_t len = causal ? r + 1 : n;
-      if (!linear)
-        softmax_bwd_row(p + r * n, ds + r * n, len, scale);
-      else
-        scale_row(ds + r * n, len, scale);
-      std::fill(ds + r * n + len, ds + (r + 1) * n, 0.0f);
-    }
-    // dQ[i0:i1] = dS[i0:i1, 0:cols) K[0:cols)
-    Gemm(0, 0, i1 - i0, d_k, cols, 1.0f, ds + i0 * n, n, k, ldk, 0.0f, dq + i0 * lddq, lddq);
+  const int lower = causal ? kTriLowerC : kTriNone;
+  const int upto = causal ? kTriDepthUpTo : kTriNone;  // op(A) = P or dS: zero right of diagonal
+  const int from = causal ? kTriDepthFrom : kTriNone;  // op(A) = P^T or dS^T: zero left of it
+  // dV = P^T dO
+  GemmTri(from, 1, 0, n, d_v, n, 1.0f, p, n, d_o, lddo, 0.0f, dv, lddv);
+  // dP = dO V^T, in ds
+  GemmTri(lower, 0, 1, n, n, d_v, 1.0f, d_o, lddo, v, ldv, 0.0f, ds, n);
+  for (size_t r = 0; r < n; ++r) {
+    const size_t len = causal ? r + 1 : n;
+    if (!linear)
+      softmax_bwd_row(p + r * n, ds + r * n, len, scale);
+    else
+      scale_row(ds + r * n, len, scale);
+    std::fill(ds + r * n + len, ds + (r + 1) * n, 0.0f);
   }
-  // Column blocks: dV[c0:c1] = P[r0:n, c0:c1]^T dO[r0:n], dK[c0:c1] = dS[r0:n, c0:c1]^T Q[r0:n],
-  // where r0 = c0 under the causal mask (rows above c0 are zero in these columns).
-  for (size_t c0 = 0; c0 < n; c0 += bs) {
-    const size_t c1 = std::min(n, c0 + bs);
-    const size_t r0 = causal ? c0 : 0;
-    Gemm(1, 0, c1 - c0, d_v, n - r0, 1.0f, p + r0 * n + c0, n, d_o + r0 * lddo, lddo, 0.0f,
-         dv + c0 * lddv, lddv);
-    Gemm(1, 0, c1 - c0, d_k, n - r0, 1.0f, ds + r0 * n + c0, n, q + r0 * ldq, ldq, 0.0f,
-         dk + c0 * lddk, lddk);
-  }
+  // dQ = dS K;  dK = dS^T Q
+  GemmTri(upto, 0, 0, n, d_k, n, 1.0f, ds, n, k, ldk, 0.0f, dq, lddq);
+  GemmTri(from, 1, 0, n, d_k, n, 1.0f, ds, n, q, ldq, 0.0f, dk, lddk);
 }
 
 }  // namespace pl::PL_INTRIN_NS

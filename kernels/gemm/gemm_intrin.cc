@@ -7,13 +7,13 @@
 //   width is kNrv vectors, and for the last n mod (kNrv * kW) columns the narrowest of 1, 2 or kNrv
 //   vectors that holds them, the tile's rows growing as it narrows;
 //   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a.
+#include "kernels/gemm/gemm_intrin.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
-
-#include "kernels/common/intrin_ops.hpp"
 
 namespace pl::PL_INTRIN_NS {
 namespace {
@@ -24,64 +24,89 @@ namespace {
 // the unembedding's n = 10), so that no FMA multiplies zero padding of a too-wide panel while
 // the accumulator count stays the same: NRV vectors x MR rows.
 constexpr int kAcc = kMr * kNrv;
+// Packed op(B) blocks up to this size (24 KiB) stay in L1 beside a row tile of A.
+constexpr size_t kL1PackedFloats = 6144;
 template <int NRV>
 constexpr int rows_for() {
   return NRV == kNrv ? kMr : (kAcc / NRV > 12 ? 12 : kAcc / NRV);
 }
 
-// bp (k x nrw) = op(B)[0:k, j0 : j0 + nr), zero-padded to nrw columns.
-void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t j0, size_t nr, size_t nrw,
-            float* bp) {
+// bp = op(B)[0:k, 0:n) as ceil(n / nrw) panels of k x nrw floats (panel q holds columns
+// q * nrw .. + nrw, zero-padded past n).
+void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t n, size_t nrw, float* bp) {
+  const size_t panels = (n + nrw - 1) / nrw;
   if (!trans_b) {  // op(B)[p, j] = b[p * ldb + j]
-    // Vector copies (a libc memcpy call per row costs as much as the copy at these sizes).
+    // Row by row of b, all panels of a row before the next one, so that b is read as one
+    // sequential stream (panel by panel would stride through it once per panel). Vector copies
+    // (a libc memcpy call per row costs as much as the copy at these sizes).
     for (size_t p = 0; p < k; ++p) {
-      const float* src = b + p * ldb + j0;
+      const float* src = b + p * ldb;
       float* dst = bp + p * nrw;
       size_t j = 0;
-      for (; j + kW <= nr; j += kW) store(dst + j, load(src + j));
-      if (j < nr) store_n(dst + j, load_n(src + j, nr - j), nr - j);
-      std::fill(dst + nr, dst + nrw, 0.0f);
+      for (; j + kW <= n; j += kW) store(dst + j / nrw * k * nrw + j % nrw, load(src + j));
+      if (j < n) {
+        float* d = dst + j / nrw * k * nrw + j % nrw;
+        store_n(d, load_n(src + j, n - j), n - j);
+        std::fill(d + (n - j), dst + (panels - 1) * k * nrw + nrw, 0.0f);
+      }
     }
-  } else {  // op(B)[p, j] = b[j * ldb + p]
-    for (size_t p = 0; p < k; ++p) std::fill(bp + p * nrw + nr, bp + (p + 1) * nrw, 0.0f);
+    return;
+  }
+  // op(B)[p, j] = b[j * ldb + p]
+  for (size_t q = 0; q < panels; ++q) {
+    const size_t j0 = q * nrw, nr = std::min(nrw, n - j0);
+    float* pq = bp + q * k * nrw;
+    for (size_t p = 0; p < k; ++p) std::fill(pq + p * nrw + nr, pq + (p + 1) * nrw, 0.0f);
     size_t j = 0;
     // 4 x 4 blocks transposed in registers (rows j..j+3 of b, depths p..p+3): the element-wise
     // loop below strides through b and costs more than the micro-kernel on small products.
     for (; j + 4 <= nr; j += 4) {
       const float* src = b + (j0 + j) * ldb;
       size_t p = 0;
-      for (; p + 4 <= k; p += 4) transpose4x4(src + p, ldb, bp + p * nrw + j, nrw);
+      for (; p + 4 <= k; p += 4) transpose4x4(src + p, ldb, pq + p * nrw + j, nrw);
       for (; p < k; ++p)
-        for (size_t i = 0; i < 4; ++i) bp[p * nrw + j + i] = src[i * ldb + p];
+        for (size_t i = 0; i < 4; ++i) pq[p * nrw + j + i] = src[i * ldb + p];
     }
     for (; j < nr; ++j) {
       const float* src = b + (j0 + j) * ldb;
-      for (size_t p = 0; p < k; ++p) bp[p * nrw + j] = src[p];
+      for (size_t p = 0; p < k; ++p) pq[p * nrw + j] = src[p];
     }
   }
 }
 
 // C[0:MR, 0:nr) = alpha * op(A)[0:MR, 0:k) bp + beta C (C not read when beta == 0); bp is
-// k x (NRV * kW). op(A)[i, p] = a[i * lda + p] (TA false) or a[p * lda + i] (TA true).
+// k rows of NRV * kW floats at stride ldbp (a packed panel, or B itself).
+// op(A)[i, p] = a[i * lda + p] (TA false) or a[p * lda + i] (TA true).
+// The depth loop is unrolled by 4 (GCC does not unroll it by itself: the loop counter and
+// branch would otherwise take an issue slot per 2 * MR * NRV flops). No prefetch of the C
+// tile: it cost 15-20% on the model's short-depth 12-row AVX-512 tiles (n = 32, k <= 32).
 template <int MR, int NRV, bool TA>
-void micro(size_t k, const float* a, size_t lda, const float* bp, float* c, size_t ldc, size_t nr,
-           float alpha, float beta) {
+void micro(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, float* c, size_t ldc,
+           size_t nr, float alpha, float beta) {
   constexpr size_t nrw = NRV * kW;
   V acc[MR][NRV];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
     for (int v = 0; v < NRV; ++v) acc[i][v] = zero();
+#pragma GCC unroll 4
   for (size_t p = 0; p < k; ++p) {
     V bv[NRV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NRV; ++v) bv[v] = load(bp + p * nrw + v * kW);
+    for (int v = 0; v < NRV; ++v) bv[v] = load(bp + p * ldbp + v * kW);
 #pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) {
       const V ai = set1(TA ? a[p * lda + i] : a[i * lda + p]);
 #pragma GCC unroll 8
       for (int v = 0; v < NRV; ++v) acc[i][v] = fma(ai, bv[v], acc[i][v]);
     }
+  }
+  if (nr == nrw && alpha == 1.0f && beta == 0.0f) {  // the common case: a plain store
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+      for (int v = 0; v < NRV; ++v) store(c + i * ldc + v * kW, acc[i][v]);
+    return;
   }
   const V va = set1(alpha), vb = set1(beta);
 #pragma GCC unroll 12
@@ -104,19 +129,20 @@ void micro(size_t k, const float* a, size_t lda, const float* bp, float* c, size
   }
 }
 
-using MicroFn = void (*)(size_t, const float*, size_t, const float*, float*, size_t, size_t, float,
-                         float);
+using MicroFn = void (*)(size_t, const float*, size_t, const float*, size_t, float*, size_t, size_t,
+                         float, float);
 
 template <int NRV, bool TA, int... MR>
 constexpr std::array<MicroFn, sizeof...(MR)> micro_table(std::integer_sequence<int, MR...>) {
   return {&micro<MR + 1, NRV, TA>...};
 }
 
-// The blocked product with panels of NRV vectors.
+// The blocked product with panels of NRV vectors. tri (GemmTri) restricts it to a triangle;
+// col0 is the column of C where this call's columns start.
 template <int NRV>
-void gemm_panels(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
-                 const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
-                 size_t ldc) {
+void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_t n, size_t k,
+                 float alpha, const float* a, size_t lda, const float* b, size_t ldb, float beta,
+                 float* c, size_t ldc) {
   constexpr int MR = rows_for<NRV>();
   constexpr size_t nrw = NRV * kW;
   static constexpr auto kMicroN = micro_table<NRV, false>(std::make_integer_sequence<int, MR>());
@@ -129,6 +155,7 @@ void gemm_panels(int trans_a, int trans_b, size_t m, size_t n, size_t k, float a
   // stream a 2 MiB panel from L3 once per row tile). Later blocks accumulate onto the first.
   const size_t KC = std::max<size_t>(128, 8192 / nrw);
   const size_t kcmax = std::min(KC, k);
+  constexpr size_t kMcRows = 96 / MR * MR;
   // 64-byte aligned, so that no load of a panel row splits across two cache lines.
   thread_local std::vector<float> storage;
   if (storage.size() < panels * kcmax * nrw + 16) storage.resize(panels * kcmax * nrw + 16);
@@ -137,23 +164,53 @@ void gemm_panels(int trans_a, int trans_b, size_t m, size_t n, size_t k, float a
   for (size_t pc = 0; pc < k; pc += KC) {
     const size_t kc = std::min(KC, k - pc);
     const float* bk = trans_b ? b + pc : b + pc * ldb;
-    for (size_t jp = 0; jp < panels; ++jp)
-      pack_b(trans_b, bk, ldb, kc, jp * nrw, std::min(nrw, n - jp * nrw), nrw,
-             bpack + jp * kc * nrw);
+    // With one or two row tiles, op(B) is read about once: packing it would cost as much as the
+    // product, so full panels of a row-major B are read in place (rows at stride ldb).
+    const bool direct_b = !trans_b && m <= 2 * size_t(MR);
+    const size_t n_direct = direct_b ? n / nrw * nrw : 0;
+    if (n_direct < n) {
+      const size_t p0 = n_direct / nrw;
+      pack_b(trans_b, trans_b ? bk + n_direct * ldb : bk + n_direct, ldb, kc, n - n_direct, nrw,
+             bpack + p0 * kc * nrw);
+    }
     const float beta_eff = pc == 0 ? beta : 1.0f;
-    // Blocks of 96 rows of A (96 x kc stays in L1/L2), panels inside them, row tiles inside the
-    // panel: each kc x nrw panel is reused by every row tile of the block while it is in L1.
-    constexpr size_t kMcRows = 96;
-    for (size_t ic = 0; ic < m; ic += kMcRows) {
-      const size_t mc = std::min(kMcRows, m - ic);
-      for (size_t jp = 0; jp < panels; ++jp) {
+    // When the whole packed block of op(B) fits in L1 (the model's narrow products: n <= 128
+    // with a short depth), each row tile of A goes through every panel while it is in L1, and
+    // A is streamed from memory exactly once. Otherwise blocks of 96 rows of A (96 x kc in
+    // L1/L2), panels inside them, row tiles inside the panel: each kc x nrw panel is reused by
+    // every row tile of the block while it is in L1.
+    const bool tile_outer = panels * kc * nrw <= kL1PackedFloats;
+    const size_t mc_rows = tile_outer ? m : kMcRows;
+    for (size_t ic = 0; ic < m; ic += mc_rows) {
+      const size_t mc = std::min(mc_rows, m - ic);
+      // The block's rows split into ceil(mc / MR) tiles of nearly equal height (m = 32: 6, 6,
+      // 5, 5, 5, 5 rather than 6 x 5 + 2): a 2-row tile has too few accumulators to hide the
+      // FMA latency and would cost as much time as a full one.
+      const size_t tiles = (mc + MR - 1) / MR, base = mc / tiles, extra = mc % tiles;
+      const auto tile = [&](size_t i0, size_t mr, size_t jp) {
         const size_t j0 = jp * nrw;
-        for (size_t i0 = ic; i0 < ic + mc; i0 += MR) {
-          const size_t mr = std::min<size_t>(MR, ic + mc - i0);
-          const float* ai = trans_a ? a + pc * lda + i0 : a + i0 * lda + pc;
-          table[mr - 1](kc, ai, lda, bpack + jp * kc * nrw, c + i0 * ldc + j0, ldc,
-                        std::min(nrw, n - j0), alpha, beta_eff);
+        // The depth range [lo, hi) of this block that the tile needs.
+        size_t lo = 0, hi = kc;
+        if (tri == kTriLowerC && col0 + j0 > i0 + mr - 1) return;  // right of the diagonal
+        if (tri == kTriDepthUpTo) hi = std::min(kc, i0 + mr > pc ? i0 + mr - pc : 0);
+        if (tri == kTriDepthFrom) lo = std::min(kc, i0 > pc ? i0 - pc : 0);
+        if (lo >= hi) {
+          if (pc != 0) return;  // nothing to add
+          lo = hi = 0;          // the first block still writes C = beta C
         }
+        const float* ai = trans_a ? a + (pc + lo) * lda + i0 : a + i0 * lda + pc + lo;
+        const bool in_place = j0 < n_direct;
+        const float* bt = in_place ? bk + j0 + lo * ldb : bpack + jp * kc * nrw + lo * nrw;
+        table[mr - 1](hi - lo, ai, lda, bt, in_place ? ldb : nrw, c + i0 * ldc + j0, ldc,
+                      std::min(nrw, n - j0), alpha, beta_eff);
+      };
+      if (tile_outer) {
+        for (size_t q = 0, i0 = ic; q < tiles; i0 += base + (q < extra), ++q)
+          for (size_t jp = 0; jp < panels; ++jp) tile(i0, base + (q < extra), jp);
+      } else {
+        for (size_t jp = 0; jp < panels; ++jp)
+          for (size_t q = 0, i0 = ic; q < tiles; i0 += base + (q < extra), ++q)
+            tile(i0, base + (q < extra), jp);
       }
     }
   }
@@ -161,31 +218,53 @@ void gemm_panels(int trans_a, int trans_b, size_t m, size_t n, size_t k, float a
 
 }  // namespace
 
-// C (m x n) = alpha op(A) op(B) + beta C; op(A): m x k, op(B): k x n, all row-major.
+// GemmTri with tri = kTriNone: C (m x n) = alpha op(A) op(B) + beta C; op(A): m x k, op(B):
+// k x n, all row-major.
 void Gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,
           size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
+  GemmTri(kTriNone, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// The same product on a triangle, for causal attention (attention_intrin.cc), with whole tiles
+// skipped (the order of every sum is that of Gemm):
+//   kTriLowerC     only C[i, j] with j <= i is needed: tiles right of the diagonal are not
+//                  computed, and entries right of the diagonal are left unspecified;
+//   kTriDepthUpTo  op(A)[i, p] == 0 for p > i: the sum for row i stops after its tile's last row;
+//   kTriDepthFrom  op(A)[i, p] == 0 for p < i: the sum for row i starts at its tile's first row.
+void GemmTri(int tri, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+             const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
+             size_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // op(A) op(B) is the zero matrix
     for (size_t i = 0; i < m; ++i)
       for (size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
+  // Causal scores: 64-column panels (AVX-512) would compute 3/4 of a 128 x 128 square; panels
+  // of 2 vectors (12-row tiles, the same 24 accumulators) bring that near one half.
+  if (tri == kTriLowerC && kNrv > 2) {
+    constexpr int kNarrow = kNrv > 2 ? 2 : kNrv;
+    return gemm_panels<kNarrow>(tri, 0, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                ldc);
+  }
   // Full-width panels for the first n_main columns, then the narrowest panel that holds the rest
   // (n = 96 on AVX-512: one 64-column and one 32-column panel instead of two 64-column ones).
   constexpr size_t nrw = kNrv * kW;
   const size_t n_main = n / nrw * nrw;
   if (n_main)
-    gemm_panels<kNrv>(trans_a, trans_b, m, n_main, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm_panels<kNrv>(tri, 0, trans_a, trans_b, m, n_main, k, alpha, a, lda, b, ldb, beta, c, ldc);
   const size_t rest = n - n_main;
   if (!rest) return;
   const float* br = trans_b ? b + n_main * ldb : b + n_main;
   float* cr = c + n_main;
   if (kNrv > 1 && rest <= kW)
-    return gemm_panels<1>(trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta, cr, ldc);
+    return gemm_panels<1>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta,
+                          cr, ldc);
   if (kNrv > 2 && rest <= 2 * kW)
-    return gemm_panels<(kNrv > 2 ? 2 : kNrv)>(trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb,
-                                              beta, cr, ldc);
-  gemm_panels<kNrv>(trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta, cr, ldc);
+    return gemm_panels<(kNrv > 2 ? 2 : kNrv)>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a,
+                                              lda, br, ldb, beta, cr, ldc);
+  gemm_panels<kNrv>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta, cr,
+                    ldc);
 }
 
 }  // namespace pl::PL_INTRIN_NS
