@@ -114,7 +114,7 @@ const char* phase_of(const std::string& k) {
   if (k == "gemm" || k == "gemm_batched") return "GEMM";
   if (k == "attention" || k == "attention_bwd") return "attention";
   if (k == "layernorm" || k == "layernorm_bwd") return "LayerNorm";
-  if (k == "gelu" || k == "gelu_bwd") return "GELU";
+  if (k == "gelu" || k == "gelu_bwd" || k == "gelu_fwd_grad") return "GELU";
   if (k == "softmax_rows" || k == "softmax_rows_bwd" || k == "exp")
     return "cross-entropy (softmax)";
   if (k == "adamw" || k == "adam") return "AdamW";

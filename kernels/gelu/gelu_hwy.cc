@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// gelu.hwy.<isa>, gelu_bwd.hwy.<isa>: GELU (tanh form) as x sigma(z), z = 2u, every target.
+// gelu.hwy.<isa>, gelu_bwd.hwy.<isa>, gelu_fwd_grad.hwy.<isa>: GELU (tanh form) as x sigma(z),
+// z = 2u, every target.
 //
 // Accuracy (budget: 1e-6 relative per element). y = x sigma(z) has relative condition |z| with
 // respect to z, and |z| reaches 88 before y leaves the normal range, so z is formed as a float
 // pair (z_hi, z_lo) with FMA error terms (C1 x + C3 x^3, both constants split in two) and
 // e^(-z) = Exp(-z_hi) (1 - z_lo). Rounding z to float alone would cost up to 88 * 6e-8 = 5e-6.
+// On x86, 1 / (1 + e) is the approximate reciprocal (rcp14 / rcpps, >= 11 bits) refined by one
+// Newton step (>= 22 bits, about 3 ULP at worst) instead of a division (vdivps is the slowest
+// instruction of the loop); other targets divide.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gelu/gelu_hwy.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -52,11 +56,23 @@ HWY_INLINE void Sigmoid(D d, V x, V& xc, V& sigma, V& one_minus_sigma) {
   const V b = hn::Sub(z_hi, t1);
   const V err = hn::Add(hn::Sub(t1, hn::Sub(z_hi, b)), hn::Sub(t3, b));
   const V z_lo = hn::Add(err, hn::Add(t1_lo, t3_lo));
+  const V one = hn::Set(d, 1.f);
+#if HWY_ARCH_X86
+  // e = e^(-z); above 88.7 Exp gives inf (kept inside its valid range, <= 104), and there sigma
+  // is set to 0 (the Newton step would give inf * 0).
+  const V e0 = hn::Exp(d, hn::Min(hn::Neg(z_hi), hn::Set(d, 100.f)));
+  // e^(-z_hi) (1 - z_lo); 1 + e as one explicit FMA, so that no compiler contraction depends on
+  // whether e is used again (1 - sigma): gelu and gelu_fwd_grad then round identically.
+  const V e = hn::Mul(e0, hn::Sub(one, z_lo));
+  const V a = hn::MulAdd(e0, hn::Sub(one, z_lo), one);
+  const V r0 = hn::ApproximateReciprocal(a);
+  sigma = hn::IfThenZeroElse(hn::IsInf(a), hn::MulAdd(r0, hn::NegMulAdd(a, r0, one), r0));
+#else
   // e = e^(-z); above 88.7 Exp gives inf (kept inside its valid range, <= 104), so sigma = 0.
   const V e0 = hn::Exp(d, hn::Min(hn::Neg(z_hi), hn::Set(d, 100.f)));
-  const V one = hn::Set(d, 1.f);
   const V e = hn::Mul(e0, hn::Sub(one, z_lo));  // e^(-z_hi) (1 - z_lo); inf stays inf
   sigma = hn::Div(one, hn::Add(one, e));
+#endif
   // 1 - sigma: by subtraction where that is exact enough (sigma < 1/2), else e sigma (never
   // inf * 0 there since e <= 1).
   one_minus_sigma =
@@ -78,6 +94,17 @@ HWY_INLINE V GeluGradV(D d, V x) {
   Sigmoid(d, x, xc, sigma, om);
   const V dz = hn::MulAdd(hn::Set(d, float(3 * kC3)), hn::Mul(xc, xc), hn::Set(d, kC1Hi));
   return hn::Mul(sigma, hn::MulAdd(hn::Mul(om, xc), dz, hn::Set(d, 1.f)));
+}
+
+// gelu(x) and gelu'(x) from one sigmoid.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void GeluAndGradV(D d, V x, V& y, V& dydx) {
+  using namespace gelu_detail;
+  V xc, sigma, om;
+  Sigmoid(d, x, xc, sigma, om);
+  y = hn::Mul(x, sigma);
+  const V dz = hn::MulAdd(hn::Set(d, float(3 * kC3)), hn::Mul(xc, xc), hn::Set(d, kC1Hi));
+  dydx = hn::Mul(sigma, hn::MulAdd(hn::Mul(om, xc), dz, hn::Set(d, 1.f)));
 }
 
 }  // namespace
@@ -104,6 +131,25 @@ void GeluBwd(const float* x, const float* dy, float* dx, size_t n) {
     const size_t r = n - i;
     part::Store(d, hn::Mul(part::Load(d, dy + i, r), GeluGradV(d, part::Load(d, x + i, r))), dx + i,
                 r);
+  }
+}
+
+// x, y, dydx: n. y = gelu(x), dydx = gelu'(x); x may alias y or dydx.
+void GeluFwdGrad(const float* x, float* y, float* dydx, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  hn::Vec<decltype(d)> yv, gv;
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    GeluAndGradV(d, hn::LoadU(d, x + i), yv, gv);
+    hn::StoreU(yv, d, y + i);
+    hn::StoreU(gv, d, dydx + i);
+  }
+  if (i < n) {
+    const size_t r = n - i;
+    GeluAndGradV(d, part::Load(d, x + i, r), yv, gv);
+    part::Store(d, yv, y + i, r);
+    part::Store(d, gv, dydx + i, r);
   }
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// gelu.scalar, gelu_bwd.scalar: the references, in double, rounded once.
+// gelu.scalar, gelu_bwd.scalar, gelu_fwd_grad.scalar: the references, in double, rounded once.
 //
 // GELU (tanh form): y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3). Written with the
 // identity 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)) = sigma(2u), which has no cancellation for
@@ -40,6 +40,15 @@ void Gelu(const float* x, float* y, size_t n) {
 // x, dy, dx: n
 void GeluBwd(const float* x, const float* dy, float* dx, size_t n) {
   for (size_t i = 0; i < n; ++i) dx[i] = static_cast<float>(double(dy[i]) * gelu_grad(x[i]));
+}
+
+// x, y, dydx: n (x may alias y or dydx)
+void GeluFwdGrad(const float* x, float* y, float* dydx, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    y[i] = static_cast<float>(gelu(v));
+    dydx[i] = static_cast<float>(gelu_grad(v));
+  }
 }
 
 }  // namespace pl::scalar

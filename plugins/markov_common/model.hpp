@@ -144,6 +144,17 @@ struct Ops<double> {
   void gelu_bwd(const double* x, const double* dy, double* dx, size_t n) const {
     ref::gelu_bwd<double>(x, dy, dx, n);
   }
+  // y = gelu(x), dydx = gelu'(x); x may alias y or dydx.
+  void gelu_fwd_grad(const double* x, double* y, double* dydx, size_t n) const {
+    for (size_t i = 0; i < n; ++i) {
+      const double v = x[i], one = 1;
+      double gv, dv;
+      ref::gelu<double>(&v, &gv, 1);
+      ref::gelu_bwd<double>(&v, &one, &dv, 1);
+      y[i] = gv;
+      dydx[i] = dv;
+    }
+  }
   void layernorm(const double* x, const double* g, const double* b, double* y, double* m, double* r,
                  size_t rows, size_t d, double eps) const {
     ref::layernorm<double>(x, g, b, y, m, r, rows, d, eps);
@@ -180,6 +191,9 @@ struct Ops<float> {
   void gelu(const float* x, float* y, size_t n) const { k->gelu(x, y, n); }
   void gelu_bwd(const float* x, const float* dy, float* dx, size_t n) const {
     k->gelu_bwd(x, dy, dx, n);
+  }
+  void gelu_fwd_grad(const float* x, float* y, float* dydx, size_t n) const {
+    k->gelu_fwd_grad(x, y, dydx, n);
   }
   void layernorm(const float* x, const float* g, const float* b, float* y, float* m, float* r,
                  size_t rows, size_t d, double eps) const {
@@ -254,8 +268,8 @@ class Model {
       T* ln2;       // B*N x d       LN2(y)
       T* ln2_mean;  // B*N
       T* ln2_rstd;  // B*N
-      T* h;         // B*N x F       y's MLP pre-activation LN2(y) Wfc^T
-      T* g;         // B*N x F       GELU(h)
+      T* h;         // B*N x F       GELU'(LN2(y) Wfc^T): the MLP pre-activation's GELU slope
+      T* g;         // B*N x F       GELU(LN2(y) Wfc^T)
       T* M;         // B*N x d       MLP output M_l = g Wproj^T (null when attention-only)
     };
     std::vector<L> l;
@@ -498,22 +512,26 @@ class Model {
     ops_.gemm(0, 0, R, d, 3 * d, T(1), s.dqkv, 3 * d, W.wqkv, d, T(0), dln, d);  // dqkv Wqkv
   }
 
-  // mlp: h = ln Wfc^T, g = GELU(h), M = g Wproj^T.   ln, M: R x d; h, g: R x F
+  // mlp: u = ln Wfc^T, g = GELU(u), M = g Wproj^T; h keeps GELU'(u) for the backward pass (one
+  // sigmoid per element for both, and the backward's GELU is a multiplication).
+  //   ln, M: R x d; h, g: R x F
   void mlp_forward(T* M, T* h, T* g, const T* ln, const typename Views::L& W, size_t R) const {
     const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn);
     ops_.gemm(0, 1, R, f, d, T(1), ln, d, W.wfc, d, T(0), h, f);
-    ops_.gelu(h, g, R * f);
+    ops_.gelu_fwd_grad(h, g, h, R * f);
     ops_.gemm(0, 1, R, d, f, T(1), g, f, W.wproj, f, T(0), M, d);
   }
   // Mirror: dWproj, dWfc accumulated; dln (R x d) overwritten; s.dh used as scratch.
+  //   h: GELU'(u) from mlp_forward
   void mlp_backward(T* dln, typename Views::L& gW, const T* dM, const T* ln, const T* h, const T* g,
                     const typename Views::L& W, Scratch& s, size_t R) const {
     const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn);
     ops_.gemm(1, 0, d, f, R, T(1), dM, d, g, f, T(1), gW.wproj, f);    // dWproj += dM^T g
     ops_.gemm(0, 0, R, f, d, T(1), dM, d, W.wproj, f, T(0), s.dh, f);  // dg = dM Wproj
-    ops_.gelu_bwd(h, s.dh, s.dh, R * f);                               // dh = gelu'(h) dg
-    ops_.gemm(1, 0, f, d, R, T(1), s.dh, f, ln, d, T(1), gW.wfc, d);   // dWfc += dh^T ln
-    ops_.gemm(0, 0, R, d, f, T(1), s.dh, f, W.wfc, d, T(0), dln, d);   // dln = dh Wfc
+    T* dh = s.dh;
+    for (size_t i = 0; i < R * f; ++i) dh[i] *= h[i];                 // dh = GELU'(u) dg
+    ops_.gemm(1, 0, f, d, R, T(1), s.dh, f, ln, d, T(1), gW.wfc, d);  // dWfc += dh^T ln
+    ops_.gemm(0, 0, R, d, f, T(1), s.dh, f, W.wfc, d, T(0), dln, d);  // dln = dh Wfc
   }
 
   // residual: out = x + f (a block's output added to the stream).   R x d
