@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "phaselab/hwy_part-inl.h"
 #include "phaselab/hwy_wide_sum-inl.h"
@@ -21,6 +22,123 @@ HWY_BEFORE_NAMESPACE();
 namespace pl {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+
+namespace {
+
+// Rows of exactly NV full vectors (d = NV lanes-widths, e.g. d = 32 or 64 on AVX-512): the same
+// operations in the same order as the general loops below (so the same bits), with the row held
+// in registers and every loop unrolled; the model's d_model 16-64 rows are this case.
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+constexpr size_t kSmallMaxAcc = HWY_MAX_BYTES >= 64 ? 16 : 8;  // double accumulators in registers
+template <size_t NV, class DF>
+HWY_INLINE void LayernormSmall(DF df, const float* x, const float* gamma, const float* beta,
+                               float* y, float* mean, float* rstd, size_t rows, float eps) {
+  const hn::Repartition<double, DF> dd;
+  using V = hn::Vec<DF>;
+  const size_t N = hn::Lanes(df), d = NV * N;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    float* yr = y + r * d;
+    V xv[NV];
+    for (size_t v = 0; v < NV; ++v) xv[v] = hn::LoadU(df, xr + v * N);
+    auto sum_lo = hn::Zero(dd), sum_hi = hn::Zero(dd);
+    for (size_t v = 0; v < NV; ++v) WideAdd(df, xv[v], sum_lo, sum_hi);
+    const double m = WideTotal(dd, sum_lo, sum_hi) / double(d);
+    const float m_hi_f = static_cast<float>(m);
+    const V m_hi = hn::Set(df, m_hi_f), m_lo = hn::Set(df, static_cast<float>(m - m_hi_f));
+    V c[NV];
+    auto ss_lo = hn::Zero(dd), ss_hi = hn::Zero(dd);
+    for (size_t v = 0; v < NV; ++v) {
+      c[v] = hn::Sub(hn::Sub(xv[v], m_hi), m_lo);
+      WideAddProduct(df, c[v], c[v], ss_lo, ss_hi);
+    }
+    const double rs = 1 / std::sqrt(WideTotal(dd, ss_lo, ss_hi) / double(d) + double(eps));
+    mean[r] = m_hi_f;
+    rstd[r] = static_cast<float>(rs);
+    const V vrs = hn::Set(df, rstd[r]);
+    for (size_t v = 0; v < NV; ++v)
+      hn::StoreU(
+          hn::MulAdd(hn::Mul(c[v], vrs), hn::LoadU(df, gamma + v * N), hn::LoadU(df, beta + v * N)),
+          df, yr + v * N);
+  }
+}
+
+// The backward of LayernormSmall: dgamma, dbeta summed over rows in double registers (the
+// general path keeps them in a stack buffer, loaded and stored once per row).
+template <size_t NV, class DF>
+HWY_INLINE void LayernormBwdSmall(DF df, const float* dy, const float* x, const float* gamma,
+                                  const float* mean, const float* rstd, float* dx, float* dgamma,
+                                  float* dbeta, size_t rows) {
+  const hn::Repartition<double, DF> dd;
+  using V = hn::Vec<DF>;
+  using VD = hn::Vec<decltype(dd)>;
+  const size_t N = hn::Lanes(df), d = NV * N, NH = hn::Lanes(dd);
+  VD ag_lo[NV], ag_hi[NV], ab_lo[NV], ab_hi[NV];
+  V gam[NV];
+  for (size_t v = 0; v < NV; ++v) {
+    ag_lo[v] = ag_hi[v] = ab_lo[v] = ab_hi[v] = hn::Zero(dd);
+    gam[v] = hn::LoadU(df, gamma + v * N);
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    const float* dyr = dy + r * d;
+    float* dxr = dx + r * d;
+    const V vm = hn::Set(df, mean[r]), vrs = hn::Set(df, rstd[r]);
+    V dyv[NV], xhat[NV], g[NV];
+    auto sg_lo = hn::Zero(dd), sg_hi = hn::Zero(dd);
+    auto sgx_lo = hn::Zero(dd), sgx_hi = hn::Zero(dd);
+    for (size_t v = 0; v < NV; ++v) {
+      dyv[v] = hn::LoadU(df, dyr + v * N);
+      xhat[v] = hn::Mul(hn::Sub(hn::LoadU(df, xr + v * N), vm), vrs);
+      g[v] = hn::Mul(dyv[v], gam[v]);
+      WideAdd(df, g[v], sg_lo, sg_hi);
+      WideAddProduct(df, g[v], xhat[v], sgx_lo, sgx_hi);
+      WideAddProduct(df, dyv[v], xhat[v], ag_lo[v], ag_hi[v]);
+      WideAdd(df, dyv[v], ab_lo[v], ab_hi[v]);
+    }
+    const V mg = hn::Set(df, static_cast<float>(WideTotal(dd, sg_lo, sg_hi) / double(d)));
+    const V mgx = hn::Set(df, static_cast<float>(WideTotal(dd, sgx_lo, sgx_hi) / double(d)));
+    for (size_t v = 0; v < NV; ++v) {
+      const V inner = hn::Sub(hn::NegMulAdd(xhat[v], mgx, g[v]), mg);
+      hn::StoreU(hn::MulAdd(vrs, inner, hn::LoadU(df, dxr + v * N)), df, dxr + v * N);
+    }
+  }
+  double acc[2 * HWY_MAX_BYTES / sizeof(double)];
+  for (size_t v = 0; v < NV; ++v) {
+    hn::StoreU(ag_lo[v], dd, acc);
+    hn::StoreU(ag_hi[v], dd, acc + NH);
+    for (size_t i = 0; i < N; ++i)
+      dgamma[v * N + i] = static_cast<float>(dgamma[v * N + i] + acc[i]);
+    hn::StoreU(ab_lo[v], dd, acc);
+    hn::StoreU(ab_hi[v], dd, acc + NH);
+    for (size_t i = 0; i < N; ++i) dbeta[v * N + i] = static_cast<float>(dbeta[v * N + i] + acc[i]);
+  }
+}
+
+// Calls f(integral_constant<NV>) when d = NV lanes-widths for NV in 1..4 with the accumulators
+// fitting in registers; false otherwise.
+template <class DF, class F>
+HWY_INLINE bool DispatchSmall(DF df, size_t d, F&& f) {
+  const size_t N = hn::Lanes(df);
+  if (d % N) return false;
+  switch (d / N) {
+    case 1:
+      f(std::integral_constant<size_t, 1>());
+      return true;
+    case 2:
+      f(std::integral_constant<size_t, 2>());
+      return true;
+    case 4:
+      if (4 * 4 > kSmallMaxAcc) return false;
+      f(std::integral_constant<size_t, 4>());
+      return true;
+    default:
+      return false;
+  }
+}
+#endif
+
+}  // namespace
 
 // x, y: rows x d; gamma, beta: d; mean, rstd: rows.
 void Layernorm(const float* x, const float* gamma, const float* beta, float* y, float* mean,
@@ -31,6 +149,12 @@ void Layernorm(const float* x, const float* gamma, const float* beta, float* y, 
   const size_t N = hn::Lanes(df);
   const size_t tail = d % N, body = d - tail;
   const auto mtail = hn::FirstN(df, tail);
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+  if (DispatchSmall(df, d, [&](auto nv) HWY_ATTR {
+        LayernormSmall<decltype(nv)::value>(df, x, gamma, beta, y, mean, rstd, rows, eps);
+      }))
+    return;
+#endif
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * d;
     float* yr = y + r * d;
@@ -136,6 +260,13 @@ void LayernormBwd(const float* dy, const float* x, const float* gamma, const flo
   using V = hn::Vec<decltype(df)>;
   const size_t N = hn::Lanes(df);
   const size_t tail = d % N, body = d - tail;
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+  if (DispatchSmall(df, d, [&](auto nv) HWY_ATTR {
+        LayernormBwdSmall<decltype(nv)::value>(df, dy, x, gamma, mean, rstd, dx, dgamma, dbeta,
+                                               rows);
+      }))
+    return;
+#endif
   const bool fused = d <= kFusedMaxD;
   double acc_g[kFusedMaxD + HWY_MAX_BYTES / sizeof(float)];  // sum_r dy xhat, per column
   double acc_b[kFusedMaxD + HWY_MAX_BYTES / sizeof(float)];  // sum_r dy
