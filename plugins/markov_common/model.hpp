@@ -432,7 +432,10 @@ class Model {
       for (size_t t = 0; t < N; ++t) {
         const T* te = P.wte + size_t(seq[(size_t(b0) + b) * (N + 1) + t]) * d;
         T* e = E + (b * N + t) * d;
-        for (size_t i = 0; i < d; ++i) e[i] = te[i] + (cfg_.rope ? T(0) : P.wpe[t * d + i]);
+        if (cfg_.rope)
+          for (size_t i = 0; i < d; ++i) e[i] = te[i];
+        else
+          for (size_t i = 0; i < d; ++i) e[i] = te[i] + P.wpe[t * d + i];
       }
   }
   // dwte[x_bt] += dE[b, t], dwpe[t] += dE[b, t].
