@@ -268,7 +268,7 @@ class Model {
       T* ln2;       // B*N x d       LN2(y)
       T* ln2_mean;  // B*N
       T* ln2_rstd;  // B*N
-      T* h;         // B*N x F       GELU'(LN2(y) Wfc^T): the MLP pre-activation's GELU slope
+      T* h;         // B*N x F       u = LN2(y) Wfc^T (forward), GELU'(u) (forward_backward)
       T* g;         // B*N x F       GELU(LN2(y) Wfc^T)
       T* M;         // B*N x d       MLP output M_l = g Wproj^T (null when attention-only)
     };
@@ -378,8 +378,9 @@ class Model {
   // Forward over all `nb` <= batch sequences; seq holds nb rows of N + 1 tokens (inputs are the
   // first N, targets the last N). Returns the mean cross-entropy. Parallel over chunks.
   double forward(const int32_t* seq, int nb) {
-    run_chunks(nb,
-               [&](int c, int b0, int n) { chunk_loss[size_t(c)] = forward_chunk(seq, b0, n); });
+    run_chunks(nb, [&](int c, int b0, int n) {
+      chunk_loss[size_t(c)] = forward_chunk(seq, b0, n, false);
+    });
     return mean_loss(nb);
   }
   // Forward and backward: grads = d(mean loss)/d(params). Returns the mean loss.
@@ -388,7 +389,7 @@ class Model {
     run_chunks(nb, [&](int c, int b0, int n) {
       std::fill(chunk_grads.begin() + std::ptrdiff_t(size_t(c) * lay_.total),
                 chunk_grads.begin() + std::ptrdiff_t(size_t(c + 1) * lay_.total), T(0));
-      chunk_loss[size_t(c)] = forward_chunk(seq, b0, n);
+      chunk_loss[size_t(c)] = forward_chunk(seq, b0, n, true);
       backward_chunk(seq, b0, n, CG[size_t(c)], scratch[size_t(c)], scale);
     });
     // grads = sum over chunks in chunk order (fixed), parallel over parameter blocks
@@ -515,13 +516,18 @@ class Model {
     ops_.gemm(0, 0, R, d, 3 * d, T(1), s.dqkv, 3 * d, W.wqkv, d, T(0), dln, d);  // dqkv Wqkv
   }
 
-  // mlp: u = ln Wfc^T, g = GELU(u), M = g Wproj^T; h keeps GELU'(u) for the backward pass (one
-  // sigmoid per element for both, and the backward's GELU is a multiplication).
+  // mlp: u = ln Wfc^T, g = GELU(u), M = g Wproj^T. With `for_backward`, h keeps GELU'(u) for
+  // mlp_backward (one sigmoid per element for both, and the backward's GELU is a
+  // multiplication); without (evaluation, hooked runs), h keeps u.
   //   ln, M: R x d; h, g: R x F
-  void mlp_forward(T* M, T* h, T* g, const T* ln, const typename Views::L& W, size_t R) const {
+  void mlp_forward(T* M, T* h, T* g, const T* ln, const typename Views::L& W, size_t R,
+                   bool for_backward = false) const {
     const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn);
     ops_.gemm(0, 1, R, f, d, T(1), ln, d, W.wfc, d, T(0), h, f);
-    ops_.gelu_fwd_grad(h, g, h, R * f);
+    if (for_backward)
+      ops_.gelu_fwd_grad(h, g, h, R * f);
+    else
+      ops_.gelu(h, g, R * f);
     ops_.gemm(0, 1, R, d, f, T(1), g, f, W.wproj, f, T(0), M, d);
   }
   // Mirror: dWproj, dWfc accumulated; dln (R x d) overwritten; s.dh used as scratch.
@@ -670,7 +676,8 @@ class Model {
   }
 
   // Sequences [b0, b0 + nb): fills their activation rows; returns the summed cross-entropy.
-  double forward_chunk(const int32_t* seq, int b0, int nb) {
+  // With `for_backward`, the activations backward_chunk needs (GELU'(u) in h).
+  double forward_chunk(const int32_t* seq, int b0, int nb, bool for_backward) {
     const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn), N = size_t(cfg_.N), C = size_t(cfg_.C),
                  R = size_t(nb) * N, r0 = size_t(b0) * N, NN = size_t(cfg_.heads) * N * N;
     embedding_forward(act_.res[0] + r0 * d, seq, b0, nb);
@@ -692,7 +699,7 @@ class Model {
       residual_forward(y, x, a.A + r0 * d, R);
       const T* ln2 =
           layernorm_forward(a.ln2 + r0 * d, a.ln2_mean + r0, a.ln2_rstd + r0, y, W.ln2g, W.ln2b, R);
-      mlp_forward(a.M + r0 * d, a.h + r0 * f, a.g + r0 * f, ln2, W, R);
+      mlp_forward(a.M + r0 * d, a.h + r0 * f, a.g + r0 * f, ln2, W, R, for_backward);
       residual_forward(xn, y, a.M + r0 * d, R);
     }
     const T* xL = act_.res[size_t(cfg_.layers)] + r0 * d;
