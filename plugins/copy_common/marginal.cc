@@ -50,27 +50,50 @@ ExactMarginal::ExactMarginal(const MarginalConfig& cfg, const int32_t* tokens, i
   const bool fits = VV * LL <= (size_t(1) << 24);  // 2 x 128 MB at most
   if (cfg.path == MarginalConfig::Path::counts ||
       (cfg.path == MarginalConfig::Path::automatic && fits && VV < size_t(P_))) {
-    n2_.assign(VV * LL, 0.0);
+    n2_.assign(VV * LL, 0.0);  // gathered on the first evaluation (gather_counts)
     nb_.assign(VV * LL, 0.0);
-    for (int mu = 0; mu < P_; ++mu) {
-      const int32_t* t = &tok_[size_t(mu) * L_];
-      const int32_t* y = &tgt_[size_t(mu) * L_];
-      for (int i = 0; i < L_; ++i)
-        for (int j = 0; j < L_; ++j)
-          n2_[(size_t(t[i]) * V_ + size_t(t[j])) * LL + size_t(i) * L_ + j] += 1;
-      for (int l = first_row_; l < L_; ++l)
-        for (int j = 0; j < L_; ++j)
-          nb_[(size_t(t[j]) * V_ + size_t(y[l])) * LL + size_t(l) * L_ + j] += 1;
-    }
   }
 }
 
-// C = w sum_mu X^T (A_R^T A_R) X, B = w sum_mu X^T A_R^T Y: O(R L^2 + P L^2).
-void ExactMarginal::build(const double* A) const {
+void ExactMarginal::start() const {
+  cancelled_ = false;
+  work_ = 0;
+  polls_ = 0;
+}
+
+// Work units of the cancel check (tick): a multiply-add over contiguous rows counts 1; a
+// scatter-add into a V x V (or V^2 L^2) table or a multiply-add down a column counts kStrided,
+// since at V in the thousands each misses the caches (measured: the column loop of the inverse
+// at V = 2048 took ~0.9 s per 1e8 of them).
+constexpr double kStrided = 8;
+
+// Sequence by sequence from the first one not yet counted, the cancel check between them.
+bool ExactMarginal::gather_counts() const {
   const int L = L_, V = V_;
+  const size_t LL = size_t(L) * L;
+  for (; counted_ < P_; ++counted_) {
+    if (tick(kStrided * (double(LL) + double(R_) * L))) return false;
+    const int32_t* t = &tok_[size_t(counted_) * L];
+    const int32_t* y = &tgt_[size_t(counted_) * L];
+    for (int i = 0; i < L; ++i)
+      for (int j = 0; j < L; ++j)
+        n2_[(size_t(t[i]) * V + size_t(t[j])) * LL + size_t(i) * L + j] += 1;
+    for (int l = first_row_; l < L; ++l)
+      for (int j = 0; j < L; ++j)
+        nb_[(size_t(t[j]) * V + size_t(y[l])) * LL + size_t(l) * L + j] += 1;
+  }
+  return true;
+}
+
+// C = w sum_mu X^T (A_R^T A_R) X, B = w sum_mu X^T A_R^T Y: O(R L^2 + P L^2).
+// Every outer loop here and below calls tick() with its iteration's work (the cancel check).
+bool ExactMarginal::build(const double* A) const {
+  const int L = L_, V = V_;
+  if (uses_counts() && !gather_counts()) return false;
   // K = A_R^T A_R (L x L)
   std::fill(K_.begin(), K_.end(), 0.0);
   for (int l = first_row_; l < L; ++l) {
+    if (tick(double(L) * L)) return false;
     const double* a = A + size_t(l) * L;
     for (int i = 0; i < L; ++i) {
       const double ai = a[i];
@@ -84,6 +107,7 @@ void ExactMarginal::build(const double* A) const {
   if (uses_counts()) {  // C[e] = <K, n2[e]>, B[e] = <A_R, nb[e]> (nb is 0 outside the loss rows)
     const size_t LL = size_t(L) * L;
     for (size_t e = 0; e < C_.size(); ++e) {
+      if (tick(2.0 * double(LL))) return false;
       const double* n2 = &n2_[e * LL];
       const double* nb = &nb_[e * LL];
       double c = 0.0, b = 0.0;
@@ -96,6 +120,7 @@ void ExactMarginal::build(const double* A) const {
     }
   }
   for (int mu = 0; mu < (uses_counts() ? 0 : P_); ++mu) {
+    if (tick(kStrided * (double(L) * L + double(R_) * L))) return false;
     const int32_t* t = &tok_[size_t(mu) * L];
     const int32_t* y = &tgt_[size_t(mu) * L];
     for (int i = 0; i < L; ++i) {  // C[t_i, t_j] += K[i, j]
@@ -113,13 +138,14 @@ void ExactMarginal::build(const double* A) const {
     for (auto& c : C_) c *= cfg_.weight;
     for (auto& b : B_) b *= cfg_.weight;
   }
-  factor();
+  return factor();
 }
 
 // M = I/sw2 + beta C, Cholesky M = Lc Lc^T (lower, row-major).
-void ExactMarginal::factor() const {
+bool ExactMarginal::factor() const {
   const int V = V_;
-  for (int i = 0; i < V; ++i)
+  for (int i = 0; i < V; ++i) {
+    if (tick(0.5 * double(i) * i + i)) return false;
     for (int j = 0; j <= i; ++j) {
       double s = beta_ * C_[size_t(i) * V + j] + (i == j ? 1.0 / cfg_.sw2 : 0.0);
       const double* li = &Lc_[size_t(i) * V];
@@ -133,8 +159,10 @@ void ExactMarginal::factor() const {
         Lc_[size_t(i) * V + j] = s / lj[j];
       }
     }
+  }
   for (int i = 0; i < V; ++i)
     for (int j = i + 1; j < V; ++j) Lc_[size_t(i) * V + j] = 0.0;
+  return true;
 }
 
 // Value from the factor. Without gradient: tr(B^T M^{-1} B) = ||Lc^{-1} B||_F^2.
@@ -150,6 +178,7 @@ double ExactMarginal::s_from_factor(bool want_grad) const {
   if (!want_grad) {
     // tmp = Lc^{-1} B by forward substitution, row by row.
     for (int i = 0; i < V; ++i) {
+      if (tick(double(i + 1) * V)) return NAN;
       double* ti = &tmp_[size_t(i) * V];
       const double* bi = &B_[size_t(i) * V];
       for (int c = 0; c < V; ++c) ti[c] = bi[c];
@@ -169,6 +198,7 @@ double ExactMarginal::s_from_factor(bool want_grad) const {
     // tmp = Lc^{-1} (lower), then Minv = tmp^T tmp.
     std::fill(tmp_.begin(), tmp_.end(), 0.0);
     for (int i = 0; i < V; ++i) {
+      if (tick(kStrided * (0.5 * double(i) * i + 1))) return NAN;
       const double* li = &Lc_[size_t(i) * V];
       double* ti = &tmp_[size_t(i) * V];
       const double inv = 1.0 / li[i];
@@ -181,6 +211,7 @@ double ExactMarginal::s_from_factor(bool want_grad) const {
     }
     std::fill(Minv_.begin(), Minv_.end(), 0.0);
     for (int m = 0; m < V; ++m) {
+      if (tick(double(m + 1) * (m + 1))) return NAN;
       const double* tm = &tmp_[size_t(m) * V];
       for (int i = 0; i <= m; ++i) {
         const double tmi = tm[i];
@@ -191,6 +222,7 @@ double ExactMarginal::s_from_factor(bool want_grad) const {
     // Gamma = Minv B
     std::fill(Gam_.begin(), Gam_.end(), 0.0);
     for (int i = 0; i < V; ++i) {
+      if (tick(double(V) * V)) return NAN;
       double* gi = &Gam_[size_t(i) * V];
       const double* mi = &Minv_[size_t(i) * V];
       for (int k = 0; k < V; ++k) {
@@ -202,6 +234,7 @@ double ExactMarginal::s_from_factor(bool want_grad) const {
     for (size_t e = 0; e < B_.size(); ++e) quad += B_[e] * Gam_[e];
     const double b3 = 0.5 * beta * beta * beta, vb = 0.5 * V * beta;
     for (int i = 0; i < V; ++i) {
+      if (tick(double(V) * V)) return NAN;
       const double* gi = &Gam_[size_t(i) * V];
       for (int j = 0; j < V; ++j) {
         const double* gj = &Gam_[size_t(j) * V];
@@ -217,13 +250,14 @@ double ExactMarginal::s_from_factor(bool want_grad) const {
 
 // dS/dA from dS/dC (GC_) and dS/dB (GB_): dS/dK = w sum_mu X GC X^T, dS/dA_R = 2 A_R dS/dK
 // (GC symmetric), plus dS/dA[l, j] = w sum_mu GB[t_j, y_l].
-void ExactMarginal::grad_A(const double* A, double* dA) const {
+bool ExactMarginal::grad_A(const double* A, double* dA) const {
   const int L = L_, V = V_;
   std::fill(GK_.begin(), GK_.end(), 0.0);
   std::fill(dA, dA + size_t(L) * L, 0.0);
   if (uses_counts()) {  // GK = sum_e GC[e] n2[e], dA (loss rows) = sum_e GB[e] nb[e]
     const size_t LL = size_t(L) * L;
     for (size_t e = 0; e < GC_.size(); ++e) {
+      if (tick(2.0 * double(LL))) return false;
       const double gc = GC_[e], gb = GB_[e];
       const double* n2 = &n2_[e * LL];
       const double* nb = &nb_[e * LL];
@@ -234,6 +268,7 @@ void ExactMarginal::grad_A(const double* A, double* dA) const {
     }
   }
   for (int mu = 0; mu < (uses_counts() ? 0 : P_); ++mu) {
+    if (tick(kStrided * (double(L) * L + double(R_) * L))) return false;
     const int32_t* t = &tok_[size_t(mu) * L];
     const int32_t* y = &tgt_[size_t(mu) * L];
     for (int i = 0; i < L; ++i) {
@@ -249,6 +284,7 @@ void ExactMarginal::grad_A(const double* A, double* dA) const {
   }
   const double w = cfg_.weight;
   for (int l = first_row_; l < L; ++l) {
+    if (tick(double(L) * L + L)) return false;
     const double* a = A + size_t(l) * L;
     double* d = dA + size_t(l) * L;
     for (int j = 0; j < L; ++j) d[j] *= w;
@@ -259,12 +295,14 @@ void ExactMarginal::grad_A(const double* A, double* dA) const {
       for (int j = 0; j < L; ++j) d[j] += ai * gk[j];
     }
   }
+  return true;
 }
 
 double ExactMarginal::s_data(const double* A, double* dA) const {
-  build(A);
+  start();
+  if (!build(A)) return NAN;
   const double s = s_from_factor(dA != nullptr);
-  if (dA) grad_A(A, dA);
+  if (cancelled_ || (dA && !grad_A(A, dA))) return NAN;
   return s;
 }
 
@@ -292,6 +330,7 @@ double ExactMarginal::action(const double* G, double* dG) const {
   const size_t LL = size_t(L) * L;
   attention_of(G, A_.data());
   const double s = s_data(A_.data(), dG ? dA_.data() : nullptr);
+  if (cancelled_) return NAN;
   double prior = 0.0;
   for (size_t e = 0; e < LL; ++e) prior += G[e] * G[e];
   prior *= 0.5 / cfg_.sg2;
@@ -315,21 +354,28 @@ double ExactMarginal::action(const double* G, double* dG) const {
 }
 
 void ExactMarginal::readout(const double* A, double* W) const {
-  build(A);
-  s_from_factor(true);  // Gam_ = M^{-1} B
+  start();
   const int V = V_;
+  if (build(A)) s_from_factor(true);  // Gam_ = M^{-1} B
+  if (cancelled_) {
+    std::fill(W, W + size_t(V) * V, NAN);
+    return;
+  }
   for (int i = 0; i < V; ++i)
     for (int j = 0; j < V; ++j) W[size_t(i) * V + j] = beta_ * Gam_[size_t(j) * V + i];
 }
 
 // sum ||W h - y||^2 = tr(W C W^T) - 2 tr(W B) + tr(Y^T Y) with W = beta Gamma^T.
 double ExactMarginal::train_mse(const double* A) const {
-  build(A);
+  start();
+  if (!build(A)) return NAN;
   s_from_factor(true);
+  if (cancelled_) return NAN;
   const int V = V_;
   const double b = beta_;
   double wcw = 0.0, wb = 0.0;
   for (int i = 0; i < V; ++i) {  // W_i. = b Gam[:, i]; (W C W^T)_ii = b^2 Gam[:,i]^T C Gam[:,i]
+    if (tick(kStrided * double(V) * V)) return NAN;  // Gam read down a column
     for (int j = 0; j < V; ++j) {
       const double gji = Gam_[size_t(j) * V + i];
       if (gji == 0.0) continue;

@@ -14,10 +14,12 @@
 // l, j]
 // ("counts": O(V^2 L^2 + L^3 + V^3) per evaluation, independent of P). All work buffers are
 // allocated in the constructor: evaluations do not allocate, and an object must not be shared
-// between threads.
+// between threads. The counts are gathered on the first evaluation (with the cancel check, see
+// set_cancel), not in the constructor.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,23 @@ class ExactMarginal {
   // Training MSE per loss position, sum_{mu,l} ||W h - y||^2 / (w P R), with the posterior-mean W.
   double train_mse(const double* A) const;
 
+  // Ctrl-C inside one evaluation (at L = V = 4096 one takes minutes): with a cancel check set,
+  // the outer loops of an evaluation (C and B, the token counts, the Cholesky factor, the inverse,
+  // the gradient, the train MSE) poll `cancel` after every `block_cost` multiply-adds of work
+  // (cache-missing ones count 8; ~0.1-0.4 s between polls at L, V in the thousands), and
+  // once it returns true the evaluation stops there: s_data, action and train_mse return NaN,
+  // readout fills W with NaN, and cancelled() is true until the next evaluation starts. Counts
+  // gathered before a cancel are kept and the gathering goes on at the next evaluation (counts
+  // are integers, so this is exact). The blocks only split outer loops, so results are
+  // bit-identical with or without a check. `cancel` is called on the evaluating thread.
+  void set_cancel(std::function<bool()> cancel, double block_cost = 1e8) {
+    cancel_ = std::move(cancel);
+    block_cost_ = block_cost;
+  }
+  bool cancelled() const { return cancelled_; }
+  // Polls of `cancel` in the last evaluation (tests).
+  int64_t polls() const { return polls_; }
+
   int L() const { return L_; }
   int V() const { return V_; }
   int P() const { return P_; }
@@ -84,19 +103,41 @@ class ExactMarginal {
   const std::vector<double>& last_B() const { return B_; }
 
  private:
-  // Fills C_, B_ from A; then M_ = I/sw2 + beta C_ and its Cholesky factor. Returns false if
-  // M is not positive definite (cannot happen for finite A, kept as a guard).
-  void build(const double* A) const;
-  void factor() const;
-  double s_from_factor(bool want_grad) const;  // value; gradients wrt C, B into GC_, GB_ if asked
-  void grad_A(const double* A, double* dA) const;
+  // Fills C_, B_ from A; then M_ = I/sw2 + beta C_ and its Cholesky factor (throws if M is not
+  // positive definite: cannot happen for finite A, kept as a guard). False when cancelled.
+  bool build(const double* A) const;
+  bool factor() const;
+  // Value; gradients wrt C, B into GC_, GB_ if asked. NaN when cancelled.
+  double s_from_factor(bool want_grad) const;
+  bool grad_A(const double* A, double* dA) const;  // false when cancelled
+  bool gather_counts() const;                      // the counts not yet gathered; false: cancelled
+  void start() const;                              // a new evaluation: cancel state reset
+  // Cancel check: `work` multiply-adds done since the last call; polls `cancel` when the work
+  // since the last poll reaches block_cost_. True when cancelled (then on every later call).
+  bool tick(double work) const {
+    if (cancelled_) return true;
+    if (!cancel_) return false;
+    work_ += work;
+    if (work_ < block_cost_) return false;
+    work_ = 0;
+    ++polls_;
+    cancelled_ = cancel_();
+    return cancelled_;
+  }
 
   MarginalConfig cfg_;
   int L_, V_, P_, R_, first_row_;
   double beta_;
-  std::vector<int32_t> tok_;     // P x L
-  std::vector<int32_t> tgt_;     // P x L: target symbol of row l (valid for loss rows)
-  std::vector<double> n2_, nb_;  // V^2 blocks of L x L token counts (empty on the direct path)
+  std::vector<int32_t> tok_;  // P x L
+  std::vector<int32_t> tgt_;  // P x L: target symbol of row l (valid for loss rows)
+  // V^2 blocks of L x L token counts (empty on the direct path); sequences counted so far
+  mutable std::vector<double> n2_, nb_;
+  mutable int counted_ = 0;
+  std::function<bool()> cancel_;
+  double block_cost_ = 1e8;
+  mutable double work_ = 0;
+  mutable int64_t polls_ = 0;
+  mutable bool cancelled_ = false;
   // workspaces (mutable: evaluations are logically const)
   mutable std::vector<double> A_, K_, GK_, dA_;                          // L x L
   mutable std::vector<double> C_, B_, Lc_, Minv_, Gam_, GC_, GB_, tmp_;  // V x V

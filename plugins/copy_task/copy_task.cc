@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -230,6 +231,13 @@ class CopyTask {
         theta_(net_.n_params()),
         noise_(net_.n_params()),
         a_(size_t(cfg_.L) * cfg_.L) {
+    // Tests only: PHASELAB_COPY_CHUNK_COST=N sets the piece budget (multiply-adds, default 8e9),
+    // so a small L, V is cut into as many row blocks as a large one (Ctrl-C latency test).
+    if (const char* v = std::getenv("PHASELAB_COPY_CHUNK_COST"); v && *v) {
+      char* end = nullptr;
+      const double c = std::strtod(v, &end);
+      if (!*end && c >= 1) net_.set_chunk_cost(c);
+    }
     const std::string init = cx.s("init");
     if (init == "both" || init == "uniform") inits_.push_back("uniform");
     if (init == "both" || init == "copy") inits_.push_back("copy");
@@ -388,6 +396,9 @@ class CopyTask {
         // Langevin on G (double); W is integrated out. Start from the same G as the other methods.
         const size_t nw = size_t(cfg_.V) * cfg_.V;
         for (size_t i = 0; i < gd_.size(); ++i) gd_[i] = theta_[nw + i];
+        // Ctrl-C inside one evaluation of the exact marginal (minutes at large L, V): it returns
+        // NaN, the chain stops at its next check and the point is recorded as cancelled.
+        marginal_->set_cancel([&] { return cx.cancelled() != 0; });
         r.ok = mala_->run([&](const double* G, double* grad) { return marginal_->action(G, grad); },
                           gd_.data(), mcfg_, k_, cx.seed(), cx.point_stream(base),
                           cx.point_stream(base + 1),

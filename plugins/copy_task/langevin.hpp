@@ -4,6 +4,7 @@
 // copy_theory).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -45,6 +46,9 @@ class MarginalPotential {
         Wd_(size_t(V_) * V_) {}
 
   double action(const double* G, double* grad) const { return m_.action(G, grad); }
+  // Ctrl-C inside one evaluation (ExactMarginal::set_cancel): a cancelled one returns NaN.
+  void set_cancel(std::function<bool()> cancel) { m_.set_cancel(std::move(cancel)); }
+  bool cancelled() const { return m_.cancelled(); }
   // A(G) as float (L x L).
   void attention(const double* G, float* A) {
     m_.attention_of(G, Ad_.data());

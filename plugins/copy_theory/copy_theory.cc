@@ -202,6 +202,9 @@ class CopyTheory {
         mc.wrap = m_.wrap;
         mc.attention = softmax_ ? Attention::softmax : Attention::linear;
         em.reset(new ExactMarginal(mc, tokens_.data(), Pi));
+        // Ctrl-C inside the check (minutes per evaluation at L = V = 4096): the evaluation
+        // stops between blocks of its loops and the point is recorded as cancelled.
+        em->set_cancel([&] { return cx.cancelled() != 0; });
       }
       for (size_t b = 0; b < br.size(); ++b) {
         const Branch& x = br[b];
@@ -233,6 +236,7 @@ class CopyTheory {
           // through 0 on the copy branch, so it is no scale).
           const double Pd = double(Pi), scale = 0.5 * m_.beta() * Pd * m_.R();
           sd = em->s_data(A.data(), nullptr);
+          if (em->cancelled()) return PL_CANCELLED;
           // S_data is the marginal: compare with the marginal S_pop also for objective = map
           Model mm = m_;
           mm.map = false;
@@ -241,6 +245,7 @@ class CopyTheory {
           // the reduced action's own S_pop (self-averaged rest logits) at the same (rounded) P
           relr = (sd - s_pop(mm, Pd, x.st)) / scale;
           mse_ex = em->train_mse(A.data());
+          if (em->cancelled()) return PL_CANCELLED;
         }
         const double a = softmax_ ? x.st.D / m_.R() : NAN;
         cx.emit(kResults, {P, x.name, x.global, int(br.size()), num(softmax_ ? x.x1 : NAN), num(a),

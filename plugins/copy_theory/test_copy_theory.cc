@@ -301,6 +301,121 @@ TEST_CASE("exact marginal: the count path gives the direct path's action and gra
   CHECK_FALSE(ExactMarginal(small, tok.data(), 10).uses_counts());  // automatic: P <= V^2
 }
 
+TEST_CASE("exact marginal: the cancel check splits loops, not results; a cancel stops early") {
+  // Oracle: the same object without a cancel check (whose values the tests above check against
+  // the dual form, finite differences and explicit H). With a check polled every 40 multiply-adds
+  // (dozens of polls per evaluation, in every loop) the action, its gradient, the read-out and
+  // the train MSE are bit-identical. A cancel at poll n (every n below the uncancelled count)
+  // returns NaN (read-out: NaN), cancelled() says so, and `cancel` is not called again; the next
+  // evaluation is whole again and bit-identical (counts cancelled while being gathered are taken
+  // up where they stopped).
+  for (MPath path : {MPath::direct, MPath::counts}) {
+    MarginalConfig c;
+    c.L = 10;
+    c.V = 5;
+    c.wrap = Wrap::drop_first;
+    c.weight = 1.25;
+    c.path = path;
+    const int P = 60;
+    const auto tok = random_tokens(P, c.L, c.V, 71);
+    const auto G = random_matrix(c.L, 1.2, 72);
+    const size_t LL = G.size(), VV = size_t(c.V) * c.V;
+    ExactMarginal ref(c, tok.data(), P);
+    REQUIRE(ref.uses_counts() == (path == MPath::counts));
+    std::vector<double> g_ref(LL), A(LL), w_ref(VV);
+    const double s_ref = ref.action(G.data(), g_ref.data());
+    ref.attention_of(G.data(), A.data());
+    ref.readout(A.data(), w_ref.data());
+    const double mse_ref = ref.train_mse(A.data());
+    CHECK_FALSE(ref.cancelled());
+    CHECK(ref.polls() == 0);
+
+    auto same = [](const std::vector<double>& x, const std::vector<double>& y) {
+      return std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0;
+    };
+    int64_t calls = 0, stop_at = -1;  // stop_at < 0: never
+    auto check = [&] { return ++calls == stop_at || (stop_at >= 0 && calls > stop_at); };
+    ExactMarginal em(c, tok.data(), P);
+    em.set_cancel(check, 40);
+    // Uncancelled, checked: the gathering (counts path) is in the first evaluation only.
+    std::vector<double> g(LL), w(VV);
+    const double s_first = em.action(G.data(), g.data());
+    const int64_t polls_first = em.polls();
+    CHECK(polls_first == calls);
+    CHECK(std::memcmp(&s_first, &s_ref, sizeof s_ref) == 0);
+    CHECK(same(g, g_ref));
+    calls = 0;
+    CHECK(em.action(G.data(), g.data()) == s_ref);
+    const int64_t polls_action = calls;
+    CHECK(em.polls() == polls_action);
+    CHECK(polls_action > 50);
+    if (path == MPath::counts)
+      CHECK(polls_first > polls_action);
+    else
+      CHECK(polls_first == polls_action);
+    CHECK(same(g, g_ref));
+    em.readout(A.data(), w.data());
+    CHECK(same(w, w_ref));
+    const int64_t polls_readout = em.polls();
+    CHECK(polls_readout > 10);
+    const double mse = em.train_mse(A.data());
+    CHECK(std::memcmp(&mse, &mse_ref, sizeof mse) == 0);
+    const int64_t polls_mse = em.polls();
+    CHECK(polls_mse > 10);
+
+    // Cancelled at every poll of an action with gradient, then of a train MSE.
+    for (int64_t n = 1; n <= polls_action; ++n) {
+      calls = 0;
+      stop_at = n;
+      std::fill(g.begin(), g.end(), 0.0);
+      CHECK(std::isnan(em.action(G.data(), g.data())));
+      CHECK(em.cancelled());
+      CHECK(calls == n);  // nothing polled (or computed to a poll) after the cancel
+      CHECK(em.polls() == n);
+    }
+    for (int64_t n = 1; n <= polls_mse; ++n) {
+      calls = 0;
+      stop_at = n;
+      CHECK(std::isnan(em.train_mse(A.data())));
+      CHECK(calls == n);
+    }
+    for (int64_t n = 1; n <= polls_readout; ++n) {
+      calls = 0;
+      stop_at = n;
+      em.readout(A.data(), w.data());
+      CHECK(em.cancelled());
+      CHECK(calls == n);
+      CHECK(std::all_of(w.begin(), w.end(), [](double x) { return std::isnan(x); }));
+    }
+    // Whole again.
+    calls = 0;
+    stop_at = -1;
+    CHECK(em.action(G.data(), g.data()) == s_ref);
+    CHECK_FALSE(em.cancelled());
+    CHECK(same(g, g_ref));
+    CHECK(em.train_mse(A.data()) == mse_ref);
+
+    // Counts: a cancel while they are gathered (first evaluation), then taken up again.
+    if (path == MPath::counts) {
+      for (int64_t n : {int64_t(1), int64_t(5), polls_first - polls_action}) {
+        ExactMarginal ec(c, tok.data(), P);
+        calls = 0;
+        stop_at = n;
+        ec.set_cancel(check, 40);
+        CHECK(std::isnan(ec.action(G.data(), g.data())));
+        CHECK(calls == n);
+        calls = 0;
+        stop_at = -1;
+        std::fill(g.begin(), g.end(), 0.0);
+        const double s = ec.action(G.data(), g.data());
+        CHECK(std::memcmp(&s, &s_ref, sizeof s) == 0);
+        CHECK(same(g, g_ref));
+        CHECK(calls == polls_first - n + 1);  // only the sequences not yet counted, then the rest
+      }
+    }
+  }
+}
+
 TEST_CASE("exact marginal: weight equals duplicated data; read-out and train MSE vs explicit H") {
   MarginalConfig c;
   c.L = 5;
