@@ -2,6 +2,7 @@
 #include "driver/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 
 #include "driver/text.hpp"
@@ -131,30 +132,32 @@ const CommandSpec* find_command(const std::string& name) {
 // option: the last wins). The messages stay phaselab's own: an unknown option with a
 // did-you-mean, an option without its value, a flag given a value.
 bool split_options(const CommandSpec& spec, int argc, char** argv, Args* out) {
-  CLI::App app{"phaselab"};
-  app.set_help_flag();  // the help texts above, not CLI11's
-  app.allow_extras();
-  CLI::App* cmd = app.add_subcommand(spec.name);
-  cmd->set_help_flag();
-  cmd->allow_extras();  // unknown options are reported below, with a did-you-mean
+  // The words after the command's name only: no CLI11 subcommand, so that an option's value may
+  // be any word, a command's name included (`--out run`).
+  CLI::App cmd{"phaselab"};
+  cmd.set_help_flag();  // the help texts above, not CLI11's
+  cmd.allow_extras();   // unknown options are reported below, with a did-you-mean
   std::vector<std::pair<const OptionSpec*, CLI::Option*>> options;
   for (const auto& o : spec.options) {
     const std::string names = std::string(o.name) == "--help" ? "-h,--help" : o.name;
     // A value option takes 0 or 1 values, so that a missing one is reported by name below
     // (and `--threads --quiet` is not read as --threads "--quiet").
     options.push_back({&o, o.takes_value
-                               ? cmd->add_option(names)->expected(0, 1)->multi_option_policy(
+                               ? cmd.add_option(names)->expected(0, 1)->multi_option_policy(
                                      CLI::MultiOptionPolicy::TakeLast)
-                               : cmd->add_flag(names)});
+                               : cmd.add_flag(names)});
   }
-  cmd->add_option("arguments", out->positional);
+  std::vector<std::string> words;
+  cmd.add_option("arguments", words);
+  std::vector<std::string> rest(argv + std::min(argc, 2), argv + argc);
+  std::reverse(rest.begin(), rest.end());  // CLI11 takes the words last first
   try {
-    app.parse(argc, argv);
+    cmd.parse(rest);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "phaselab %s: error: %s\n", spec.name, e.what());
     return false;
   }
-  for (std::string a : cmd->remaining()) {
+  for (std::string a : cmd.remaining()) {
     if (a.empty() || a[0] != '-') continue;
     a = a.substr(0, a.find('='));
     std::vector<std::string> names;
@@ -164,7 +167,7 @@ bool split_options(const CommandSpec& spec, int argc, char** argv, Args* out) {
                  dym.empty() ? "" : (" (did you mean " + dym + "?)").c_str());
     return false;
   }
-  for (const std::string& a : app.remaining()) out->positional.push_back(a);  // after "--"
+  out->positional = words;
   for (const auto& [o, opt] : options) {
     if (!opt->count()) continue;
     // CLI11 gives a missing value (the option last, or before another option) as "", as it

@@ -87,6 +87,7 @@ struct SpawnOptions {
   bool gnuplot = false;
   std::vector<std::string> env;
   bool own_group = false;
+  std::string cwd;  // the child's working folder (empty: this process's)
 };
 
 // Starts `exe args` (exe found on PATH if it has no slash); stdout and stderr go to
@@ -97,6 +98,7 @@ inline pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
   REQUIRE(pid >= 0);
   if (pid == 0) {
     if (o.own_group) ::setpgid(0, 0);
+    if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) ::_exit(126);
     const std::string plugins =
         o.plugin_path.empty() ? env_or("PHASELAB_TEST_PLUGINS", "") : o.plugin_path;
     ::setenv("PHASELAB_PLUGIN_PATH", plugins.c_str(), 1);

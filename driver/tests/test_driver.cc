@@ -186,6 +186,20 @@ TEST_CASE("help, version and usage errors") {
   r = phaselab({"run"}, d);
   CHECK(r.rc == 2);
   CHECK(r.err.find("missing CONFIG.toml") != std::string::npos);
+  // An option's value may be any word, a command's name included (the SDK check runs
+  // `--out run`; read as the command, it was refused as a missing value).
+  SpawnOptions in_d;
+  in_d.cwd = d.path;
+  r = finish(pl::driver_test::spawn(phaselab_exe(), {"run", "good.toml", "--out", "run", "--quiet"},
+                                    d, "out-run", in_d),
+             d, "out-run");
+  CHECK_MESSAGE(r.rc == 0, r.err);
+  CHECK(exists(d / "run/results.csv"));
+  r = finish(pl::driver_test::spawn(phaselab_exe(), {"run", "good.toml", "--out=merge", "--quiet"},
+                                    d, "out-merge", in_d),
+             d, "out-merge");
+  CHECK_MESSAGE(r.rc == 0, r.err);
+  CHECK(exists(d / "merge/results.csv"));
 }
 
 TEST_CASE("kernels --json keeps its format") {
