@@ -61,8 +61,9 @@ def torch_point(args):
     (K, seed, C, N, d, layers, B, steps, lr, warmup, n_eval, ckpts, alpha) = args
     import numpy as np
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
+
+    from markov_vs_torch import make_torch_net  # the same PyTorch model as the step benchmark
 
     torch.set_num_threads(1)
     torch.manual_seed(seed)
@@ -106,38 +107,7 @@ def torch_point(args):
 
     sets = [eval_set(True), eval_set(False)]
 
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv = nn.Linear(d, 3 * d, bias=False)
-            self.o = nn.Linear(d, d, bias=False)
-            self.fc = nn.Linear(d, 4 * d, bias=False)
-            self.proj = nn.Linear(4 * d, d, bias=False)
-
-        def forward(self, x):
-            q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-            a = F.scaled_dot_product_attention(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1),
-                                               is_causal=True).squeeze(1)
-            y = x + self.o(a)
-            return y + self.proj(F.gelu(self.fc(self.ln2(y)), approximate="tanh"))
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte = nn.Embedding(C, d)
-            self.wpe = nn.Parameter(torch.randn(N, d) * 0.01)
-            self.blocks = nn.ModuleList([Block() for _ in range(layers)])
-            self.lnf = nn.LayerNorm(d)
-            self.u = nn.Linear(d, C, bias=False)
-
-        def forward(self, x):
-            h = self.wte(x) + self.wpe
-            for b in self.blocks:
-                h = b(h)
-            return self.u(self.lnf(h))
-
-    net = Net()
+    net = make_torch_net(d, N, C, layers)
     opt = torch.optim.AdamW(net.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     late0 = N - max(1, round(0.25 * N))
     rows = []

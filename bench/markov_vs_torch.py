@@ -33,13 +33,12 @@ import tempfile
 import time
 
 
-def torch_step_ms(threads, d, N, B, C, layers, reps, init_out=None):
+def make_torch_net(d, N, C, layers):
+    """The Markov model in PyTorch (pre-LN GPT block, tanh GELU, no biases in the linear maps),
+    built from torch's current random state; the peers of both benchmark scripts use it."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
-
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
 
     class Block(nn.Module):
         def __init__(self):
@@ -73,7 +72,17 @@ def torch_step_ms(threads, d, N, B, C, layers, reps, init_out=None):
                 h = b(h)
             return self.u(self.lnf(h))
 
-    net = Net()
+    return Net()
+
+
+def torch_step_ms(threads, d, N, B, C, layers, reps, init_out=None):
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+
+    net = make_torch_net(d, N, C, layers)
     if init_out is not None:  # the initial weights and the batch, for the JAX run to start from
         import numpy as np
         np.savez(init_out, seq=seq_np(B, N, C), **{k: v.detach().numpy() for k, v in net.state_dict().items()})
