@@ -43,9 +43,9 @@ bash scripts/lint.sh build || { echo "lint failed"; status=1; }
 if [[ "${PHASELAB_SKIP_SANITIZE:-0}" != 1 ]]; then
   # No MPI here: Open MPI's own allocations would read as leaks; the release tree tests mpirun.
   # -O1 -g1 (line tables: file:line in every report): the sanitizer tree compiles ~40% faster
-  # than at -O2 -g (GCC 12 on the Highway kernels), the slowest stage of this script.
+  # than at -O2 -g (GCC 12 on the Highway kernels), the slowest stage of this script; asserts on.
   build build-sanitize --buildtype=plain -Doptimization=1 -Dcpp_args=-g1 -Dc_args=-g1 \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dbench=false -Dmpi=disabled \
+    -Db_ndebug=false -Db_sanitize=address,undefined -Db_lundef=false -Dbench=false -Dmpi=disabled \
     || { echo "sanitizer build failed"; status=1; }
   [[ -f build-sanitize/build.ninja ]] && \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
