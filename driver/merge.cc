@@ -42,15 +42,6 @@ int fail(const std::string& msg) {
   return kExitUsage;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string short_json(const json& j) {
   std::string s = j.dump();
   return s.size() > 60 ? s.substr(0, 57) + "..." : s;

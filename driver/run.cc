@@ -82,15 +82,6 @@ bool make_dirs(const std::string& path, std::string* error) {
   return true;
 }
 
-std::string utc_now(const char* fmt = "%Y-%m-%dT%H:%M:%SZ") {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, fmt, &tm);
-  return buf;
-}
-
 // ---------------------------------------------------------------- one point
 enum class PointStatus { not_run, ok, failed, cancelled, resumed };
 const char* status_name(PointStatus s) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -136,6 +137,15 @@ bool read_file(const std::string& path, std::string* text, std::string* error) {
 
 bool write_file_atomic(const std::string& path, const std::string& text, std::string* error) {
   return write_file_durable(path, text, error);  // checked writes, fsync, rename
+}
+
+std::string utc_now(const char* fmt) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, fmt, &tm);
+  return buf;
 }
 
 }  // namespace pl::driver

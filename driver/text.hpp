@@ -34,5 +34,7 @@ std::string quoted(const std::string& s);
 bool read_file(const std::string& path, std::string* text, std::string* error);
 // Writes via a temporary file and rename, so readers never see a half-written file.
 bool write_file_atomic(const std::string& path, const std::string& text, std::string* error);
+// The current UTC time in strftime's `fmt` (default: ISO 8601, as run.json records it).
+std::string utc_now(const char* fmt = "%Y-%m-%dT%H:%M:%SZ");
 
 }  // namespace pl::driver
