@@ -2,6 +2,7 @@
 // The harness's correctness sweep: every test case (kernels/*/cases_*.cc) on every runnable
 // variant of its kernel, every output against the case's double reference.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 
 #include "kernels/harness/harness.hpp"
@@ -11,6 +12,14 @@ TEST_CASE("harness: every case, every runnable variant vs its double reference")
   REQUIRE(!pl::test::cases().empty());
   std::map<int, size_t> tested;  // cases per kernel
   size_t skipped = 0;
+  const char* mw = std::getenv("PHASELAB_HARNESS_MAX_WORK");
+  const double max_work = mw ? std::atof(mw) : 0;
+  std::map<int, double> smallest;  // each kernel's smallest test case, which always runs
+  for (const auto& c : pl::test::cases()) {
+    const double w = std::max(c.work.items, c.work.flops);
+    auto [it, fresh] = smallest.emplace(static_cast<int>(c.kernel), w);
+    if (!fresh) it->second = std::min(it->second, w);
+  }
   for (const auto& c : pl::test::cases()) {
     if (c.use == pl::test::Use::bench) continue;
     // Under emulation (tests/emulation.hpp) the benchmark shapes above 2^19 items or FLOPs are
@@ -18,6 +27,14 @@ TEST_CASE("harness: every case, every runnable variant vs its double reference")
     // test-only case runs.
     if (pl::test::emulated() && c.use == pl::test::Use::test_and_bench &&
         std::max(c.work.items, c.work.flops) > 0x1p19) {
+      ++skipped;
+      continue;
+    }
+    // PHASELAB_HARNESS_MAX_WORK=N: only the cases of at most N items or FLOPs (the tails, masks
+    // and small shapes) and each kernel's smallest, for a second pass at another vector width
+    // under emulation.
+    const double work = std::max(c.work.items, c.work.flops);
+    if (max_work > 0 && work > max_work && work > smallest[static_cast<int>(c.kernel)]) {
       ++skipped;
       continue;
     }
@@ -34,7 +51,9 @@ TEST_CASE("harness: every case, every runnable variant vs its double reference")
         pl::test::check_output(v->name + "/" + c.label + " " + o.name, o, c.atol, c.rtol);
     }
   }
-  if (skipped) MESSAGE(skipped << " benchmark-sized cases left to native runs (emulated)");
+  if (skipped)
+    MESSAGE(skipped << " cases left out (emulated: benchmark-sized; or above "
+                       "PHASELAB_HARNESS_MAX_WORK)");
   // Every kernel of kernels.def has its sweep here.
   for (int k = 0; k < pl::kNumKernels; ++k) {
     const std::string name = pl::kernel_name(k);
