@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm/model_shapes.hpp"
+
 namespace {
 
 void register_sgemm(size_t m, size_t n, size_t k, const char* trans = "nn") {
@@ -45,17 +47,9 @@ int main(int argc, char** argv) {
   register_sgemm(8192, 256, 64, "nt");
   register_sgemm(8192, 10, 64, "nt");
   register_sgemm(64, 256, 8192, "tn");
-  // The Markov model's products (kernels/gemm/bench_gemm.cc lists the same).
-  for (size_t d : {32, 64}) {
-    for (size_t out : {size_t(10), d, 3 * d, 4 * d}) {
-      register_sgemm(1024, out, d, "nt");
-      register_sgemm(1024, d, out, "nn");
-      register_sgemm(out, d, 1024, "tn");
-    }
-    register_sgemm(1024, d, 4 * d, "nt");
-    register_sgemm(1024, 4 * d, d, "nn");
-    register_sgemm(d, 4 * d, 1024, "tn");
-  }
+  // The Markov model's products, the list the harness's GEMM cases use.
+  pl::gemm_shapes::for_each_model_gemm(
+      [](size_t m, size_t n, size_t k, const char* t) { register_sgemm(m, n, k, t); });
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

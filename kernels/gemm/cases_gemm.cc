@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/gemm/model_shapes.hpp"
 #include "kernels/harness/harness.hpp"
 
 namespace {
@@ -254,19 +255,9 @@ PL_KERNEL_CASES {
   // (dW = dY^T X over all rows: k = 8192).
   bench(8192, 10, 64, "nt");
   bench(64, 256, 8192, "tn");
-  // The Markov model's own products, one chunk of R = 1024 rows (plugins/markov_common/model.hpp,
-  // d_model 32 and 64, ffn 4d, C = 10): Y = X W^T ("nt", n = out), dX = dY W ("nn", n = in) and
-  // dW = dY^T X ("tn", k = R).
-  for (size_t d : {32, 64}) {
-    for (size_t o : {size_t(10), d, 3 * d, 4 * d}) {
-      bench(1024, o, d, "nt");
-      bench(1024, d, o, "nn");
-      bench(o, d, 1024, "tn");
-    }
-    bench(1024, d, 4 * d, "nt");
-    bench(1024, 4 * d, d, "nn");
-    bench(d, 4 * d, 1024, "tn");
-  }
+  // The Markov model's own products (model_shapes.hpp).
+  pl::gemm_shapes::for_each_model_gemm(
+      [&](size_t m, size_t n, size_t k, const char* t) { bench(m, n, k, t); });
   // Batched small problems, one A for all: the copy task's A X^mu, 1000 x (16 x 16) (16 x 4).
   add_batched("nn/batch:1000/m:16/n:4/k:16", 16, 4, 16, 1000, 0, 0, 1.f, 0.f, false, true,
               Use::test_and_bench);
