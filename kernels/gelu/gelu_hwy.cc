@@ -70,8 +70,11 @@ HWY_INLINE void Sigmoid(D d, V x, V& xc, V& sigma, V& one_minus_sigma) {
 #else
   // e = e^(-z); above 88.7 Exp gives inf (kept inside its valid range, <= 104), so sigma = 0.
   const V e0 = hn::Exp(d, hn::Min(hn::Neg(z_hi), hn::Set(d, 100.f)));
-  const V e = hn::Mul(e0, hn::Sub(one, z_lo));  // e^(-z_hi) (1 - z_lo); inf stays inf
-  sigma = hn::Div(one, hn::Add(one, e));
+  // e^(-z_hi) (1 - z_lo); inf stays inf. 1 + e as one explicit FMA, as above (GCC contracts
+  // e + 1 into an FMA where e has no other use, in gelu but not in gelu_fwd_grad: their bits
+  // differed on NEON).
+  const V e = hn::Mul(e0, hn::Sub(one, z_lo));
+  sigma = hn::Div(one, hn::MulAdd(e0, hn::Sub(one, z_lo), one));
 #endif
   // 1 - sigma: by subtraction where that is exact enough (sigma < 1/2), else e sigma (never
   // inf * 0 there since e <= 1).
