@@ -17,7 +17,7 @@ struct OptionSpec {
 struct CommandSpec {
   const char* name;
   const char* synopsis;
-  int positional;  // expected positional arguments (-1: zero or one; -n, n >= 2: at least n)
+  int positional;  // expected positional arguments (-1: zero or one; -n, n >= 2: at least n - 1)
   std::vector<OptionSpec> options;
   const char* help;
 };
@@ -107,7 +107,7 @@ const std::vector<CommandSpec>& commands() {
        "written (disk full, I/O error: path and errno printed; --resume continues).\n"},
       {"merge",
        "phaselab merge OUT SHARD_DIR... [--quiet]",
-       -2,
+       -3,
        {{"--quiet", false}, {"--help", false}},
        "Joins the shard folders of `phaselab run --shard I/N` into the run folder OUT, as if the\n"
        "run had not been sharded: results.csv, the side tables and failures.csv byte-identical to\n"
@@ -118,6 +118,42 @@ const std::vector<CommandSpec>& commands() {
        "named), when a shard is given twice or shards are missing (their points are named).\n"
        "  phaselab merge runs/x runs/x/shard-*\n"
        "exit status: 0 ok, 2 refused, 4 some points failed (failures.csv).\n"},
+      {"plot",
+       "phaselab plot --out FIG.png [--title T] [--xlabel X] [--ylabel Y] [--logx] [--logy]\n"
+       "              SERIES...",
+       -2,
+       {{"--out", true},
+        {"--title", true},
+        {"--xlabel", true},
+        {"--ylabel", true},
+        {"--logx", false},
+        {"--logy", false},
+        {"--help", false}},
+       "Draws series selected from the CSV tables of run folders on one figure, with the code\n"
+       "that draws a run's figures. Each SERIES (one word; quote it) is\n"
+       "  TABLE:x=COL:y=COL[,COL]:where=COL=V[,COL=V]:group=COL[,COL]:title=TEXT:style=KIND\n"
+       "  TABLE     a CSV file, or a run folder (its results.csv)\n"
+       "  x=, y=    the columns drawn (several y: one curve each); rows whose x or y is empty or\n"
+       "            not a number (or <= 0 on a log axis) are skipped\n"
+       "  where=    keep the rows where every COL equals V (numbers compare by value: 1 = 1.0)\n"
+       "  group=    one curve per distinct combination of these columns' values\n"
+       "  title=    the legend entry: {COL} is a group column's value, {param:NAME} a parameter\n"
+       "            from run.json beside the table (default: the group values)\n"
+       "  style=    lines (rows in order of x), points (every row), linespoints, or mean (mean\n"
+       "            +- standard error per x, as run figures draw lines), then gnuplot options:\n"
+       "            style=lines lw 2 dt 3 (a colour, dash or marker given replaces the default)\n"
+       "x= and y= are needed; a colon starts a field only before x=, y=, where=, group=, title=\n"
+       "or style=. A column named anywhere that is not in its table is an error naming both.\n"
+       "Writes FIG.png and beside it FIG.gp (redraw: cd DIR && gnuplot FIG.gp), FIG.dat (the\n"
+       "blocks drawn) and FIG.csv (series,x,y,se,n: the values drawn). --title may use\n"
+       "{param:NAME} of the first series' run. Example (docs/figures.md):\n"
+       "  phaselab plot --out fig/cG.png --logx --title 'softmax, L={param:L}' \\\n"
+       "    "
+       "'runs/th:x=P:y=cG:where=attention=softmax,objective=map:group=branch:title={branch}'\\\n"
+       "    'runs/ex:x=P:y=cG:where=attention=softmax:group=init:title=Adam {init}:style=points'\n"
+       "exit status: 0 drawn, or gnuplot missing (the .gp, .dat and .csv are written and a\n"
+       "message says so), 2 usage or selection error (nothing written), 5 a file could not be\n"
+       "written or gnuplot failed.\n"},
   };
   return c;
 }
@@ -190,7 +226,7 @@ bool check_positional(const CommandSpec& spec, const Args& args) {
   if (args.has("--help")) return true;
   if (spec.positional == -1 && args.positional.size() <= 1) return true;
   if (spec.positional <= -2) {
-    if (int(args.positional.size()) >= -spec.positional) return true;
+    if (int(args.positional.size()) >= -spec.positional - 1) return true;
     std::fprintf(stderr, "phaselab %s: error: missing arguments\nusage: %s\n", spec.name,
                  spec.synopsis);
     return false;
@@ -222,6 +258,8 @@ void print_usage(std::FILE* f) {
       "  run CONFIG.toml [...]     run a config (--out --threads --target --resume --quiet\n"
       "                            --shard)\n"
       "  merge OUT SHARD_DIR...    join the shards of a run into one run folder\n"
+      "  plot --out FIG.png SERIES...\n"
+      "                            draw series from run folders' tables on one figure\n"
       "\n"
       "  phaselab COMMAND --help   help for one command\n"
       "  phaselab --version        version and git commit\n"
@@ -259,7 +297,7 @@ bool parse_args(int argc, char** argv, Args* out) {
     std::fprintf(
         stderr,
         "phaselab: error: unknown command %s%s (commands: list, kernels, check, run, merge, "
-        "new)\n",
+        "plot, new)\n",
         quoted(first).c_str(), dym.empty() ? "" : (" (did you mean " + dym + "?)").c_str());
     return false;
   }

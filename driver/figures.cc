@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "driver/text.hpp"
@@ -208,15 +209,55 @@ void order_values(std::vector<std::string>* v) {
   });
 }
 
-// One declared plot: reads its table, chooses the columns, gathers the rows into panels (facet
-// values) and series (group value, y column), writes <name>.dat and <name>.gp and runs gnuplot.
-// A series keeps its colour in every panel. Each step that finds the figure cannot be drawn
+// How a series is drawn: the mean +- standard error per x (run figures' line plots), every row
+// as a point, or the rows joined in order of x by a line (with or without their points).
+enum class Kind { Mean, Points, Lines, LinesPoints };
+
+// One table's rows on a figure: a run figure has one, `phaselab plot` one per SERIES.
+struct Source {
+  std::string file;                                  // the CSV file read
+  std::vector<std::vector<std::string>> recs;        // the table, header first
+  int xc = -1;                                       // x column
+  std::vector<std::pair<std::string, int>> ys;       // (name, column)
+  std::vector<std::pair<int, std::string>> filters;  // (column, value): all must hold
+  std::vector<int> groups;                           // one series per distinct combination
+  std::string title;                                 // template ({column}); "" = group labels
+  Kind kind = Kind::Mean;
+  std::string options;  // extra gnuplot options of its series
+  int col(const std::string& c) const {
+    const auto& h = recs[0];
+    auto it = std::find(h.begin(), h.end(), c);
+    return it == h.end() ? -1 : int(it - h.begin());
+  }
+  bool kept(const std::vector<std::string>& rec) const {
+    if (rec.size() != recs[0].size()) return false;
+    for (const auto& [c, v] : filters)
+      if (!same_cell(rec[size_t(c)], v)) return false;
+    return true;
+  }
+};
+
+bool read_source(const std::string& file, Source* s, std::string* why) {
+  std::string text;
+  s->file = file;
+  if (!read_file(file, &text, nullptr) || !parse_csv(text, &s->recs) || s->recs.empty()) {
+    *why = "cannot read " + file;
+    return false;
+  }
+  return true;
+}
+
+// A figure: gathers the rows of its sources into panels (facet values) and series (source, group
+// value, y column), writes <name>.dat and <name>.gp and runs gnuplot. A series keeps its colour
+// in every panel. A run figure (one declared plot) reads one table of the run folder; `phaselab
+// plot` gives its sources ready, one per SERIES. Each step that finds the figure cannot be drawn
 // sets res_.note and returns false.
 class Figure {
  public:
   Figure(const pl_plot_decl& pd, const std::map<std::string, std::string>& constants,
          const Tool& tool)
-      : pd_(pd), constants_(constants), tool_(tool) {
+      : pd_(&pd), constants_(&constants), tool_(tool) {
+    name_ = pd.name;
     res_.name = pd.name;
     // The optional style, as much of it as the plugin's struct has (later fields stay zero).
     if (pd.style && pd.style->struct_size >= sizeof(uint32_t))
@@ -232,13 +273,42 @@ class Figure {
     points_ = !hist_ && ((pd.flags & PL_PLOT_POINTS) || ycat_.on());
   }
 
+  // `phaselab plot`: the sources selected (columns found) by the caller.
+  Figure(const PlotSpec& ps, std::vector<Source> sources, const Tool& tool)
+      : ps_(&ps), tool_(tool), src_(std::move(sources)) {
+    name_ = std::filesystem::path(ps.out).stem().string();
+    res_.name = name_;
+    logx_ = ps.logx;
+    logy_ = ps.logy;
+  }
+
   FigureResult draw(const std::string& out_dir, const std::string& fig_dir) {
-    if (read_table(out_dir) && choose_columns() && choose_groups() && collect()) {
+    src_.resize(1);
+    std::string why;
+    if (!read_source(out_dir + "/" + pd_->table + ".csv", &src_[0], &why)) {
+      fail(why);
+      return res_;
+    }
+    src_[0].kind = points_ ? Kind::Points : Kind::Mean;
+    if (choose_columns() && choose_groups() && collect()) {
       write_data();
       if (write_files(fig_dir)) run_gnuplot(fig_dir);
     }
     return res_;
   }
+
+  // `phaselab plot`: PlotOutcome's status; res_.note says why when not 0 (or not drawn).
+  int draw_plot(const std::string& fig_dir, std::vector<size_t>* rows_per_source) {
+    const bool any = collect();
+    *rows_per_source = rows_per_source_;
+    if (!any) return 2;
+    write_data();
+    if (!write_csv(fig_dir)) return 5;
+    if (!write_files(fig_dir)) return tool_.exe.empty() ? 0 : 5;
+    run_gnuplot(fig_dir);
+    return res_.png.empty() ? 5 : 0;
+  }
+  const FigureResult& result() const { return res_; }
 
  private:
   struct Cell {
@@ -250,58 +320,50 @@ class Figure {
     res_.note = note;
     return false;
   }
-  int col(const std::string& c) const {
-    const auto& h = recs_[0];
-    auto it = std::find(h.begin(), h.end(), c);
-    return it == h.end() ? -1 : int(it - h.begin());
-  }
-  const std::vector<std::string>& header() const { return recs_[0]; }
+  // The run figure's table (source 0).
+  int col(const std::string& c) const { return src_[0].col(c); }
+  const std::vector<std::string>& header() const { return src_[0].recs[0]; }
   void add_fixed(const std::string& text) { fixed_ += (fixed_.empty() ? "" : ", ") + text; }
-
-  bool read_table(const std::string& out_dir) {
-    const std::string path = out_dir + "/" + pd_.table + ".csv";
-    std::string text;
-    if (!read_file(path, &text, nullptr) || !parse_csv(text, &recs_) || recs_.empty())
-      return fail("cannot read " + path);
-    return true;
-  }
 
   // x, the y columns (x itself for a histogram), the heat map's z and the filters.
   bool choose_columns() {
-    xc_ = col(pd_.x);
-    if (xc_ < 0)
-      return fail(std::string("column ") + pd_.x + " is not in " + pd_.table +
+    Source& s = src_[0];
+    const pl_plot_decl& pd = *pd_;
+    s.xc = col(pd.x);
+    if (s.xc < 0)
+      return fail(std::string("column ") + pd.x + " is not in " + pd.table +
                   ".csv (sweep it to get this figure)");
     if (!hist_) {
-      for (const auto& y : split_list(pd_.y ? pd_.y : "", ','))
-        if (col(y) >= 0) ys_.push_back({y, col(y)});
-      if (ys_.empty())
-        return fail(std::string("none of the y columns (") + (pd_.y ? pd_.y : "") + ") is in " +
-                    pd_.table + ".csv (sweep it to get this figure)");
+      for (const auto& y : split_list(pd.y ? pd.y : "", ','))
+        if (col(y) >= 0) s.ys.push_back({y, col(y)});
+      if (s.ys.empty())
+        return fail(std::string("none of the y columns (") + (pd.y ? pd.y : "") + ") is in " +
+                    pd.table + ".csv (sweep it to get this figure)");
     } else {
-      ys_.push_back({pd_.x, xc_});
+      s.ys.push_back({pd.x, s.xc});
     }
     if (heatmap_) {
       zc_ = style_.z ? col(style_.z) : -1;
       if (zc_ < 0)
         return fail(std::string("heat map column ") + (style_.z ? style_.z : "(none)") +
-                    " is not in " + pd_.table + ".csv");
-      ys_.resize(1);
+                    " is not in " + pd.table + ".csv");
+      s.ys.resize(1);
     }
+    const auto& constants = *constants_;
     if (style_.facet_by && *style_.facet_by) {
       fc_ = col(style_.facet_by);
-      if (fc_ < 0 && constants_.count(style_.facet_by))
-        fixed_ += std::string(style_.facet_by) + "=" + constants_.at(style_.facet_by);
+      if (fc_ < 0 && constants.count(style_.facet_by))
+        fixed_ += std::string(style_.facet_by) + "=" + constants.at(style_.facet_by);
     }
     // Filters on columns, or on constant parameters (not swept, so not columns).
-    for (const auto& f : split_list(pd_.filter ? pd_.filter : "", ',')) {
+    for (const auto& f : split_list(pd.filter ? pd.filter : "", ',')) {
       const size_t eq = f.find('=');
       const std::string c = f.substr(0, eq), v = eq == std::string::npos ? "" : f.substr(eq + 1);
       if (col(c) >= 0) {
-        filters_.push_back({col(c), v});
-      } else if (constants_.count(c)) {
-        if (!same_cell(constants_.at(c), v))
-          return fail("filter " + f + " excludes this run (" + c + " is " + constants_.at(c) + ")");
+        s.filters.push_back({col(c), v});
+      } else if (constants.count(c)) {
+        if (!same_cell(constants.at(c), v))
+          return fail("filter " + f + " excludes this run (" + c + " is " + constants.at(c) + ")");
       } else {
         return fail("filter column " + c + " is neither a column nor a parameter");
       }
@@ -309,20 +371,14 @@ class Figure {
     return true;
   }
 
-  bool kept(const std::vector<std::string>& rec) const {
-    if (rec.size() != header().size()) return false;
-    for (const auto& [c, v] : filters_)
-      if (!same_cell(rec[size_t(c)], v)) return false;
-    return true;
-  }
-
   // Whether column c holds one value in the rows drawn (then *value).
   bool single_value(int c, std::string* value) const {
+    const Source& s = src_[0];
     bool first = true;
-    for (size_t r = 1; r < recs_.size(); ++r) {
-      if (!kept(recs_[r])) continue;
-      if (first) *value = recs_[r][size_t(c)], first = false;
-      if (recs_[r][size_t(c)] != *value) return false;
+    for (size_t r = 1; r < s.recs.size(); ++r) {
+      if (!s.kept(s.recs[r])) continue;
+      if (first) *value = s.recs[r][size_t(c)], first = false;
+      if (s.recs[r][size_t(c)] != *value) return false;
     }
     return true;
   }
@@ -330,14 +386,16 @@ class Figure {
   // Group and facet columns that hold one value in the rows drawn (a sweep over one value) say
   // so in the title instead of in every legend entry or a single panel.
   bool choose_groups() {
-    for (const auto& g : split_list(pd_.group_by ? pd_.group_by : "", ',')) {
+    auto& groups = src_[0].groups;
+    const auto& constants = *constants_;
+    for (const auto& g : split_list(pd_->group_by ? pd_->group_by : "", ',')) {
       std::string v;
       if (col(g) >= 0 && single_value(col(g), &v))
         add_fixed(g + "=" + v);
       else if (col(g) >= 0)
-        groups_.push_back(col(g));
-      else if (constants_.count(g))
-        add_fixed(g + "=" + constants_.at(g));
+        groups.push_back(col(g));
+      else if (constants.count(g))
+        add_fixed(g + "=" + constants.at(g));
     }
     facet_name_ = style_.facet_by ? style_.facet_by : "";
     if (fc_ >= 0) {
@@ -348,13 +406,13 @@ class Figure {
       }
     }
     // The facet column names the panels: it is not also a series label.
-    if (fc_ >= 0) groups_.erase(std::remove(groups_.begin(), groups_.end(), fc_), groups_.end());
+    if (fc_ >= 0) groups.erase(std::remove(groups.begin(), groups.end(), fc_), groups.end());
     // A heat map has no curves: a group column that varies becomes the facet.
-    if (heatmap_ && fc_ < 0 && !groups_.empty()) {
-      fc_ = groups_[0];
+    if (heatmap_ && fc_ < 0 && !groups.empty()) {
+      fc_ = groups[0];
       facet_name_ = header()[size_t(fc_)];
     }
-    if (heatmap_) groups_.clear();
+    if (heatmap_) groups.clear();
     return true;
   }
 
@@ -372,41 +430,66 @@ class Figure {
     return number(cell, v) && std::isfinite(*v) && !(log && *v <= 0);
   }
 
+  // A series' legend entry: the source's title with its {column} placeholders filled from the
+  // row (group columns: one value per series), else its group values (and the y column's name
+  // when there are several, or no groups).
+  std::string series_title(const Source& s, const std::vector<std::string>& rec,
+                           const std::string& glabel, const std::string& yname) const {
+    if (!s.title.empty()) {
+      std::string t = s.title;
+      for (int g : s.groups) {
+        const std::string ph = "{" + s.recs[0][size_t(g)] + "}";
+        for (size_t at = t.find(ph); at != std::string::npos; at = t.find(ph, at))
+          t.replace(at, ph.size(), rec[size_t(g)]), at += rec[size_t(g)].size();
+      }
+      return t;
+    }
+    std::string title = glabel;
+    if (s.ys.size() > 1 || title.empty()) title += (title.empty() ? "" : " ") + yname;
+    return title;
+  }
+
   // The rows into data_[(panel value, series)]. Heat maps: one series; its points carry z.
   bool collect() {
-    for (size_t r = 1; r < recs_.size(); ++r) {
-      const auto& rec = recs_[r];
-      if (!kept(rec)) continue;
-      const std::string panel = fc_ >= 0 ? rec[size_t(fc_)] : "";
-      std::string glabel;
-      for (int g : groups_)
-        glabel += (glabel.empty() ? "" : ", ") + header()[size_t(g)] + "=" + rec[size_t(g)];
-      double x;
-      if (!axis_value(xcat_, rec[size_t(xc_)], logx_, &x)) continue;
-      for (const auto& [yname, yc] : ys_) {
-        double y = 0;
-        if (!hist_ && !axis_value(ycat_, rec[size_t(yc)], logy_, &y)) continue;
-        std::string z;
-        if (heatmap_) {
-          z = rec[size_t(zc_)];
-          double zv;
-          if (zcat_.on() ? zcat_.find(z) < 0 : !number(z, &zv) || !std::isfinite(zv)) {
-            dropped_ += zcat_.on();
-            continue;
+    rows_per_source_.assign(src_.size(), 0);
+    for (size_t si = 0; si < src_.size(); ++si) {
+      const Source& s = src_[si];
+      for (size_t r = 1; r < s.recs.size(); ++r) {
+        const auto& rec = s.recs[r];
+        if (!s.kept(rec)) continue;
+        const std::string panel = fc_ >= 0 ? rec[size_t(fc_)] : "";
+        std::string glabel;
+        for (int g : s.groups)
+          glabel += (glabel.empty() ? "" : ", ") + s.recs[0][size_t(g)] + "=" + rec[size_t(g)];
+        double x;
+        if (!axis_value(xcat_, rec[size_t(s.xc)], logx_, &x)) continue;
+        for (const auto& [yname, yc] : s.ys) {
+          double y = 0;
+          if (!hist_ && !axis_value(ycat_, rec[size_t(yc)], logy_, &y)) continue;
+          std::string z;
+          if (heatmap_) {
+            z = rec[size_t(zc_)];
+            double zv;
+            if (zcat_.on() ? zcat_.find(z) < 0 : !number(z, &zv) || !std::isfinite(zv)) {
+              dropped_ += zcat_.on();
+              continue;
+            }
           }
+          const std::string key =
+              heatmap_ ? "" : std::to_string(si) + "\x1e" + glabel + "\x1f" + yname;
+          auto it = std::find(series_keys_.begin(), series_keys_.end(), key);
+          if (it == series_keys_.end()) {
+            series_keys_.push_back(key);
+            series_titles_.push_back(series_title(s, rec, glabel, yname));
+            series_kinds_.push_back(s.kind);
+            series_options_.push_back(s.options);
+            it = series_keys_.end() - 1;
+          }
+          if (std::find(panel_values_.begin(), panel_values_.end(), panel) == panel_values_.end())
+            panel_values_.push_back(panel);
+          data_[{panel, size_t(it - series_keys_.begin())}].push_back({x, y, z});
+          ++rows_per_source_[si];
         }
-        const std::string key = heatmap_ ? "" : glabel + "\x1f" + yname;
-        auto it = std::find(series_keys_.begin(), series_keys_.end(), key);
-        if (it == series_keys_.end()) {
-          series_keys_.push_back(key);
-          std::string title = glabel;
-          if (ys_.size() > 1 || title.empty()) title += (title.empty() ? "" : " ") + yname;
-          series_titles_.push_back(title);
-          it = series_keys_.end() - 1;
-        }
-        if (std::find(panel_values_.begin(), panel_values_.end(), panel) == panel_values_.end())
-          panel_values_.push_back(panel);
-        data_[{panel, size_t(it - series_keys_.begin())}].push_back({x, y, z});
       }
     }
     if (data_.empty())
@@ -428,20 +511,45 @@ class Figure {
     return true;
   }
 
-  // gnuplot cycles 8 colours; beyond 8 series the dash and marker change too.
-  static std::string line_style(size_t i) {  // colour and dash only (a band takes no point type)
-    return " lc " + std::to_string(1 + i % 8) + " dt " + std::to_string(1 + (i / 8) % 5);
+  // gnuplot cycles 8 colours; beyond 8 series the dash and marker change too. A series' own
+  // gnuplot options (`phaselab plot`'s style=KIND OPTIONS) come last and replace the colour, dash
+  // or marker they set.
+  std::string line_style(size_t i) const {  // colour and dash only (a band takes no point type)
+    const std::string& o = series_options_[i];
+    std::string s;
+    if (!has_word(o, {"lc", "linecolor"})) s += " lc " + std::to_string(1 + i % 8);
+    if (!has_word(o, {"dt", "dashtype"})) s += " dt " + std::to_string(1 + (i / 8) % 5);
+    return s;
   }
   std::string series_style(size_t i) const {
     static const int kMarkers[] = {7, 5, 9, 13, 11, 15};
     std::string s = line_style(i);
-    if (!hist_) s += " pt " + std::to_string(kMarkers[i % 6]);
-    return s;
+    const std::string& o = series_options_[i];
+    if (!hist_ && series_kinds_[i] != Kind::Lines && !has_word(o, {"pt", "pointtype"}))
+      s += " pt " + std::to_string(kMarkers[i % 6]);
+    return o.empty() ? s : s + " " + o;
+  }
+  // The default point size, unless the series' options set one.
+  std::string ps(size_t i, const char* size) const {
+    return has_word(series_options_[i], {"ps", "pointsize"}) ? "" : std::string(" ps ") + size;
+  }
+  static bool has_word(const std::string& text, std::initializer_list<const char*> words) {
+    for (const auto& w : split_list(text, ' '))
+      for (const char* v : words)
+        if (w == v) return true;
+    return false;
   }
 
   // Data file: one block per (panel, series), separated by two blank lines (gnuplot `index`).
   void write_data() {
-    dat_ = "# " + std::string(pd_.name) + ": from " + pd_.table + ".csv, written by phaselab\n";
+    if (pd_) {
+      dat_ = "# " + name_ + ": from " + pd_->table + ".csv, written by phaselab\n";
+    } else {
+      dat_ = "# " + name_ + ": written by phaselab plot from";
+      for (const auto& s : src_) dat_ += " " + s.file;
+      dat_ += "\n";
+      csv_ = "series,x,y,se,n\n";
+    }
     size_t block = 0;
     panel_plots_.resize(panel_values_.size());
     for (size_t pi = 0; pi < panel_values_.size(); ++pi) {
@@ -456,13 +564,15 @@ class Figure {
         if (it == data_.end()) continue;
         dat_ += "# " + (faceted_ ? facet_name_ + "=" + panel_values_[pi] + ": " : "") +
                 series_titles_[si] + "\n";
-        const std::string spec =
-            gp(std::string(pd_.name) + ".dat") + " index " + std::to_string(block);
+        const std::string spec = gp(name_ + ".dat") + " index " + std::to_string(block);
         const auto& rows = it->second;
-        panel_plots_[pi].push_back(heatmap_  ? heatmap_block(pi, rows, spec)
-                                   : hist_   ? histogram_block(si, rows, spec)
-                                   : points_ ? points_block(si, rows, spec, &seen, total)
-                                             : mean_block(si, rows, spec));
+        const Kind kind = series_kinds_[si];
+        panel_plots_[pi].push_back(heatmap_ ? heatmap_block(pi, rows, spec)
+                                   : hist_  ? histogram_block(si, rows, spec)
+                                   : kind == Kind::Points
+                                       ? points_block(si, rows, spec, &seen, total)
+                                   : kind == Kind::Mean ? mean_block(si, rows, spec)
+                                                        : lines_block(si, rows, spec));
         dat_ += "\n\n";
         ++block;
       }
@@ -529,6 +639,7 @@ class Figure {
   std::string points_block(size_t si, const std::vector<Cell>& rows, const std::string& spec,
                            std::map<std::pair<double, double>, size_t>* seen,
                            const std::map<std::pair<double, double>, size_t>& total) {
+    if (ps_) dat_ += "# x y\n";
     for (const auto& p : rows) {
       double y = p.y;
       if (ycat_.on()) {
@@ -536,9 +647,31 @@ class Figure {
         if (m > 1) y += 0.5 * (double(k) / double(m - 1) - 0.5);
       }
       dat_ += format_double(p.x) + " " + format_double(y) + "\n";
+      csv_row(si, p.x, y, "", "");
       ylo_ = std::min(ylo_, y), yhi_ = std::max(yhi_, y);
     }
-    return spec + " using 1:2 with points ps 0.9" + series_style(si) + " notitle";
+    return spec + " using 1:2 with points" + ps(si, "0.9") + series_style(si) + " notitle";
+  }
+
+  // The rows in order of x (rows at the same x in table order), joined by a line.
+  std::string lines_block(size_t si, std::vector<Cell> rows, const std::string& spec) {
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const Cell& a, const Cell& b) { return a.x < b.x; });
+    dat_ += "# x y\n";
+    for (const auto& p : rows) {
+      dat_ += format_double(p.x) + " " + format_double(p.y) + "\n";
+      csv_row(si, p.x, p.y, "", "");
+      ylo_ = std::min(ylo_, p.y), yhi_ = std::max(yhi_, p.y);
+    }
+    const bool pts = series_kinds_[si] == Kind::LinesPoints;
+    return spec + " using 1:2 with " + (pts ? "linespoints" + ps(si, "0.7") : "lines") +
+           series_style(si) + " notitle";
+  }
+
+  // `phaselab plot`'s FIG.csv: one line per value drawn.
+  void csv_row(size_t si, double x, double y, const std::string& se, const std::string& n) {
+    if (!ps_) return;
+    csv_ += csv_line({series_titles_[si], format_double(x), format_double(y), se, n}) + "\n";
   }
 
   // Mean +- standard error per x: error bars, or a band under the line when there are many x.
@@ -551,6 +684,7 @@ class Figure {
     for (const auto& a : agg) {
       dat_ += format_double(a.x) + " " + format_double(a.mean) + " " + format_double(a.se) + " " +
               std::to_string(a.n) + "\n";
+      csv_row(si, a.x, a.mean, format_double(a.se), std::to_string(a.n));
       errs = errs || a.n > 1;
       const double lo = a.mean - a.se;
       ylo_ = std::min(ylo_, logy_ && lo <= 0 ? a.mean : lo);
@@ -560,23 +694,46 @@ class Figure {
     if (errs && agg.size() > 12)  // the s.e. as a shaded band (clipped at the axis floor)
       return spec + " using 1:(YFLOOR($2-$3)):($2+$3) with filledcurves fs transparent solid " +
              "0.2 noborder" + line_style(si) + " notitle, \\\n     " + spec +
-             " using 1:2 with linespoints ps 0.5" + series_style(si) + " notitle";
-    return spec +
-           (errs ? " using 1:2:3 with yerrorlines ps 0.7" : " using 1:2 with linespoints ps 0.7") +
-           series_style(si) + " notitle";
+             " using 1:2 with linespoints" + ps(si, "0.5") + series_style(si) + " notitle";
+    return spec + (errs ? " using 1:2:3 with yerrorlines" : " using 1:2 with linespoints") +
+           ps(si, "0.7") + series_style(si) + " notitle";
   }
 
-  std::string xlabel() const { return style_.xlabel && *style_.xlabel ? style_.xlabel : pd_.x; }
+  // Distinct names in order of first appearance, comma-separated.
+  static std::string joined(const std::vector<std::string>& names) {
+    std::vector<std::string> seen;
+    std::string t;
+    for (const auto& n : names)
+      if (std::find(seen.begin(), seen.end(), n) == seen.end())
+        t += (seen.empty() ? "" : ", ") + n, seen.push_back(n);
+    return t;
+  }
+  std::string xlabel() const {
+    if (ps_) {
+      std::vector<std::string> xs;
+      for (const auto& s : src_) xs.push_back(s.recs[0][size_t(s.xc)]);
+      return ps_->xlabel.empty() ? joined(xs) : ps_->xlabel;
+    }
+    return style_.xlabel && *style_.xlabel ? style_.xlabel : pd_->x;
+  }
   std::string ylabel() const {
+    const auto& ys = src_[0].ys;
     std::string l = hist_ ? "count" : "";
-    if (!hist_)
-      for (size_t i = 0; i < ys_.size(); ++i) l += (i ? ", " : "") + ys_[i].first;
-    if (heatmap_) l = pd_.y;
-    if (ys_.size() > 1 && !heatmap_) l = "value";  // the legend names the columns
-    if (style_.ylabel && *style_.ylabel) l = style_.ylabel;
+    if (ps_) {
+      std::vector<std::string> names;
+      for (const auto& s : src_)
+        for (const auto& y : s.ys) names.push_back(y.first);
+      l = ps_->ylabel.empty() ? joined(names) : ps_->ylabel;
+    } else {
+      if (!hist_)
+        for (size_t i = 0; i < ys.size(); ++i) l += (i ? ", " : "") + ys[i].first;
+      if (heatmap_) l = pd_->y;
+      if (ys.size() > 1 && !heatmap_) l = "value";  // the legend names the columns
+      if (style_.ylabel && *style_.ylabel) l = style_.ylabel;
+    }
+    const auto& groups = src_[0].groups;
     if (any_errorbars_)
-      l += col("seed") >= 0 &&
-                   std::find(groups_.begin(), groups_.end(), col("seed")) == groups_.end()
+      l += col("seed") >= 0 && std::find(groups.begin(), groups.end(), col("seed")) == groups.end()
                ? " (mean +- s.e. over seeds)"
                : " (mean +- s.e.)";
     return l;
@@ -668,7 +825,11 @@ class Figure {
   std::string key_entries() const {
     std::string k;
     for (size_t si = 0; si < series_titles_.size(); ++si) {
-      std::string with = hist_ ? "histeps lw 2" : points_ ? "points ps 0.9" : "linespoints ps 0.7";
+      const Kind kind = series_kinds_[si];
+      const std::string with = hist_                  ? "histeps lw 2"
+                               : kind == Kind::Points ? "points" + ps(si, "0.9")
+                               : kind == Kind::Lines  ? "lines"
+                                                      : "linespoints" + ps(si, "0.7");
       k += ", keyentry with " + with + series_style(si) + " title " + gp(series_titles_[si]);
     }
     return k;
@@ -693,15 +854,16 @@ class Figure {
     return tool_.terminal.empty() ? std::string("pngcairo") : tool_.terminal;
   }
   std::string title() const {
-    std::string t = pd_.title && *pd_.title ? pd_.title : pd_.name;
+    if (ps_) return ps_->title.empty() ? name_ : ps_->title;
+    std::string t = pd_->title && *pd_->title ? pd_->title : pd_->name;
     return fixed_.empty() ? t : t + " (" + fixed_ + ")";
   }
 
   std::string script() const {
     std::string axes = heatmap_ ? heatmap_axes() : xy_axes();
     if (hist_) axes += "set style fill transparent solid 0.3\n";
-    std::string g = "# " + std::string(pd_.name) + ".png from " + pd_.name +
-                    ".dat; redraw with: gnuplot " + pd_.name + ".gp\n";
+    std::string g =
+        "# " + name_ + ".png from " + name_ + ".dat; redraw with: gnuplot " + name_ + ".gp\n";
     if (dropped_) g += "# " + std::to_string(dropped_) + " rows outside the declared categories\n";
     return g + (faceted_ ? faceted_script(axes) : single_script(axes));
   }
@@ -709,7 +871,7 @@ class Figure {
   std::string single_script(const std::string& axes) const {
     std::string g = "set terminal " + terminal() + " size 960,640\n";
     g += "set termoption noenhanced\n";
-    g += "set output " + gp(std::string(pd_.name) + ".png") + "\n";
+    g += "set output " + gp(name_ + ".png") + "\n";
     g += "set title " + gp(title()) + "\n";
     g += "set xlabel " + gp(xlabel()) + "\nset ylabel " + gp(ylabel()) + "\n" + axes;
     g += legend() ? "set key outside right top vertical Left reverse samplen 2\n" : "unset key\n";
@@ -733,7 +895,7 @@ class Figure {
     g += "set terminal " + terminal() + " size " + std::to_string(width) + "," +
          std::to_string(height) + " font ',9'\n";
     g += "set termoption noenhanced\n";
-    g += "set output " + gp(std::string(pd_.name) + ".png") + "\n" + axes + "unset key\n";
+    g += "set output " + gp(name_ + ".png") + "\n" + axes + "unset key\n";
     g += "set multiplot title " + gp(title()) + " font ',11'\n";
     for (size_t pi = 0; pi < panels; ++pi) {
       const size_t r = pi / cols, c = pi % cols;
@@ -759,7 +921,7 @@ class Figure {
   }
 
   bool write_files(const std::string& fig_dir) {
-    const std::string base = fig_dir + "/" + pd_.name;
+    const std::string base = fig_dir + "/" + name_;
     std::string why;
     if (!write_file_atomic(base + ".dat", dat_, &why) ||
         !write_file_atomic(base + ".gp", script(), &why))
@@ -769,16 +931,19 @@ class Figure {
   }
 
   void run_gnuplot(const std::string& fig_dir) {
-    const std::string base = fig_dir + "/" + pd_.name, log = base + ".log";
-    const int rc = run_tool(tool_.exe, {std::string(pd_.name) + ".gp"}, fig_dir, log);
+    const std::string base = fig_dir + "/" + name_, log = base + ".log";
+    const int rc = run_tool(tool_.exe, {name_ + ".gp"}, fig_dir, log);
     std::string log_text;
     read_file(log, &log_text, nullptr);
     std::error_code ec;
     const auto size = std::filesystem::file_size(base + ".png", ec);
     if (rc != 0 || ec || size == 0) {
-      const size_t nl = log_text.find('\n');
-      fail("gnuplot failed (exit " + std::to_string(rc) + ")" +
-           (log_text.empty() ? "" : ": " + log_text.substr(0, nl)) + ", see " + log);
+      // gnuplot's message: the last line that says something (its first lines echo the command)
+      std::string msg;
+      for (const auto& line : split_list(log_text, '\n'))
+        if (line.find_first_not_of(" \t^") != std::string::npos) msg = line;
+      fail("gnuplot failed (exit " + std::to_string(rc) + ")" + (msg.empty() ? "" : ": " + msg) +
+           ", see " + log);
       return;
     }
     if (!png_complete(base + ".png")) {  // e.g. gnuplot ran out of disk space mid-file
@@ -793,29 +958,37 @@ class Figure {
       res_.note = std::to_string(dropped_) + " rows outside the declared categories not drawn";
   }
 
-  const pl_plot_decl& pd_;
-  const std::map<std::string, std::string>& constants_;
+  bool write_csv(const std::string& fig_dir) {
+    const std::string path = fig_dir + "/" + name_ + ".csv";
+    std::string why;
+    if (!write_file_atomic(path, csv_, &why)) return fail("cannot write " + path + ": " + why);
+    return true;
+  }
+
+  const pl_plot_decl* pd_ = nullptr;                               // a run figure's declaration
+  const std::map<std::string, std::string>* constants_ = nullptr;  // and the run's constants
+  const PlotSpec* ps_ = nullptr;                                   // or `phaselab plot`'s figure
   const Tool& tool_;
+  std::string name_;  // file names: <name>.png, .gp, .dat (and .csv for `phaselab plot`)
   FigureResult res_;
   pl_plot_style style_{};
   bool heatmap_ = false, hist_ = false, logx_ = false, logy_ = false, points_ = false;
   Categories xcat_, ycat_, zcat_;
-  std::vector<std::vector<std::string>> recs_;  // the table, header first
-  // columns
-  int xc_ = -1, zc_ = -1, fc_ = -1;
-  std::vector<std::pair<std::string, int>> ys_;       // (name, column)
-  std::vector<std::pair<int, std::string>> filters_;  // (column, value)
-  std::vector<int> groups_;
+  std::vector<Source> src_;
+  // columns of source 0 (run figures)
+  int zc_ = -1, fc_ = -1;
   std::string fixed_;  // group_by and facet parameters that are constant in this run
   std::string facet_name_;
   // rows
-  std::vector<std::string> panel_values_, series_keys_, series_titles_;
+  std::vector<std::string> panel_values_, series_keys_, series_titles_, series_options_;
+  std::vector<Kind> series_kinds_;
+  std::vector<size_t> rows_per_source_;
   std::map<std::pair<std::string, size_t>, std::vector<Cell>> data_;  // (panel value, series)
   size_t dropped_ = 0;
   bool faceted_ = false;
   std::vector<double> hx_, hy_;  // heat map: distinct x and y
   // data file
-  std::string dat_;
+  std::string dat_, csv_;
   bool any_errorbars_ = false;
   double xlo_ = INFINITY, xhi_ = -INFINITY, ylo_ = INFINITY, yhi_ = -INFINITY;
   std::vector<std::vector<std::string>> panel_plots_;
@@ -839,6 +1012,217 @@ std::vector<FigureResult> render_figures(const pl_plugin& plugin, const std::str
   for (uint32_t i = 0; i < plugin.num_plots; ++i)
     out.push_back(Figure(plugin.plots[i], constants, tool).draw(out_dir, fig_dir));
   return out;
+}
+
+bool parse_series(const std::string& text, SeriesSpec* s, std::string* error) {
+  static const char* kKeys[] = {"x=", "y=", "where=", "group=", "title=", "style="};
+  auto key_at = [&](size_t i) -> std::string {  // the key starting at i, or ""
+    for (const char* k : kKeys)
+      if (text.compare(i, std::strlen(k), k) == 0) return std::string(k, std::strlen(k) - 1);
+    return "";
+  };
+  *s = SeriesSpec{};
+  s->text = text;
+  std::vector<std::pair<std::string, std::string>> fields;  // (key, value); the table first
+  size_t start = 0;
+  std::string key;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && !(text[i] == ':' && !key_at(i + 1).empty())) continue;
+    fields.push_back({key, text.substr(start, i - start)});
+    if (i < text.size()) {
+      key = key_at(i + 1);
+      start = i + 2 + key.size();
+      i = start - 1;
+    }
+  }
+  s->table = fields[0].second;
+  if (s->table.empty()) {
+    *error =
+        "series " + driver::quoted(text) + ": no table before the first field (TABLE:x=COL:y=COL)";
+    return false;
+  }
+  std::set<std::string> seen;
+  for (size_t f = 1; f < fields.size(); ++f) {
+    const auto& [k, v] = fields[f];
+    if (!seen.insert(k).second) {
+      *error = "series " + driver::quoted(text) + ": " + k + "= given twice";
+      return false;
+    }
+    if (k == "x") {
+      s->x = v;
+    } else if (k == "y") {
+      s->ys = split_list(v, ',');
+    } else if (k == "where") {
+      for (const auto& c : split_list(v, ',')) {
+        const size_t eq = c.find('=');
+        if (eq == std::string::npos || eq == 0) {
+          *error = "series " + driver::quoted(text) + ": where needs COLUMN=VALUE, got " +
+                   driver::quoted(c);
+          return false;
+        }
+        s->where.push_back({c.substr(0, eq), c.substr(eq + 1)});
+      }
+    } else if (k == "group") {
+      s->group = split_list(v, ',');
+    } else if (k == "title") {
+      s->title = v;
+    } else {  // style
+      const size_t sp = v.find(' ');
+      s->style = v.substr(0, sp);
+      s->options = sp == std::string::npos ? "" : v.substr(sp + 1);
+      if (s->style != "lines" && s->style != "points" && s->style != "linespoints" &&
+          s->style != "mean") {
+        *error = "series " + driver::quoted(text) + ": style " + driver::quoted(s->style) +
+                 " is not one of lines, points, linespoints, mean";
+        return false;
+      }
+    }
+  }
+  if (s->x.empty() || s->ys.empty()) {
+    *error = "series " + driver::quoted(text) + ": needs x=COLUMN and y=COLUMN";
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+// {param:NAME} in `text`, from the config of the run whose table is `table` (run.json beside
+// it): a constant parameter's value.
+bool fill_params(std::string* text, const std::string& table, std::string* why) {
+  const std::string tag = "{param:";
+  nlohmann::json run;
+  bool loaded = false;
+  const std::string json_path =
+      (std::filesystem::path(table).parent_path() / "run.json").lexically_normal().string();
+  for (size_t at = text->find(tag); at != std::string::npos; at = text->find(tag, at)) {
+    const size_t end = text->find('}', at);
+    if (end == std::string::npos) break;
+    const std::string name = text->substr(at + tag.size(), end - at - tag.size());
+    if (!loaded) {
+      std::string data;
+      if (!read_file(json_path, &data, nullptr)) {
+        *why = "{param:" + name + "}: cannot read " + json_path;
+        return false;
+      }
+      run = nlohmann::json::parse(data, nullptr, false);
+      loaded = true;
+    }
+    const nlohmann::json* v = nullptr;
+    if (run.is_object() && run.contains("config") && run["config"].contains("params") &&
+        run["config"]["params"].contains(name))
+      v = &run["config"]["params"][name];
+    if (!v || v->is_structured() || v->is_null()) {
+      const bool swept = run.is_object() && run.contains("config") &&
+                         run["config"].contains("sweep") && run["config"]["sweep"].contains(name);
+      *why = "{param:" + name + "}: " + json_path +
+             (swept ? " sweeps " + name + " (use {" + name + "} with group=" + name + ")"
+                    : " has no parameter " + name);
+      return false;
+    }
+    const std::string value = v->is_string()         ? v->get<std::string>()
+                              : v->is_number_float() ? format_double(v->get<double>())
+                                                     : v->dump();
+    text->replace(at, end + 1 - at, value);
+    at += value.size();
+  }
+  return true;
+}
+
+// A series' table read and its columns looked up; every column it names must be in the table.
+bool select_source(const SeriesSpec& sp, Source* s, std::string* why) {
+  std::string file = sp.table;
+  if (std::filesystem::is_directory(file))
+    file = (std::filesystem::path(file) / "results.csv").string();
+  if (!read_source(file, s, why)) return false;
+  auto need = [&](const std::string& c, const std::string& field, int* at) {
+    *at = s->col(c);
+    if (*at >= 0) return true;
+    *why = file + ": no column " + driver::quoted(c) + " (" + field + "; columns: ";
+    for (size_t i = 0; i < s->recs[0].size(); ++i) *why += (i ? ", " : "") + s->recs[0][i];
+    *why += ")";
+    return false;
+  };
+  int c;
+  if (!need(sp.x, "x=" + sp.x, &s->xc)) return false;
+  for (const auto& y : sp.ys) {
+    if (!need(y, "y=" + y, &c)) return false;
+    s->ys.push_back({y, c});
+  }
+  for (const auto& [k, v] : sp.where) {
+    if (!need(k, "where " + k + "=" + v, &c)) return false;
+    s->filters.push_back({c, v});
+  }
+  for (const auto& g : sp.group) {
+    if (!need(g, "group=" + g, &c)) return false;
+    s->groups.push_back(c);
+  }
+  s->title = sp.title;
+  if (!fill_params(&s->title, file, why)) return false;
+  // The other placeholders name group columns (one value per curve).
+  for (size_t at = s->title.find('{'); at != std::string::npos; at = s->title.find('{', at + 1)) {
+    const size_t end = s->title.find('}', at);
+    if (end == std::string::npos) break;
+    const std::string name = s->title.substr(at + 1, end - at - 1);
+    if (std::find(sp.group.begin(), sp.group.end(), name) == sp.group.end()) {
+      std::string groups;
+      for (const auto& g : sp.group) groups += (groups.empty() ? "" : ",") + g;
+      *why = "series " + driver::quoted(sp.text) + ": title placeholder {" + name +
+             "} is neither a group column (group=" + groups + ") nor {param:NAME}";
+      return false;
+    }
+  }
+  s->kind = sp.style == "points"        ? Kind::Points
+            : sp.style == "mean"        ? Kind::Mean
+            : sp.style == "linespoints" ? Kind::LinesPoints
+                                        : Kind::Lines;
+  s->options = sp.options;
+  return true;
+}
+
+}  // namespace
+
+PlotOutcome draw_plot(const PlotSpec& spec) {
+  PlotOutcome o;
+  namespace fs = std::filesystem;
+  const fs::path out(spec.out);
+  if (out.extension() != ".png" || out.stem().empty()) {
+    o.status = 2;
+    o.error = "--out must name a .png file, got " + driver::quoted(spec.out);
+    return o;
+  }
+  if (spec.series.empty()) {
+    o.status = 2;
+    o.error = "no series to plot";
+    return o;
+  }
+  std::vector<Source> sources(spec.series.size());
+  for (size_t i = 0; i < spec.series.size(); ++i)
+    if (!select_source(spec.series[i], &sources[i], &o.error)) {
+      o.status = 2;
+      return o;
+    }
+  PlotSpec filled = spec;
+  if (!fill_params(&filled.title, sources[0].file, &o.error)) {
+    o.status = 2;
+    o.error = "--title: " + o.error;
+    return o;
+  }
+  const std::string fig_dir = out.parent_path().empty() ? "." : out.parent_path().string();
+  std::error_code ec;
+  fs::create_directories(fig_dir, ec);  // a failure shows as the write error
+  const Tool tool = find_gnuplot(fig_dir);
+  o.tool = tool.exe.empty() ? tool.why : "gnuplot " + tool.version + " (" + tool.terminal + ")";
+  Figure fig(filled, std::move(sources), tool);
+  std::vector<size_t> rows;
+  o.status = fig.draw_plot(fig_dir, &rows);
+  o.figure = fig.result();
+  if (o.status) o.error = o.figure.note;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] == 0)
+      o.warnings.push_back("series " + std::to_string(i + 1) + " (" + spec.series[i].text +
+                           ") selects no rows");
+  return o;
 }
 
 }  // namespace pl::driver

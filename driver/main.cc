@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// phaselab: the command-line driver. Commands: list, kernels, check, run (see cli.cc for the
-// options and driver/run.cc for what a run writes).
+// phaselab: the command-line driver. Commands: list, kernels, check, run, merge, plot, new (see
+// cli.cc for the options and driver/run.cc for what a run writes).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +9,7 @@
 
 #include "driver/cli.hpp"
 #include "driver/config.hpp"
+#include "driver/figures.hpp"
 #include "driver/json_text.hpp"
 #include "driver/limits.hpp"
 #include "driver/merge.hpp"
@@ -269,6 +270,39 @@ int cmd_merge(const Args& a, int argc, char** argv) {
   return execute_merge(opt);
 }
 
+int cmd_plot(const Args& a) {
+  if (!a.has("--out")) {
+    std::fprintf(stderr, "phaselab plot: error: --out FIG.png is required\n");
+    return kExitUsage;
+  }
+  PlotSpec spec;
+  spec.out = a.options.at("--out");
+  if (a.has("--title")) spec.title = a.options.at("--title");
+  if (a.has("--xlabel")) spec.xlabel = a.options.at("--xlabel");
+  if (a.has("--ylabel")) spec.ylabel = a.options.at("--ylabel");
+  spec.logx = a.has("--logx");
+  spec.logy = a.has("--logy");
+  for (const auto& word : a.positional) {
+    SeriesSpec s;
+    std::string why;
+    if (!parse_series(word, &s, &why)) {
+      std::fprintf(stderr, "phaselab plot: error: %s\n", why.c_str());
+      return kExitUsage;
+    }
+    spec.series.push_back(s);
+  }
+  const PlotOutcome o = draw_plot(spec);
+  for (const auto& w : o.warnings) std::fprintf(stderr, "phaselab plot: warning: %s\n", w.c_str());
+  if (o.status) {
+    std::fprintf(stderr, "phaselab plot: error: %s\n", o.error.c_str());
+    return o.status;
+  }
+  if (o.figure.png.empty())
+    std::fprintf(stderr, "phaselab plot: %s not drawn: %s; wrote its .gp, .dat and .csv\n",
+                 spec.out.c_str(), o.figure.note.c_str());
+  return 0;
+}
+
 }  // namespace
 }  // namespace pl::driver
 
@@ -298,5 +332,6 @@ int main(int argc, char** argv) {
   if (a.command == "new")
     return cmd_new(a.positional[0], a.has("--dir") ? a.options.at("--dir") : "");
   if (a.command == "merge") return cmd_merge(a, argc, argv);
+  if (a.command == "plot") return cmd_plot(a);
   return cmd_run(a, argc, argv);
 }
