@@ -869,12 +869,18 @@ class Figure {
   }
 
   std::string single_script(const std::string& axes) const {
-    std::string g = "set terminal " + terminal() + " size 960,640\n";
+    // `phaselab plot`'s legend entries name runs and selections (long): a column of them under
+    // the plot, the figure taller by a line per entry, the plot as wide as without a legend.
+    const bool below = ps_ && legend();
+    const size_t height = below ? 640 + 18 * series_titles_.size() : 640;
+    std::string g = "set terminal " + terminal() + " size 960," + std::to_string(height) + "\n";
     g += "set termoption noenhanced\n";
     g += "set output " + gp(name_ + ".png") + "\n";
     g += "set title " + gp(title()) + "\n";
     g += "set xlabel " + gp(xlabel()) + "\nset ylabel " + gp(ylabel()) + "\n" + axes;
-    g += legend() ? "set key outside right top vertical Left reverse samplen 2\n" : "unset key\n";
+    g += !legend() ? "unset key\n"
+         : below   ? "set key outside below center vertical Left reverse samplen 3 maxcols 1\n"
+                   : "set key outside right top vertical Left reverse samplen 2\n";
     g += panel_labels(0) + plot_command(0);
     if (legend()) g += key_entries();
     return g + "\n";

@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests of `phaselab plot` (driver/figures.cc draw_plot, parse_series; driver/cli.cc, main.cc):
+// the SERIES syntax, the rows selected and grouped from small CSV tables written here (quoted
+// cells included), the data files compared in full with texts written out by hand, the errors
+// (a column not in its table, no rows), {param:NAME} from run.json, two run folders on one
+// figure, and the command's exit status and messages. gnuplot is needed only where a PNG is
+// checked, and those checks are skipped when it is not installed.
+#include <doctest/doctest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "driver/figures.hpp"
+#include "driver/tests/support.hpp"
+
+namespace pl::test {
+namespace {
+
+using pl::driver::draw_plot;
+using pl::driver::parse_series;
+using pl::driver::PlotOutcome;
+using pl::driver::PlotSpec;
+using pl::driver::SeriesSpec;
+using pl::driver_test::exists;
+using pl::driver_test::slurp;
+using pl::driver_test::spit;
+using pl::driver_test::TempDir;
+
+SeriesSpec series(const std::string& text) {
+  SeriesSpec s;
+  std::string why;
+  INFO(text);
+  REQUIRE(parse_series(text, &s, &why));
+  return s;
+}
+
+// draw_plot with gnuplot off (PHASELAB_GNUPLOT empty): the script and data files only.
+PlotOutcome plot_without_gnuplot(const PlotSpec& spec) {
+  ::setenv("PHASELAB_GNUPLOT", "", 1);
+  PlotOutcome o = draw_plot(spec);
+  ::unsetenv("PHASELAB_GNUPLOT");
+  return o;
+}
+
+bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
+
+// A table with quoted cells: a comma inside a group value, doubled quotes in a value a where
+// clause selects, an empty y (skipped), a row of another attention (filtered out).
+const char* kTable =
+    "attention,branch,P,cG,note\n"
+    "softmax,high,8,0.5,\"say \"\"hi\"\"\"\n"
+    "softmax,low,8,0.125,x\n"
+    "softmax,high,16,0.75,\n"
+    "linear,high,8,9,\n"
+    "softmax,high,4,0.25,\"say \"\"hi\"\"\"\n"
+    "softmax,high,32,,\n"
+    "softmax,\"lo,w\",8,0.375,y\n";
+
+TEST_CASE("plot: SERIES fields, colons in titles and paths, style options") {
+  SeriesSpec s = series(
+      "runs/a:b/t.csv:x=P:y=cG,abs_cG:where=attention=softmax,is_global=1:group=branch,init:"
+      "title=theory: {branch}:style=points pt 7 ps 1");
+  CHECK(s.table == "runs/a:b/t.csv");
+  CHECK(s.x == "P");
+  CHECK(s.ys == std::vector<std::string>{"cG", "abs_cG"});
+  REQUIRE(s.where.size() == 2);
+  CHECK(s.where[0] == std::make_pair(std::string("attention"), std::string("softmax")));
+  CHECK(s.where[1] == std::make_pair(std::string("is_global"), std::string("1")));
+  CHECK(s.group == std::vector<std::string>{"branch", "init"});
+  CHECK(s.title == "theory: {branch}");
+  CHECK(s.style == "points");
+  CHECK(s.options == "pt 7 ps 1");
+  // Defaults: lines, no options, no title.
+  s = series("t.csv:y=b:x=a");
+  CHECK(s.style == "lines");
+  CHECK(s.options.empty());
+  CHECK(s.title.empty());
+  // An empty value in where selects empty cells.
+  s = series("t.csv:x=a:y=b:where=c=");
+  REQUIRE(s.where.size() == 1);
+  CHECK(s.where[0].second.empty());
+
+  for (const char* bad :
+       {"t.csv:x=a", "t.csv:y=b", ":x=a:y=b", "t.csv:x=a:y=b:x=c", "t.csv:x=a:y=b:style=bars",
+        "t.csv:x=a:y=b:where=c", "t.csv:x=a:y=b:where==1"}) {
+    std::string why;
+    CAPTURE(bad);
+    CHECK_FALSE(parse_series(bad, &s, &why));
+    CHECK(why.find(bad) != std::string::npos);  // the message quotes the series
+  }
+}
+
+TEST_CASE("plot: where, group, quoted cells and the data files, in full") {
+  TempDir dir("pl_plot");
+  spit(dir / "t.csv", kTable);
+  PlotSpec spec;
+  spec.out = dir / "fig/sel.png";  // the folder is made
+  spec.series = {series(dir / "t.csv:x=P:y=cG:where=attention=softmax:group=branch"),
+                 series(dir / "t.csv:x=P:y=cG:where=note=say \"hi\":title=quoted:style=points")};
+  const PlotOutcome o = plot_without_gnuplot(spec);
+  INFO(o.error);
+  REQUIRE(o.status == 0);
+  CHECK(o.warnings.empty());
+  CHECK(o.figure.png.empty());
+  CHECK(o.figure.note.find("gnuplot") != std::string::npos);
+  // Series in order of first appearance; lines in order of x; 32 (empty cG) and linear left out.
+  const std::string t = dir / "t.csv";
+  CHECK(slurp(dir / "fig/sel.dat") == "# sel: written by phaselab plot from " + t + " " + t +
+                                          "\n"
+                                          "# branch=high\n# x y\n4 0.25\n8 0.5\n16 0.75\n\n\n"
+                                          "# branch=low\n# x y\n8 0.125\n\n\n"
+                                          "# branch=lo,w\n# x y\n8 0.375\n\n\n"
+                                          "# quoted\n# x y\n8 0.5\n4 0.25\n\n\n");
+  CHECK(slurp(dir / "fig/sel.csv") ==
+        "series,x,y,se,n\n"
+        "branch=high,4,0.25,,\nbranch=high,8,0.5,,\nbranch=high,16,0.75,,\n"
+        "branch=low,8,0.125,,\n"
+        "\"branch=lo,w\",8,0.375,,\n"
+        "quoted,8,0.5,,\nquoted,4,0.25,,\n");
+  const std::string gp = slurp(dir / "fig/sel.gp");
+  CHECK(gp.find("set output 'sel.png'") != std::string::npos);
+  CHECK(gp.find("'sel.dat' index 3 using 1:2 with points") != std::string::npos);
+  CHECK(gp.find("keyentry with lines lc 1 dt 1 title 'branch=high'") != std::string::npos);
+  CHECK(gp.find("title 'quoted'") != std::string::npos);
+  CHECK(gp.find("set key outside below") != std::string::npos);  // 4 entries
+}
+
+TEST_CASE("plot: a column named that is not in its table is an error naming both") {
+  TempDir dir("pl_plot");
+  spit(dir / "t.csv", kTable);
+  for (const char* bad : {":x=Q:y=cG", ":x=P:y=cG,cg", ":x=P:y=cG:where=atention=softmax",
+                          ":x=P:y=cG:group=brnach"}) {
+    CAPTURE(bad);
+    PlotSpec spec;
+    spec.out = dir / "bad.png";
+    spec.series = {series(dir / "t.csv:x=P:y=cG"), series(dir / "t.csv" + bad)};
+    const PlotOutcome o = plot_without_gnuplot(spec);
+    CHECK(o.status == 2);
+    CHECK(o.error.find(dir / "t.csv") != std::string::npos);
+    CHECK(o.error.find("no column") != std::string::npos);
+    CHECK(!exists(dir / "bad.dat"));  // nothing written
+  }
+  // A title placeholder that is not a group column.
+  PlotSpec spec;
+  spec.out = dir / "bad.png";
+  spec.series = {series(dir / "t.csv:x=P:y=cG:title={branch}")};
+  PlotOutcome o = plot_without_gnuplot(spec);
+  CHECK(o.status == 2);
+  CHECK(o.error.find("{branch}") != std::string::npos);
+  // A series without rows is a warning; no rows at all an error.
+  spec.series = {series(dir / "t.csv:x=P:y=cG:where=attention=linear"),
+                 series(dir / "t.csv:x=P:y=cG:where=attention=none")};
+  o = plot_without_gnuplot(spec);
+  CHECK(o.status == 0);
+  REQUIRE(o.warnings.size() == 1);
+  CHECK(o.warnings[0].find("series 2") != std::string::npos);
+  spec.series.erase(spec.series.begin());
+  o = plot_without_gnuplot(spec);
+  CHECK(o.status == 2);
+  CHECK(o.error.find("no rows") != std::string::npos);
+  // --out must be a PNG.
+  spec.out = dir / "bad.svg";
+  CHECK(plot_without_gnuplot(spec).status == 2);
+}
+
+TEST_CASE("plot: two run folders, {param:NAME} from run.json, mean +- s.e.") {
+  TempDir dir("pl_plot");
+  ::mkdir((dir / "th").c_str(), 0755);
+  ::mkdir((dir / "ex").c_str(), 0755);
+  spit(dir / "th/results.csv", "P,branch,cG\n1,low,0.5\n2,low,0.25\n");
+  spit(dir / "th/run.json", R"({"config": {"sweep": {"P": [1, 2]}, "params": {"L": 8,
+      "V": 4, "kappa": 0.5, "attention": "softmax"}}})");
+  spit(dir / "ex/results.csv", "P,seed,init,cG\n2,0,copy,1\n2,1,copy,3\n1,0,copy,2\n");
+  spit(dir / "ex/run.json", R"({"config": {"params": {"L": 16}}})");
+  PlotSpec spec;
+  spec.out = dir / "two.png";
+  spec.logx = true;
+  spec.title = "{param:attention}, L={param:L} kappa={param:kappa}";
+  spec.series = {
+      series(dir / "th:x=P:y=cG:group=branch:title=theory {branch}, L={param:L}"),
+      series(dir / "ex:x=P:y=cG:group=init:title=Adam {init}, L={param:L}:style=mean lw 2")};
+  const PlotOutcome o = plot_without_gnuplot(spec);
+  INFO(o.error);
+  REQUIRE(o.status == 0);
+  // Mean and standard error by hand: P=1: one row (2, se 0); P=2: rows 1 and 3, mean 2,
+  // sample variance 2, se sqrt(2/2) = 1.
+  CHECK(slurp(dir / "two.csv") ==
+        "series,x,y,se,n\n"
+        "\"theory low, L=8\",1,0.5,,\n\"theory low, L=8\",2,0.25,,\n"
+        "\"Adam copy, L=16\",1,2,0,1\n\"Adam copy, L=16\",2,2,1,2\n");
+  const std::string gp = slurp(dir / "two.gp");
+  CHECK(gp.find("set title 'softmax, L=8 kappa=0.5'") != std::string::npos);
+  CHECK(gp.find("set logscale x") != std::string::npos);
+  CHECK(gp.find("using 1:2:3 with yerrorlines ps 0.7 lc 2 dt 1 pt 5 lw 2") != std::string::npos);
+  CHECK(gp.find("set ylabel 'cG (mean +- s.e.)'") != std::string::npos);
+  // A swept parameter, or one the run does not have, is an error naming the run.json.
+  for (const char* t : {"{param:P}", "{param:nope}"}) {
+    spec.title = t;
+    const PlotOutcome e = plot_without_gnuplot(spec);
+    CHECK(e.status == 2);
+    CHECK(e.error.find(dir / "th/run.json") != std::string::npos);
+  }
+}
+
+TEST_CASE("plot: the command, its exit status and messages") {
+  namespace dt = pl::driver_test;
+  TempDir dir("pl_plot");
+  spit(dir / "t.csv", kTable);
+  auto run = [&](const std::vector<std::string>& args, bool gnuplot = false) {
+    const std::string tag = dt::next_tag();
+    dt::SpawnOptions so;
+    so.gnuplot = gnuplot;
+    return dt::finish(dt::spawn(dt::phaselab_exe(), args, dir, tag, so), dir, tag);
+  };
+  const std::string sel = dir / "t.csv:x=P:y=cG:where=attention=softmax:group=branch";
+  auto r = run({"plot", sel});
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--out") != std::string::npos);
+  r = run({"plot", "--out", dir / "c.png"});
+  CHECK(r.rc == 2);
+  r = run({"plot", "--out", dir / "c.png", dir / "t.csv:x=P:y=cG:where=atention=softmax"});
+  CHECK(r.rc == 2);
+  CHECK(r.err.find(dir / "t.csv: no column \"atention\"") != std::string::npos);
+  r = run({"plot", "--out", dir / "c.png", "--logy", "--title", "t", sel});
+  CHECK(r.rc == 0);
+  CHECK(r.err.find("not drawn: gnuplot not found") != std::string::npos);
+  CHECK(exists(dir / "c.dat"));
+  CHECK(exists(dir / "c.csv"));
+  CHECK(slurp(dir / "c.gp").find("set logscale y") != std::string::npos);
+  r = run({"plot", "--help"});
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("SERIES") != std::string::npos);
+  if (!have_gnuplot()) {
+    MESSAGE("gnuplot not installed: the PNG is not checked");
+    return;
+  }
+  r = run({"plot", "--out", dir / "d.png", sel, dir / "t.csv:x=P:y=cG:style=points ps 2"}, true);
+  CHECK(r.rc == 0);
+  CHECK(r.err.empty());
+  CHECK(slurp(dir / "d.png").compare(0, 4, "\x89PNG") == 0);
+}
+
+}  // namespace
+}  // namespace pl::test
