@@ -545,9 +545,9 @@ class Figure {
     if (pd_) {
       dat_ = "# " + name_ + ": from " + pd_->table + ".csv, written by phaselab\n";
     } else {
-      dat_ = "# " + name_ + ": written by phaselab plot from";
-      for (const auto& s : src_) dat_ += " " + s.file;
-      dat_ += "\n";
+      std::vector<std::string> files;
+      for (const auto& s : src_) files.push_back(s.file);
+      dat_ = "# " + name_ + ": written by phaselab plot from " + joined(files) + "\n";
       csv_ = "series,x,y,se,n\n";
     }
     size_t block = 0;

@@ -109,7 +109,7 @@ TEST_CASE("plot: where, group, quoted cells and the data files, in full") {
   CHECK(o.figure.note.find("gnuplot") != std::string::npos);
   // Series in order of first appearance; lines in order of x; 32 (empty cG) and linear left out.
   const std::string t = dir / "t.csv";
-  CHECK(slurp(dir / "fig/sel.dat") == "# sel: written by phaselab plot from " + t + " " + t +
+  CHECK(slurp(dir / "fig/sel.dat") == "# sel: written by phaselab plot from " + t +
                                           "\n"
                                           "# branch=high\n# x y\n4 0.25\n8 0.5\n16 0.75\n\n\n"
                                           "# branch=low\n# x y\n8 0.125\n\n\n"
