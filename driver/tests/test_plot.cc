@@ -3,8 +3,8 @@
 // the SERIES syntax, the rows selected and grouped from small CSV tables written here (quoted
 // cells included), the data files compared in full with texts written out by hand, the errors
 // (a column not in its table, no rows), {param:NAME} from run.json, two run folders on one
-// figure, and the command's exit status and messages. gnuplot is needed only where a PNG is
-// checked, and those checks are skipped when it is not installed.
+// figure. gnuplot is not needed (it is turned off); the command itself is tested in
+// test_plot_command.cc (driver suite).
 #include <doctest/doctest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -45,8 +45,6 @@ PlotOutcome plot_without_gnuplot(const PlotSpec& spec) {
   ::unsetenv("PHASELAB_GNUPLOT");
   return o;
 }
-
-bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
 
 // A table with quoted cells: a comma inside a group value, doubled quotes in a value a where
 // clause selects, an empty y (skipped), a row of another attention (filtered out).
@@ -204,44 +202,6 @@ TEST_CASE("plot: two run folders, {param:NAME} from run.json, mean +- s.e.") {
     CHECK(e.status == 2);
     CHECK(e.error.find(dir / "th/run.json") != std::string::npos);
   }
-}
-
-TEST_CASE("plot: the command, its exit status and messages") {
-  namespace dt = pl::driver_test;
-  TempDir dir("pl_plot");
-  spit(dir / "t.csv", kTable);
-  auto run = [&](const std::vector<std::string>& args, bool gnuplot = false) {
-    const std::string tag = dt::next_tag();
-    dt::SpawnOptions so;
-    so.gnuplot = gnuplot;
-    return dt::finish(dt::spawn(dt::phaselab_exe(), args, dir, tag, so), dir, tag);
-  };
-  const std::string sel = dir / "t.csv:x=P:y=cG:where=attention=softmax:group=branch";
-  auto r = run({"plot", sel});
-  CHECK(r.rc == 2);
-  CHECK(r.err.find("--out") != std::string::npos);
-  r = run({"plot", "--out", dir / "c.png"});
-  CHECK(r.rc == 2);
-  r = run({"plot", "--out", dir / "c.png", dir / "t.csv:x=P:y=cG:where=atention=softmax"});
-  CHECK(r.rc == 2);
-  CHECK(r.err.find(dir / "t.csv: no column \"atention\"") != std::string::npos);
-  r = run({"plot", "--out", dir / "c.png", "--logy", "--title", "t", sel});
-  CHECK(r.rc == 0);
-  CHECK(r.err.find("not drawn: gnuplot not found") != std::string::npos);
-  CHECK(exists(dir / "c.dat"));
-  CHECK(exists(dir / "c.csv"));
-  CHECK(slurp(dir / "c.gp").find("set logscale y") != std::string::npos);
-  r = run({"plot", "--help"});
-  CHECK(r.rc == 0);
-  CHECK(r.out.find("SERIES") != std::string::npos);
-  if (!have_gnuplot()) {
-    MESSAGE("gnuplot not installed: the PNG is not checked");
-    return;
-  }
-  r = run({"plot", "--out", dir / "d.png", sel, dir / "t.csv:x=P:y=cG:style=points ps 2"}, true);
-  CHECK(r.rc == 0);
-  CHECK(r.err.empty());
-  CHECK(slurp(dir / "d.png").compare(0, 4, "\x89PNG") == 0);
 }
 
 }  // namespace
