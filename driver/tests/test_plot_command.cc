@@ -3,6 +3,7 @@
 // errors, a column not in its table, gnuplot absent (data written, exit 0, a message), --help,
 // and a PNG drawn when gnuplot is installed. The selection itself: test_plot.cc.
 #include <doctest/doctest.h>
+#include <stdlib.h>
 
 #include <cstdlib>
 #include <string>
@@ -60,7 +61,13 @@ TEST_CASE("plot: the command, its exit status and messages") {
     MESSAGE("gnuplot not installed: the PNG is not checked");
     return;
   }
+  // gnuplot from PATH (another test of this suite may leave PHASELAB_GNUPLOT set)
+  const std::string old = pl::driver_test::env_or("PHASELAB_GNUPLOT", "");
+  const bool had = std::getenv("PHASELAB_GNUPLOT") != nullptr;
+  ::unsetenv("PHASELAB_GNUPLOT");
   r = run({"plot", "--out", dir / "d.png", sel, dir / "t.csv:x=P:y=cG:style=points ps 2"}, true);
+  if (had) ::setenv("PHASELAB_GNUPLOT", old.c_str(), 1);
+  CAPTURE(r.err);
   CHECK(r.rc == 0);
   CHECK(r.err.empty());
   CHECK(slurp(dir / "d.png").compare(0, 4, "\x89PNG") == 0);
