@@ -993,10 +993,10 @@ TEST_CASE("a PNG that gnuplot could not finish is not counted as drawn: exit 5")
        "printf '\\211PNG\\r\\n\\032\\nhalf a picture' > \"${1%.gp}.png\"\n");
   ::chmod((d / "gnuplot").c_str(), 0755);
   spit(d / "good.toml", kGood);
-  const std::string old = env_or("PHASELAB_GNUPLOT", "");
-  ::setenv("PHASELAB_GNUPLOT", (d / "gnuplot").c_str(), 1);
-  const Result r = phaselab({"run", d / "good.toml", "--out", d / "o", "--quiet"}, d, true);
-  ::setenv("PHASELAB_GNUPLOT", old.c_str(), 1);
+  const Result r = [&] {
+    const ScopedEnv gnuplot("PHASELAB_GNUPLOT", (d / "gnuplot").c_str());
+    return phaselab({"run", d / "good.toml", "--out", d / "o", "--quiet"}, d, true);
+  }();
   CAPTURE(r.err);
   CHECK(r.rc == 5);
   CHECK(r.err.find("error: figure value_vs_n: cannot write " + d / "o/figures/value_vs_n.png" +

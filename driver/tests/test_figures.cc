@@ -43,15 +43,14 @@ struct RunDir : pl::driver_test::TempDir {
 std::vector<pl::driver::FigureResult> render(const RunDir& run,
                                              const std::vector<pl_plot_decl>& plots,
                                              bool with_gnuplot = false) {
-  if (!with_gnuplot) ::setenv("PHASELAB_GNUPLOT", "", 1);
+  const pl::driver_test::ScopedEnv gnuplot("PHASELAB_GNUPLOT",
+                                           with_gnuplot ? std::getenv("PHASELAB_GNUPLOT") : "");
   pl_plugin p{};
   p.plots = plots.data();
   p.num_plots = uint32_t(plots.size());
   std::string tool;
   bool have = false;
-  auto out = pl::driver::render_figures(p, run.path, {{"L", "16"}}, &tool, &have);
-  ::unsetenv("PHASELAB_GNUPLOT");
-  return out;
+  return pl::driver::render_figures(p, run.path, {{"L", "16"}}, &tool, &have);
 }
 
 using pl::driver_test::count_of;

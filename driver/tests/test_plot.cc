@@ -40,10 +40,8 @@ SeriesSpec series(const std::string& text) {
 
 // draw_plot with gnuplot off (PHASELAB_GNUPLOT empty): the script and data files only.
 PlotOutcome plot_without_gnuplot(const PlotSpec& spec) {
-  ::setenv("PHASELAB_GNUPLOT", "", 1);
-  PlotOutcome o = draw_plot(spec);
-  ::unsetenv("PHASELAB_GNUPLOT");
-  return o;
+  const pl::driver_test::ScopedEnv gnuplot("PHASELAB_GNUPLOT", "");
+  return draw_plot(spec);
 }
 
 // A table with quoted cells: a comma inside a group value, doubled quotes in a value a where

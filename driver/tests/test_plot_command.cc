@@ -61,12 +61,10 @@ TEST_CASE("plot: the command, its exit status and messages") {
     MESSAGE("gnuplot not installed: the PNG is not checked");
     return;
   }
-  // gnuplot from PATH (another test of this suite may leave PHASELAB_GNUPLOT set)
-  const std::string old = pl::driver_test::env_or("PHASELAB_GNUPLOT", "");
-  const bool had = std::getenv("PHASELAB_GNUPLOT") != nullptr;
-  ::unsetenv("PHASELAB_GNUPLOT");
-  r = run({"plot", "--out", dir / "d.png", sel, dir / "t.csv:x=P:y=cG:style=points ps 2"}, true);
-  if (had) ::setenv("PHASELAB_GNUPLOT", old.c_str(), 1);
+  {
+    const pl::driver_test::ScopedEnv gnuplot("PHASELAB_GNUPLOT", nullptr);  // gnuplot from PATH
+    r = run({"plot", "--out", dir / "d.png", sel, dir / "t.csv:x=P:y=cG:style=points ps 2"}, true);
+  }
   CAPTURE(r.err);
   CHECK(r.rc == 0);
   CHECK(r.err.empty());
