@@ -317,13 +317,10 @@ class Merge {
   // Every shard's rows and point records, checked against the shard's points.
   int gather() {
     const pl_plugin& p = plugin_.entry;
-    Row key_header;
-    for (const auto& a : cfg_.sweep) key_header.push_back(a.key);
-    key_header.push_back("seed");
-    headers_.assign(p.num_tables, key_header);
-    for (uint32_t t = 0; t < p.num_tables; ++t)
-      for (uint32_t c = 0; c < p.tables[t].num_columns; ++c)
-        headers_[t].push_back(p.tables[t].columns[c]);
+    const LeadingColumns lead = leading_columns(cfg_, plugin_.param_names);
+    const Row& key_header = lead.keys;
+    headers_.clear();
+    for (uint32_t t = 0; t < p.num_tables; ++t) headers_.push_back(lead.header(p.tables[t]));
     failure_header_ = key_header;
     failure_header_.push_back("error");
     tables_.resize(p.num_tables);

@@ -28,6 +28,25 @@ std::string drop_torn_tail(std::string* text) {
 
 }  // namespace
 
+Row LeadingColumns::header(const pl_table_decl& td) const {
+  Row h = keys;
+  if (all_params(td)) h.insert(h.end(), params.begin(), params.end());
+  for (uint32_t c = 0; c < td.num_columns; ++c) h.push_back(td.columns[c]);
+  return h;
+}
+
+LeadingColumns leading_columns(const RunConfig& cfg, const std::vector<std::string>& param_names) {
+  LeadingColumns lc;
+  for (const auto& a : cfg.sweep) lc.keys.push_back(a.key);
+  lc.keys.push_back("seed");
+  for (size_t i = 0; i < cfg.base.size() && i < param_names.size(); ++i)
+    if (!swept(cfg, i)) {
+      lc.params.push_back(param_names[i]);
+      lc.param_cells.push_back(value_text(cfg.base[i]));
+    }
+  return lc;
+}
+
 ResultStore::~ResultStore() { close(); }
 
 void ResultStore::close() {
@@ -43,18 +62,19 @@ std::vector<std::string> ResultStore::table_files() const {
   return out;
 }
 
-bool ResultStore::open(const std::string& dir, const pl_plugin& plugin, const Row& key_header,
+bool ResultStore::open(const std::string& dir, const pl_plugin& plugin, const LeadingColumns& lead,
                        bool resume, const std::unordered_map<std::string, uint64_t>& key_index,
                        std::set<uint64_t>* done, std::vector<std::string>* notes,
                        std::string* error) {
+  const Row& key_header = lead.keys;
   const size_t nkey = key_header.size();
+  param_cells_ = lead.param_cells;
   tables_.clear();
   for (uint32_t t = 0; t < plugin.num_tables; ++t) {
     File f;
     f.path = dir + "/" + plugin.tables[t].name + ".csv";
-    f.header = key_header;
-    for (uint32_t c = 0; c < plugin.tables[t].num_columns; ++c)
-      f.header.push_back(plugin.tables[t].columns[c]);
+    f.header = lead.header(plugin.tables[t]);
+    f.all_params = LeadingColumns::all_params(plugin.tables[t]);
     tables_.push_back(std::move(f));
   }
   failures_ = File{};
@@ -215,6 +235,7 @@ bool ResultStore::commit(uint64_t index, const Row& key_cells,
     std::vector<std::string> lines;
     for (const Row& r : rows[t]) {
       Row full = key_cells;
+      if (tables_[t].all_params) full.insert(full.end(), param_cells_.begin(), param_cells_.end());
       full.insert(full.end(), r.begin(), r.end());
       lines.push_back(csv_line(full));
     }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The run folder's CSV files. results.csv is table 0 of the plugin, <name>.csv the others,
-// failures.csv the points that failed. Every file starts with the sweep keys and seed.
+// failures.csv the points that failed. Every file starts with the sweep keys and seed; a table
+// declared with PL_TABLE_ALL_PARAMS continues with every other parameter (LeadingColumns).
 //
 // Durability: the rows of a point are written whole or not at all. When a point finishes, its
 // side-table rows, then its results.csv rows, then one line in journal.csv (the point's key
@@ -28,16 +29,31 @@ namespace pl::driver {
 
 using Row = std::vector<std::string>;
 
+struct RunConfig;
+
+// The columns the driver writes before a table's own: the sweep keys (file order) and seed in
+// every table (the point's key: resume and merge match rows by it); a table declared with
+// PL_TABLE_ALL_PARAMS continues with every parameter that is not swept, in declaration order,
+// with the run's value (the same in every row).
+struct LeadingColumns {
+  Row keys;         // sweep keys, "seed"
+  Row params;       // the parameters that are not swept
+  Row param_cells;  // their values, as value_text writes them
+  static bool all_params(const pl_table_decl& td) { return (td.flags & PL_TABLE_ALL_PARAMS) != 0; }
+  // The header of a table: the leading columns it gets, then its own.
+  Row header(const pl_table_decl& td) const;
+};
+LeadingColumns leading_columns(const RunConfig& cfg, const std::vector<std::string>& param_names);
+
 class ResultStore {
  public:
   ~ResultStore();
   // Creates (or, with resume, reads back and keeps) the files. `key_index` maps a point key
   // (join_key of sweep values and seed) to its point index; `done` receives the points found
   // finished. `notes` receives what resume repaired (torn rows dropped), one line each.
-  bool open(const std::string& dir, const pl_plugin& plugin,
-            const std::vector<std::string>& key_header, bool resume,
-            const std::unordered_map<std::string, uint64_t>& key_index, std::set<uint64_t>* done,
-            std::vector<std::string>* notes, std::string* error);
+  bool open(const std::string& dir, const pl_plugin& plugin, const LeadingColumns& lead,
+            bool resume, const std::unordered_map<std::string, uint64_t>& key_index,
+            std::set<uint64_t>* done, std::vector<std::string>* notes, std::string* error);
   // Appends the rows of one finished point: rows[t] are the rows of table t (measured cells).
   bool commit(uint64_t index, const Row& key_cells, const std::vector<std::vector<Row>>& rows,
               std::string* error);
@@ -55,6 +71,7 @@ class ResultStore {
   struct File {
     std::string path;
     Row header;
+    bool all_params = false;  // rows get the parameter cells after the key cells
     int fd = -1;
     off_t size = 0;                                       // bytes known good
     std::vector<std::pair<uint64_t, std::string>> lines;  // (point index, CSV line), emission order
@@ -65,6 +82,7 @@ class ResultStore {
   bool rewrite(File& file, std::string* error);
   std::vector<File> tables_;
   File failures_, journal_;
+  Row param_cells_;  // LeadingColumns::param_cells
   std::mutex mu_;
 };
 

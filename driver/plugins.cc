@@ -111,6 +111,14 @@ std::string check_declarations(const pl_plugin& p) {
       if (!cols.insert(td.columns[c]).second)
         return std::string("table ") + td.name + " has column " + td.columns[c] + " twice";
     }
+    if (td.flags & ~uintptr_t(PL_TABLE_ALL_PARAMS))
+      return std::string("table ") + td.name +
+             " has flags this phaselab does not know (built with a newer SDK?)";
+    if (td.flags & PL_TABLE_ALL_PARAMS)
+      for (uint32_t i = 0; i < p.num_params; ++i)
+        if (cols.count(p.params[i].name))
+          return std::string("table ") + td.name + " has every parameter prepended but a column " +
+                 "named like parameter " + p.params[i].name;
   }
   if (p.num_plots && !p.plots) return "num_plots > 0 but plots is NULL";
   for (uint32_t i = 0; i < p.num_plots; ++i) {

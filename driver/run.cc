@@ -336,13 +336,11 @@ class Run {
     if (!opt_.resume && !start_record()) return kExitWrite;
     std::unordered_map<std::string, uint64_t> key_index;
     for (const auto& pt : points_) key_index[pt.key] = pt.index;
-    std::vector<std::string> key_header;
-    for (const auto& a : cfg_.sweep) key_header.push_back(a.key);
-    key_header.push_back("seed");
     std::vector<std::string> notes;
     if (!lock_note_.empty()) notes.push_back(lock_note_);
     std::string why;
-    if (!store_.open(out_, p_, key_header, opt_.resume, key_index, &done_, &notes, &why)) {
+    if (!store_.open(out_, p_, leading_columns(cfg_, plugin_.param_names), opt_.resume, key_index,
+                     &done_, &notes, &why)) {
       if (why.rfind("cannot resume", 0) == 0) {
         std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
         return kExitUsage;

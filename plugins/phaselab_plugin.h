@@ -77,11 +77,19 @@ typedef struct pl_value {
 /* A result table: results.csv is table 0; others become <name>.csv beside it (side files such as
  * the circulant spectrum or a loss history). The driver prepends the point's sweep keys and seed
  * to every row, so plugins emit only their measured columns, in declared order. */
+enum {
+  /* After the sweep keys and seed, also every parameter that is not swept (declaration order,
+   * the run's value): each row names its whole point, for a finish() hook or a reader that needs
+   * more than the swept keys. No column of the table may be named like a parameter. */
+  PL_TABLE_ALL_PARAMS = 1u << 0
+};
+
 typedef struct pl_table_decl {
   const char* name; /* "results" for table 0 */
   const char* const* columns;
   uint32_t num_columns;
-  const void* reserved[2];
+  uintptr_t flags; /* PL_TABLE_*; was reserved[0], zero in older plugins */
+  const void* reserved[1];
 } pl_table_decl;
 
 typedef enum pl_cell_kind {

@@ -6,11 +6,11 @@
 //    and the global branch                                                     -> results.csv
 //  * the transition: P* (branch switch / loss of stability), spinodal, P_low, order, by bisection
 //    in ln P; linear closed form and exact plane threshold next to it  -> transition_points.csv
-//    and transitions.csv (written by the plugin with every named column, see below)
+//    (with every parameter of the point, not only the swept ones: PL_TABLE_ALL_PARAMS)
 //  * exact finite-P check: S_data (exact marginal) on sampled data (the copy_task training set of
 //    the same seed) at each predicted branch, vs S_pop of the same matrix and vs the reduced
 //    action.
-// finish() sorts transitions.csv and fits the scaling of P* (scaling_fit.csv).
+// finish() reads transition_points.csv back and fits the scaling of P* (scaling_fit.csv).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,8 +19,8 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,7 +28,7 @@
 #include "copy_common/marginal.hpp"
 #include "copy_common/theory.hpp"
 #include "sdk/phaselab_sdk.hpp"
-#include "sdk/text.hpp"
+#include "sdk/table.hpp"
 
 namespace {
 
@@ -94,7 +94,8 @@ const char* const kTransCols[] = {"P_star",         "P_spinodal",         "P_low
                                   "P_star_over_V2", "P_star_over_closed", "seconds"};
 const pl_table_decl kTables[] = {
     pl::sdk::table("results", kResultCols),
-    pl::sdk::table("transition_points", kTransCols),
+    // every parameter in each row: finish() groups the fits by the ones that are not swept too
+    pl::sdk::table("transition_points", kTransCols, pl::sdk::kAllParams),
 };
 constexpr uint32_t kResults = 0, kTrans = 1;
 
@@ -134,15 +135,6 @@ std::string fmt(double x) {
   std::snprintf(b, sizeof b, "%.10g", x);
   return b;
 }
-
-// transitions.csv: the plugin's own side file with every named column (the driver's tables get
-// only the swept keys prepended, and refuses result columns named like swept keys). Rows are
-// appended by the workers under a lock and sorted by point in finish().
-std::mutex g_trans_mutex;
-const char* const kTransHeader =
-    "point,seed,attention,L,V,kappa,sw2,sg2,beta_convention,wrap,objective,rest_logits,P_star,"
-    "P_spinodal,P_low,order,"
-    "P_closed,P_plane,cG_jump,P_star_over_L_ln2L,P_star_over_L_lnL,P_star_over_V2";
 
 class CopyTheory {
  public:
@@ -263,14 +255,6 @@ class CopyTheory {
       const double secs = now() - t0;
       cx.emit(kTrans, {num(t.P_star), num(t.P_spinodal), num(t.P_low), t.order, num(t.P_closed),
                        num(t.P_plane), num(t.a_jump), num(r1), num(r3), num(r2), num(rc), secs});
-      std::ostringstream row;
-      row << cx.point_index() << ',' << cx.seed() << ',' << (softmax_ ? "softmax" : "linear") << ','
-          << L << ',' << m_.V << ',' << fmt(m_.kappa) << ',' << fmt(m_.sw2) << ',' << fmt(m_.sg2)
-          << ',' << cx.s("beta_convention") << ',' << cx.s("wrap") << ',' << cx.s("objective")
-          << ',' << cx.s("rest_logits") << ',' << fmt(t.P_star) << ',' << fmt(t.P_spinodal) << ','
-          << fmt(t.P_low) << ',' << t.order << ',' << fmt(t.P_closed) << ',' << fmt(t.P_plane)
-          << ',' << fmt(t.a_jump) << ',' << fmt(r1) << ',' << fmt(r3) << ',' << fmt(r2);
-      append_transition(cx.out_dir(), row.str());
     }
     cx.progress(1.0);
     return PL_OK;
@@ -287,18 +271,6 @@ class CopyTheory {
   static double now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
-  }
-  static void append_transition(const char* dir, const std::string& row) {
-    if (!dir || !*dir) return;
-    const std::string path = std::string(dir) + "/transitions.csv";
-    std::lock_guard<std::mutex> lock(g_trans_mutex);
-    std::ifstream probe(path);
-    const bool fresh = !probe.good() || probe.peek() == std::ifstream::traits_type::eof();
-    probe.close();
-    std::ofstream f(path, std::ios::app);
-    if (fresh) f << kTransHeader << '\n';
-    f << row << '\n';
-    f.flush();
   }
 
   Model m_;
@@ -333,7 +305,7 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
   return 0;
 }
 
-// ---------------------------------------------------------------- finish: sort + scaling fit
+// ---------------------------------------------------------------- finish: scaling fits
 
 // Least-squares slope of ln y on ln x.
 double loglog_slope(const std::vector<double>& x, const std::vector<double>& y) {
@@ -351,50 +323,51 @@ double loglog_slope(const std::vector<double>& x, const std::vector<double>& y) 
   return sxx > 0 ? sxy / sxx : NAN;
 }
 
-pl_status finish(const pl_host* host, const char* run_dir) {
-  const std::string path = std::string(run_dir) + "/transitions.csv";
-  std::ifstream in(path);
-  if (!in.good()) return PL_OK;  // transitions were off
-  std::string header, line;
-  std::getline(in, header);
-  std::map<std::pair<long long, std::string>, std::string> rows;  // (point, seed): last row wins
-  while (std::getline(in, line)) {
-    if (line.empty() || line == header) continue;
-    const auto f = pl::sdk::csv_fields(line);
-    if (f.size() < 2) continue;
-    rows[{std::atoll(f[0].c_str()), f[1]}] = line;
-  }
-  in.close();
-  {
-    std::ofstream out(path, std::ios::trunc);
-    out << kTransHeader << '\n';
-    for (const auto& r : rows) out << r.second << '\n';
-  }
-  // Scaling fits: softmax P* vs L at fixed (V, kappa, sw2, sg2) and linear P* vs V at fixed L.
-  // Columns: 2 attention, 3 L, 4 V, 5 kappa, 6 sw2, 7 sg2, 8 beta_convention, 9 wrap, 10 objective,
-  // 11 rest_logits, 12 P_star, 15 order.
+// scaling_fit.csv from the rows of transition_points.csv (columns read by name; the table has
+// every parameter): softmax P* vs L at fixed (V, kappa, sw2, sg2, conventions, order) and linear
+// P* vs V at fixed L, each fit within one transition order (first-order points and crossovers
+// follow different laws). Points without a P* or with order "none" are left out. Throws
+// std::out_of_range when a column is missing.
+std::string scaling_fits(const pl::sdk::Table& t) {
+  const size_t c_att = t.col("attention"), c_L = t.col("L"), c_V = t.col("V"),
+               c_kappa = t.col("kappa"), c_sw2 = t.col("sw2"), c_sg2 = t.col("sg2"),
+               c_beta = t.col("beta_convention"), c_wrap = t.col("wrap"),
+               c_obj = t.col("objective"), c_rest = t.col("rest_logits"), c_P = t.col("P_star"),
+               c_order = t.col("order");
   struct Pt {
     double L, V, P;
   };
-  std::map<std::string, std::vector<Pt>> by_V, by_L;  // key: attention|fixed value|kappa|sw2|sg2
-  for (const auto& r : rows) {
-    const auto f = pl::sdk::csv_fields(r.second);
-    if (f.size() < 22 || f[12].empty() || f[15] == "none") continue;
-    const Pt p{std::atof(f[3].c_str()), std::atof(f[4].c_str()), std::atof(f[12].c_str())};
-    // fits only within one order: first-order points and crossovers follow different laws
-    const std::string rest = f[5] + "|" + f[6] + "|" + f[7] + "|" + f[8] + "|" + f[9] + "|" +
-                             f[10] + "|" + f[11] + "|" + f[15];
-    by_V[f[2] + "|V|" + f[4] + "|" + rest].push_back(p);
-    by_L[f[2] + "|L|" + f[3] + "|" + rest].push_back(p);
+  struct Group {
+    std::vector<std::string> key;  // attention, fixed, fixed value, kappa, ..., order
+    std::vector<Pt> pts;
+  };
+  // Keyed by the group's cells joined with '|' (the order of the fits in the file).
+  std::map<std::string, Group> by_V, by_L;
+  for (size_t r = 0; r < t.rows(); ++r) {
+    if (t.str(r, c_P).empty() || t.str(r, c_order) == "none") continue;
+    const Pt p{t.num(r, c_L), t.num(r, c_V), t.num(r, c_P)};
+    const std::vector<std::string> rest = {
+        fmt(t.num(r, c_kappa)), fmt(t.num(r, c_sw2)), fmt(t.num(r, c_sg2)), t.str(r, c_beta),
+        t.str(r, c_wrap),       t.str(r, c_obj),      t.str(r, c_rest),     t.str(r, c_order)};
+    for (const bool fix_V : {true, false}) {
+      std::vector<std::string> key = {t.str(r, c_att), fix_V ? "V" : "L",
+                                      t.str(r, fix_V ? c_V : c_L)};
+      key.insert(key.end(), rest.begin(), rest.end());
+      std::string joined;
+      for (const auto& k : key) joined += (joined.empty() ? "" : "|") + k;
+      Group& g = (fix_V ? by_V : by_L)[joined];
+      g.key = key;
+      g.pts.push_back(p);
+    }
   }
-  std::ofstream out(std::string(run_dir) + "/scaling_fit.csv", std::ios::trunc);
+  std::ostringstream out;
   out << "attention,fixed,fixed_value,kappa,sw2,sg2,beta_convention,wrap,objective,rest_logits,"
-         "order,"
-         "varied,n,exponent,"
-         "exponent_of_ratio,ratio_min,ratio_max,ratio_name,exponent_of_ratio_L_lnL\n";
-  auto emit_fit = [&](const std::string& key, std::vector<Pt> v, bool vary_L) {
-    std::sort(v.begin(), v.end(),
-              [&](const Pt& a, const Pt& b) { return vary_L ? a.L < b.L : a.V < b.V; });
+         "order,varied,n,exponent,exponent_of_ratio,ratio_min,ratio_max,ratio_name,"
+         "exponent_of_ratio_L_lnL\n";
+  auto emit_fit = [&](const Group& g, bool vary_L) {
+    std::vector<Pt> v = g.pts;
+    std::stable_sort(v.begin(), v.end(),
+                     [&](const Pt& a, const Pt& b) { return vary_L ? a.L < b.L : a.V < b.V; });
     // drop duplicate x (several seeds give the same theory)
     std::vector<double> x, y, ratio, ratio2;
     for (const auto& p : v) {
@@ -407,33 +380,37 @@ pl_status finish(const pl_host* host, const char* run_dir) {
       ratio2.push_back(p.P / (p.L * lnL));
     }
     if (x.size() < 2) return;
-    std::vector<std::string> parts;
-    {
-      std::string cur;
-      for (char ch : key) {
-        if (ch == '|') {
-          parts.push_back(cur);
-          cur.clear();
-        } else {
-          cur += ch;
-        }
-      }
-      parts.push_back(cur);
-    }
     const auto mm = std::minmax_element(ratio.begin(), ratio.end());
-    out << parts[0] << ',' << parts[1] << ',' << parts[2] << ',' << parts[3] << ',' << parts[4]
-        << ',' << parts[5] << ',' << parts[6] << ',' << parts[7] << ',' << parts[8] << ','
-        << parts[9] << ',' << parts[10] << ',' << (vary_L ? "L" : "V") << ',' << x.size() << ','
-        << fmt(loglog_slope(x, y)) << ',' << fmt(loglog_slope(x, ratio)) << ',' << fmt(*mm.first)
-        << ',' << fmt(*mm.second) << ',' << (vary_L ? "P_star/(L ln^2 L)" : "P_star/V^2") << ','
+    for (const auto& k : g.key) out << k << ',';
+    out << (vary_L ? "L" : "V") << ',' << x.size() << ',' << fmt(loglog_slope(x, y)) << ','
+        << fmt(loglog_slope(x, ratio)) << ',' << fmt(*mm.first) << ',' << fmt(*mm.second) << ','
+        << (vary_L ? "P_star/(L ln^2 L)" : "P_star/V^2") << ','
         << (vary_L ? fmt(loglog_slope(x, ratio2)) : std::string()) << '\n';
   };
-  for (const auto& g : by_V) emit_fit(g.first, g.second, true);
-  for (const auto& g : by_L) emit_fit(g.first, g.second, false);
-  host->log(host->ctx, PL_LOG_INFO,
-            ("copy_theory: " + std::to_string(rows.size()) +
-             " transitions in transitions.csv, fits in scaling_fit.csv")
-                .c_str());
+  for (const auto& g : by_V) emit_fit(g.second, true);
+  for (const auto& g : by_L) emit_fit(g.second, false);
+  return out.str();
+}
+
+pl_status finish(const pl_host* host, const char* run_dir) {
+  const std::string dir = run_dir, path = dir + "/transition_points.csv";
+  try {
+    pl::sdk::Table t;
+    std::string why;
+    if (!t.read(path, &why)) throw std::runtime_error(why);
+    if (t.rows() == 0) return PL_OK;  // transitions were off
+    std::ofstream out(dir + "/scaling_fit.csv", std::ios::trunc);
+    out << scaling_fits(t);
+    out.close();
+    if (!out) throw std::runtime_error("cannot write " + dir + "/scaling_fit.csv");
+    host->log(host->ctx, PL_LOG_INFO,
+              ("copy_theory: " + std::to_string(t.rows()) +
+               " transitions in transition_points.csv, fits in scaling_fit.csv")
+                  .c_str());
+  } catch (const std::exception& e) {
+    host->fail(host->ctx, (std::string("copy_theory scaling fit: ") + e.what()).c_str());
+    return PL_FAILED;
+  }
   return PL_OK;
 }
 

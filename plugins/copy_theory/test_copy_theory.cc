@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "copy_common/theory.hpp"
 #include "phaselab/kernels.hpp"
 #include "phaselab_plugin.h"
+#include "sdk/table.hpp"
 #include "sdk/test_host.hpp"
 
 using namespace pl::copy::theory;
@@ -760,34 +763,7 @@ TEST_CASE("P* scales exactly with kappa (the action depends on P only through be
 // ---------------------------------------------------------------- the plugin through a fake host
 extern "C" const pl_plugin phaselab_plugin_entry;
 
-namespace {
-
-std::vector<std::vector<std::string>> read_csv(const std::string& path) {
-  std::vector<std::vector<std::string>> out;
-  FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) return out;
-  char line[4096];
-  while (std::fgets(line, sizeof line, f)) {
-    std::vector<std::string> row;
-    std::string cur;
-    for (char* c = line; *c && *c != '\n'; ++c) {
-      if (*c == ',') {
-        row.push_back(cur);
-        cur.clear();
-      } else {
-        cur += *c;
-      }
-    }
-    row.push_back(cur);
-    out.push_back(row);
-  }
-  std::fclose(f);
-  return out;
-}
-
-}  // namespace
-
-TEST_CASE("plugin: branches, exact check and transitions.csv through a fake host") {
+TEST_CASE("plugin: branches, exact check and transition_points.csv through a fake host") {
   pl::test_host::FakeHost h(phaselab_plugin_entry);
   h.keep_rows = true;  // rows of both points, as the driver's finish() sees them
   REQUIRE(bool(h.k.uniform_bits));
@@ -797,14 +773,14 @@ TEST_CASE("plugin: branches, exact check and transitions.csv through a fake host
                                                    {"P_max", "2000"}, {"exact_P_max", "300"}};
   auto lin = base;
   lin["attention"] = "linear";
-  REQUIRE(h.run(lin, 0, 1, 1235) == PL_OK);  // out of order: finish() sorts by point
+  REQUIRE(h.run(lin, 0, 1, 1235) == PL_OK);  // out of order: the tables are in point order
   REQUIRE(h.rows.size() == 2);
   const auto lin_rows = h.rows[0];
-  h.rows[0].clear();
   REQUIRE(h.run(base, 0, 0, 1234) == PL_OK);
   CHECK(h.failure.empty());
   // results: every grid P has exactly one global minimum; the exact check is filled for P <= 300
-  const auto soft_rows = h.rows[0];
+  const std::vector<std::vector<std::string>> soft_rows(h.rows[0].begin() + long(lin_rows.size()),
+                                                        h.rows[0].end());
   for (const auto* rows : {&lin_rows, &soft_rows}) {
     std::map<std::string, int> globals;
     int checked = 0;
@@ -821,22 +797,130 @@ TEST_CASE("plugin: branches, exact check and transitions.csv through a fake host
     CHECK(checked > 0);
   }
   REQUIRE(h.rows[1].size() == 2);
+  // The tables as the driver writes them with attention swept: transition_points.csv carries
+  // every parameter (PL_TABLE_ALL_PARAMS), results.csv only the swept key.
+  h.write_tables({"attention"});
   REQUIRE(phaselab_plugin_entry.finish(&h.host, h.dir.c_str()) == PL_OK);
-  const auto t = read_csv(h.dir + "/transitions.csv");
-  REQUIRE(t.size() == 3);
-  const std::vector<std::string> need = {"attention", "L",      "V",          "kappa", "sw2",
-                                         "sg2",       "P_star", "P_spinodal", "P_low", "order"};
-  std::map<std::string, size_t> col;
-  for (size_t i = 0; i < t[0].size(); ++i) col[t[0][i]] = i;
-  for (const auto& n : need) CHECK(col.count(n) == 1);
-  CHECK(t[1][col["attention"]] == "softmax");  // point 0 first
-  CHECK(t[2][col["attention"]] == "linear");
+  CHECK(h.failure.empty());
+  pl::sdk::Table t, res;
+  std::string why;
+  REQUIRE_MESSAGE(t.read(h.dir + "/transition_points.csv", &why), why);
+  REQUIRE_MESSAGE(res.read(h.dir + "/results.csv", &why), why);
+  CHECK_FALSE(res.has("L"));
+  REQUIRE(t.rows() == 2);
+  std::vector<std::string> want = {"attention", "seed"};  // swept, seed, the rest in order
+  for (uint32_t j = 0; j < phaselab_plugin_entry.num_params; ++j)
+    if (std::string(phaselab_plugin_entry.params[j].name) != "attention")
+      want.push_back(phaselab_plugin_entry.params[j].name);
+  for (uint32_t c = 0; c < phaselab_plugin_entry.tables[1].num_columns; ++c)
+    want.push_back(phaselab_plugin_entry.tables[1].columns[c]);
+  CHECK(t.header() == want);
+  CHECK(t.str(0, t.col("attention")) == "softmax");  // point 0 first
+  CHECK(t.str(1, t.col("attention")) == "linear");
+  for (size_t r = 0; r < 2; ++r) {
+    CHECK(t.num(r, t.col("L")) == 16);
+    CHECK(t.num(r, t.col("V")) == 4);
+    CHECK(t.num(r, t.col("kappa")) == 1.0);
+    CHECK(t.str(r, t.col("objective")) == "marginal");
+  }
   Model m;
   m.L = 16;
   m.V = 4;
   const Transition ts = find_transition(m, true, 1, 1e9, 1e-3);
-  CHECK(near(std::atof(t[1][col["P_star"]].c_str()), ts.P_star, 0, 1e-8));
-  CHECK(t[1][col["order"]] == "first");
-  CHECK(t[2][col["order"]] == "second");
-  CHECK(near(std::atof(t[2][col["P_star"]].c_str()), linear_threshold_plane(m), 0, 1e-8));
+  CHECK(near(t.num(0, t.col("P_star")), ts.P_star, 0, 1e-8));
+  CHECK(t.str(0, t.col("order")) == "first");
+  CHECK(t.str(1, t.col("order")) == "second");
+  CHECK(near(t.num(1, t.col("P_star")), linear_threshold_plane(m), 0, 1e-8));
+  // One L and one V per attention: no fit has two points, scaling_fit.csv is its header only.
+  pl::sdk::Table fit;
+  REQUIRE_MESSAGE(fit.read(h.dir + "/scaling_fit.csv", &why), why);
+  CHECK(fit.rows() == 0);
+  CHECK(fit.has("exponent"));
+}
+
+// finish()'s fits on a transition_points.csv written here: power laws whose exponents and
+// ratios are known in closed form, columns in an order of their own (read by name), duplicate
+// seeds, rows without a transition, and a second order and a second kappa that must not mix.
+TEST_CASE("plugin: finish fits P* power laws from transition_points.csv by column name") {
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
+  std::ostringstream f;
+  f.precision(17);
+  f << "seed,P_star,order,L,V,attention,kappa,sw2,sg2,beta_convention,wrap,objective,"
+       "rest_logits,P_spinodal\n";
+  auto row = [&](int seed, double P, const char* order, int L, int V, const char* att,
+                 const char* kappa) {
+    f << seed << ',';
+    if (!std::isnan(P)) f << P;
+    f << ',' << order << ',' << L << ',' << V << ',' << att << ',' << kappa
+      << ",1,1,per_position,cyclic,marginal,prior,\n";
+  };
+  const double a = 1.7, c = 3.0;
+  for (int L : {8, 16, 32, 64})
+    for (int seed : {0, 1}) {
+      const double lnL = std::log(double(L));
+      row(seed, c * L * lnL * lnL, "first", L, 4, "softmax", "1");  // ratio P/(L ln^2 L) = c
+      row(seed, 5.0 * std::pow(double(L), a), "first", L, 16, "softmax", "0.5");  // exponent a
+      row(seed, 7.0 * L, "crossover", L, 16, "softmax", "0.5");  // another order: its own fit
+    }
+  for (int V : {4, 16, 64}) row(0, 2.0 * V * V, "second", 32, V, "linear", "1");  // P = 2 V^2
+  row(0, NAN, "none", 128, 4, "softmax", "1");  // no transition: left out
+  row(0, 1e9, "none", 256, 4, "softmax", "1");  // order none: left out
+  std::ofstream(h.dir + "/transition_points.csv") << f.str();
+  REQUIRE(phaselab_plugin_entry.finish(&h.host, h.dir.c_str()) == PL_OK);
+  pl::sdk::Table fit;
+  std::string why;
+  REQUIRE_MESSAGE(fit.read(h.dir + "/scaling_fit.csv", &why), why);
+  auto find = [&](const std::string& att, const std::string& fixed, const std::string& value,
+                  const std::string& kappa, const std::string& order) {
+    size_t hit = fit.rows();
+    for (size_t r = 0; r < fit.rows(); ++r)
+      if (fit.str(r, fit.col("attention")) == att && fit.str(r, fit.col("fixed")) == fixed &&
+          fit.str(r, fit.col("fixed_value")) == value && fit.str(r, fit.col("kappa")) == kappa &&
+          fit.str(r, fit.col("order")) == order) {
+        CHECK(hit == fit.rows());  // one row per group
+        hit = r;
+      }
+    REQUIRE_MESSAGE(hit < fit.rows(), std::string(att + " " + fixed + "=" + value + " " + order));
+    return hit;
+  };
+  // softmax, V = 4: P = c L ln^2 L, the ratio is constant: exponent_of_ratio 0, min = max = c;
+  // the exponent of P itself: the least-squares slope of ln(c L ln^2 L) on ln L, in closed form
+  // 1 + 2 * slope(ln ln L on ln L) over ln L = k ln 2, k = 3..6.
+  size_t r = find("softmax", "V", "4", "1", "first");
+  CHECK(fit.str(r, fit.col("varied")) == "L");
+  CHECK(fit.num(r, fit.col("n")) == 4);  // duplicate seeds counted once
+  CHECK(near(fit.num(r, fit.col("exponent_of_ratio")), 0, 1e-9, 0));
+  CHECK(near(fit.num(r, fit.col("ratio_min")), c, 0, 1e-9));
+  CHECK(near(fit.num(r, fit.col("ratio_max")), c, 0, 1e-9));
+  {
+    double mx = 0, my = 0, sxy = 0, sxx = 0;  // x = k, y = ln(k ln 2): ln ln L = ln k + ln ln 2
+    for (int k = 3; k <= 6; ++k) mx += k / 4.0, my += std::log(double(k)) / 4.0;
+    for (int k = 3; k <= 6; ++k)
+      sxy += (k - mx) * (std::log(double(k)) - my), sxx += (k - mx) * (k - mx);
+    const double slope = sxy / sxx / std::log(2.0);  // d ln ln L / d ln L, ln L = k ln 2
+    CHECK(near(fit.num(r, fit.col("exponent")), 1 + 2 * slope, 1e-9, 0));
+    // P / (L ln L) = c ln L: its exponent is the same slope
+    CHECK(near(fit.num(r, fit.col("exponent_of_ratio_L_lnL")), slope, 1e-9, 0));
+  }
+  // softmax, V = 16, kappa = 0.5: P = 5 L^a, exponent a; the crossover rows are a fit of their
+  // own (P = 7 L: exponent 1), and kappa 0.5 is not mixed with kappa 1.
+  r = find("softmax", "V", "16", "0.5", "first");
+  CHECK(near(fit.num(r, fit.col("exponent")), a, 1e-9, 0));
+  r = find("softmax", "V", "16", "0.5", "crossover");
+  CHECK(near(fit.num(r, fit.col("exponent")), 1.0, 1e-9, 0));
+  // linear at L = 32: P = 2 V^2, exponent 2, P/V^2 = 2 everywhere
+  r = find("linear", "L", "32", "1", "second");
+  CHECK(fit.str(r, fit.col("varied")) == "V");
+  CHECK(fit.num(r, fit.col("n")) == 3);
+  CHECK(near(fit.num(r, fit.col("exponent")), 2.0, 1e-9, 0));
+  CHECK(near(fit.num(r, fit.col("exponent_of_ratio")), 0.0, 1e-9, 0));
+  CHECK(near(fit.num(r, fit.col("ratio_min")), 2.0, 0, 1e-9));
+  CHECK(near(fit.num(r, fit.col("ratio_max")), 2.0, 0, 1e-9));
+  CHECK(fit.str(r, fit.col("ratio_name")) == "P_star/V^2");
+  // Every fit row has >= 2 distinct x: single-x groups (each L at fixed L, order none) are absent.
+  CHECK(fit.rows() == 4);
+  // A table without a needed column fails the finish with the column's name.
+  std::ofstream(h.dir + "/transition_points.csv") << "seed,P_star,order\n0,10,first\n";
+  CHECK(phaselab_plugin_entry.finish(&h.host, h.dir.c_str()) == PL_FAILED);
+  CHECK(h.failure.find("no column 'attention'") != std::string::npos);
 }

@@ -99,7 +99,7 @@ constexpr std::array<const char*, kResultColumns.size() + M> result_columns(
 // A table declaration over columns with static storage.
 template <size_t N>
 constexpr pl_table_decl table(const char* name, const std::array<const char*, N>& columns) {
-  return pl_table_decl{name, columns.data(), uint32_t(N), {}};
+  return pl_table_decl{name, columns.data(), uint32_t(N), 0, {}};
 }
 
 // The kResultColumns cells of one evaluation at `step` (loss_train empty at step 0; the

@@ -68,9 +68,12 @@ constexpr pl_param_decl enum_param(const char* name, const char* def, const char
                                    const char* help) {
   return pl_param_decl{name, PL_PARAM_ENUM, help, 0, 0, def, 0u, 0, 0, choices, {}};
 }
+// Table flags: kAllParams prepends every parameter, not only the swept keys (PL_TABLE_ALL_PARAMS).
+constexpr uintptr_t kAllParams = PL_TABLE_ALL_PARAMS;
 template <size_t N>
-constexpr pl_table_decl table(const char* name, const char* const (&columns)[N]) {
-  return pl_table_decl{name, columns, uint32_t(N), {}};
+constexpr pl_table_decl table(const char* name, const char* const (&columns)[N],
+                              uintptr_t flags = 0) {
+  return pl_table_decl{name, columns, uint32_t(N), flags, {}};
 }
 // A plot; `style` (optional) points to a PlotStyle with static storage, e.g.
 //   constexpr pl::sdk::PlotStyle kPhase = pl::sdk::PlotStyle().facet("K").y_categories("a|b");

@@ -8,16 +8,19 @@
 //   pl::test_host::FakeHost h(PL_PLUGIN_ENTRY);      // kernels: the best this CPU runs
 //   CHECK(h.run({{"L", "16"}}, /*seed=*/1) == PL_OK); // defaults with L = 16
 //   h.rows[0]   // results.csv rows, cells as text;   h.column(0, "mse") as numbers
+//   h.write_tables({"L"});  // the tables as the driver writes them (L swept), for finish()
 #pragma once
 
 #include <stdlib.h>  // mkdtemp
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -56,6 +59,13 @@ struct FakeHost {
   std::vector<std::vector<std::vector<std::string>>> rows;  // table -> row -> cells as text
   std::string failure, dir;
   bool keep_rows = false;  // false: run() starts every point with empty tables
+  // The points run since the tables were last emptied, and the point of every row kept.
+  struct PointRun {
+    uint64_t index = 0, seed = 0;
+    std::vector<std::string> values;  // every parameter, declaration order, as text
+  };
+  std::vector<PointRun> points;
+  std::vector<std::vector<size_t>> row_point;  // table -> row -> position in `points`
 
   explicit FakeHost(const pl_plugin& p, const std::string& target = "")
       : plugin(p), k(kernel_table(target)) {
@@ -92,6 +102,8 @@ struct FakeHost {
       }
       self->rows.resize(pp.num_tables);
       self->rows[t].push_back(row);
+      self->row_point.resize(pp.num_tables);
+      self->row_point[t].push_back(self->points.empty() ? 0 : self->points.size() - 1);
       return 0;
     };
     host.progress = [](void*, double) {};
@@ -144,7 +156,11 @@ struct FakeHost {
     pt.point_key = point_key;
     pt.params = vals.data();
     pt.num_params = p.num_params;
-    if (!keep_rows) rows.assign(p.num_tables, {});
+    if (!keep_rows)
+      rows.assign(p.num_tables, {}), row_point.assign(p.num_tables, {}), points.clear();
+    PointRun run_of{index, seed, {}};
+    for (uint32_t j = 0; j < p.num_params; ++j) run_of.values.push_back(value_text(vals[j]));
+    points.push_back(std::move(run_of));
     void* state = nullptr;
     pl_status st = p.create(&host, &pt, &state);
     if (st == PL_OK) st = p.run(state, &host, &pt);
@@ -167,6 +183,89 @@ struct FakeHost {
         out.push_back(end && *end == 0 && !r[c].empty() ? x : NAN);
       }
     return out;
+  }
+
+  // Writes every table kept to <dir>/<name>.csv the way the driver lays it out, so a test can call
+  // the plugin's finish(): the `swept` parameters and seed first, then (PL_TABLE_ALL_PARAMS) every
+  // other parameter in declaration order, then the table's columns; rows in point index order.
+  // Numbers as "%.17g" (the driver writes the shortest exact form: the same values).
+  void write_tables(const std::vector<std::string>& swept = {}) const {
+    const pl_plugin& p = plugin;
+    std::vector<uint32_t> key, rest;  // parameter positions
+    for (const auto& name : swept) {
+      uint32_t j = 0;
+      while (j < p.num_params && name != p.params[j].name) ++j;
+      if (j == p.num_params) throw std::invalid_argument("write_tables: no parameter " + name);
+      key.push_back(j);
+    }
+    for (uint32_t j = 0; j < p.num_params; ++j)
+      if (std::find(key.begin(), key.end(), j) == key.end()) rest.push_back(j);
+    for (uint32_t t = 0; t < p.num_tables; ++t) {
+      const pl_table_decl& td = p.tables[t];
+      const bool all = (td.flags & PL_TABLE_ALL_PARAMS) != 0;
+      const size_t n = t < rows.size() ? rows[t].size() : 0;
+      if (n != (t < row_point.size() ? row_point[t].size() : 0))
+        throw std::logic_error("write_tables: rows were changed outside run()");
+      for (size_t r = 0; r < n; ++r)
+        if (row_point[t][r] >= points.size())
+          throw std::logic_error("write_tables: a row was emitted outside run()");
+      std::vector<std::string> head;
+      for (uint32_t j : key) head.push_back(p.params[j].name);
+      head.push_back("seed");
+      if (all)
+        for (uint32_t j : rest) head.push_back(p.params[j].name);
+      for (uint32_t c = 0; c < td.num_columns; ++c) head.push_back(td.columns[c]);
+      std::vector<size_t> order(n);
+      for (size_t r = 0; r < n; ++r) order[r] = r;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return points[row_point[t][a]].index < points[row_point[t][b]].index;
+      });
+      std::ofstream out(dir + "/" + td.name + ".csv", std::ios::binary | std::ios::trunc);
+      write_csv_line(out, head);
+      for (size_t r : order) {
+        const PointRun& pr = points[row_point[t][r]];
+        std::vector<std::string> line;
+        for (uint32_t j : key) line.push_back(pr.values[j]);
+        line.push_back(std::to_string(pr.seed));
+        if (all)
+          for (uint32_t j : rest) line.push_back(pr.values[j]);
+        line.insert(line.end(), rows[t][r].begin(), rows[t][r].end());
+        write_csv_line(out, line);
+      }
+      if (!out) throw std::runtime_error("write_tables: cannot write " + dir + "/" + td.name);
+    }
+  }
+
+  // A parameter value as text: integers, true/false, "%.17g" for floats, strings as they are.
+  static std::string value_text(const pl_value& v) {
+    char buf[64];
+    switch (v.type) {
+      case PL_PARAM_INT:
+        return std::to_string(v.i);
+      case PL_PARAM_BOOL:
+        return v.i ? "true" : "false";
+      case PL_PARAM_FLOAT:
+        std::snprintf(buf, sizeof buf, "%.17g", v.f);
+        return buf;
+      default:
+        return v.s ? v.s : "";
+    }
+  }
+
+  // One CSV record (RFC 4180 quoting where a field needs it).
+  static void write_csv_line(std::ostream& out, const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const std::string& c = cells[i];
+      if (i) out << ',';
+      if (c.find_first_of(",\"\r\n") == std::string::npos) {
+        out << c;
+        continue;
+      }
+      out << '"';
+      for (char ch : c) out << (ch == '"' ? "\"\"" : std::string(1, ch));
+      out << '"';
+    }
+    out << '\n';
   }
 
   // Index of `value` in a '|'-separated choice list, -1 if absent.

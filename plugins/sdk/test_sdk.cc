@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // The SDK: Rng against direct kernel calls (the scalar reference and the selected variant),
-// Params by name and its type errors, validate_with, the kernel-table size check, FakeHost.
+// Params by name and its type errors, validate_with, the kernel-table size check, FakeHost, the
+// table reader (Table) and the all-parameters table flag.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "phaselab/kernels.hpp"
 #include "sdk/phaselab_sdk.hpp"
+#include "sdk/table.hpp"
 #include "sdk/test_host.hpp"
 
 namespace {
@@ -24,6 +28,7 @@ struct Draws {
     double g = 0, u = 0;
     for (int64_t i = 0; i < n; ++i) g += r.gaussian(), u += r.uniform();
     cx.emit(0, {g / double(n), u / double(n), cx.s("tag")});
+    cx.emit(1, {n, g});
     return PL_OK;
   }
 };
@@ -42,7 +47,9 @@ const pl_param_decl kParams[] = {
     pl::sdk::enum_param("tag", "a", "a|b|boom", "free"),
 };
 const char* const kCols[] = {"gauss_mean", "uniform_mean", "tag"};
-const pl_table_decl kTables[] = {pl::sdk::table("results", kCols)};
+const char* const kSumCols[] = {"draws", "gauss_sum"};
+const pl_table_decl kTables[] = {pl::sdk::table("results", kCols),
+                                 pl::sdk::table("sums", kSumCols, pl::sdk::kAllParams)};
 
 }  // namespace
 
@@ -174,4 +181,88 @@ TEST_CASE("a host whose kernel table is shorter than the plugin's is refused wit
   h.k.struct_size = sizeof(pl_kernel_table);
   h.k.num_kernels += 1;
   CHECK(h.run({}, 1) == PL_OK);
+}
+
+TEST_CASE("Table: quoting, \"\" escapes, CRLF, empty cells as NaN, columns by name, errors") {
+  pl::sdk::Table t;
+  std::string why;
+  // A header and three records: a quoted comma, "" inside quotes, a quoted line break, CRLF
+  // line ends, empty cells, a last line without its end.
+  REQUIRE_MESSAGE(t.parse("L,name,P_star\r\n8,\"a,\"\"b\"\"\",1.5\r\n16,\"x\ny\",\r\n"
+                          "32,,-2e3",
+                          "t.csv", &why),
+                  why);
+  CHECK(t.name() == "t.csv");
+  CHECK(t.header() == std::vector<std::string>{"L", "name", "P_star"});
+  REQUIRE(t.rows() == 3);
+  CHECK(t.col("P_star") == 2);
+  CHECK(t.find("nope") == -1);
+  CHECK(t.has("L"));
+  CHECK_FALSE(t.has("l"));  // names are case-sensitive
+  CHECK(t.str(0, t.col("name")) == "a,\"b\"");
+  CHECK(t.str(1, 1) == "x\ny");
+  CHECK(t.num(0, 2) == 1.5);
+  CHECK(t.num(2, 2) == -2000.0);
+  CHECK(t.num(1, 0) == 16.0);
+  CHECK(std::isnan(t.num(1, 2)));  // empty cell
+  CHECK(t.str(2, 1).empty());
+  // A missing column: std::out_of_range naming the column, the table and what it has.
+  try {
+    (void)t.col("P_spinodal");
+    FAIL("col() of a missing column must throw");
+  } catch (const std::out_of_range& e) {
+    CHECK(std::string(e.what()) == "t.csv has no column 'P_spinodal' (columns: L, name, P_star)");
+  }
+  // Text that is not a number: std::invalid_argument naming the record and column.
+  try {
+    (void)t.num(0, 1);
+    FAIL("num() of text must throw");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()) == "t.csv record 2 column 'name': 'a,\"b\"' is not a number");
+  }
+  // Malformed tables are refused with a reason; the table is left empty.
+  CHECK_FALSE(t.parse("a,b\n1,2,3\n", "w.csv", &why));
+  CHECK(why == "w.csv record 2 has 3 fields, the header has 2");
+  CHECK(t.rows() == 0);
+  CHECK(t.header().empty());
+  CHECK_FALSE(t.parse("a,b\n\"1,2\n", "q.csv", &why));
+  CHECK(why == "q.csv is not valid CSV (unterminated quote)");
+  CHECK_FALSE(t.parse("a,b,a\n", "d.csv", &why));
+  CHECK(why == "d.csv names column 'a' twice");
+  CHECK_FALSE(t.parse("", "e.csv", &why));
+  CHECK(why == "e.csv has no header line");
+  CHECK(t.parse("a,b\n", "h.csv", &why));  // a header alone: no rows
+  CHECK(t.rows() == 0);
+  CHECK_FALSE(t.read("/nonexistent/phaselab/t.csv", &why));
+  CHECK(why == "cannot read /nonexistent/phaselab/t.csv");
+}
+
+TEST_CASE(
+    "PL_TABLE_ALL_PARAMS: the flag sits in the old reserved slot; FakeHost writes its tables") {
+  // The flag took reserved[0]: the layout (and so every plugin's table array) is unchanged.
+  static_assert(sizeof(pl_table_decl) == 5 * sizeof(void*), "pl_table_decl layout");
+  static_assert(offsetof(pl_table_decl, flags) == 3 * sizeof(void*), "flags = old reserved[0]");
+  CHECK(kTables[0].flags == 0);
+  CHECK(kTables[1].flags == PL_TABLE_ALL_PARAMS);
+  pl::test_host::FakeHost h(PL_PLUGIN_ENTRY);
+  h.keep_rows = true;
+  REQUIRE(h.run({{"n", "50"}, {"tag", "b"}}, 7, 1) == PL_OK);
+  REQUIRE(h.run({{"n", "20"}}, 7, 0) == PL_OK);
+  h.write_tables({"n"});
+  pl::sdk::Table res, sums;
+  std::string why;
+  REQUIRE_MESSAGE(res.read(h.dir + "/results.csv", &why), why);
+  REQUIRE_MESSAGE(sums.read(h.dir + "/sums.csv", &why), why);
+  // results: the swept key and seed; sums: then every other parameter in declaration order.
+  CHECK(res.header() == std::vector<std::string>{"n", "seed", "gauss_mean", "uniform_mean", "tag"});
+  CHECK(sums.header() ==
+        std::vector<std::string>{"n", "seed", "limit", "tag", "draws", "gauss_sum"});
+  REQUIRE(sums.rows() == 2);  // in point order: index 0 (n = 20) first
+  CHECK(sums.row(0) == std::vector<std::string>{"20", "7", "100000", "a", "20", sums.str(0, 5)});
+  CHECK(sums.row(1) == std::vector<std::string>{"50", "7", "100000", "b", "50", sums.str(1, 5)});
+  // the sums are n times the means of results.csv (same rows, same order)
+  for (size_t r = 0; r < 2; ++r)
+    CHECK(std::fabs(sums.num(r, sums.col("gauss_sum")) -
+                    sums.num(r, 0) * res.num(r, res.col("gauss_mean"))) <=
+          1e-12 + 1e-12 * std::fabs(sums.num(r, sums.col("gauss_sum"))));
 }
