@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "driver/tests/support.hpp"
+#include "sdk/table.hpp"
 #include "sdk/text.hpp"
 
 namespace {
@@ -1055,4 +1056,77 @@ TEST_CASE("disk full while the tables are created: run.json says write_error, no
     CHECK(slurp(out + "/results.csv") == full);
   }
   CHECK(in_setup >= 1);
+}
+
+TEST_CASE("a table with every parameter: config order, values, resume and merge keep it") {
+  // toy's points.csv is declared with PL_TABLE_ALL_PARAMS: the sweep keys in file order (mode
+  // before n here, unlike their declaration) and seed, then every parameter that is not swept
+  // in declaration order with the run's value, then the table's own column.
+  TempDir d;
+  spit(d / "p.toml",
+       "plugin = \"toy\"\n[run]\nseeds = 2\n[sweep]\nmode = [\"sum\", \"mean\"]\n"
+       "n = [4, 16]\n[toy]\nscale = 0.25\nlabel = \"a,\\\"b\\\"\"\nsteps = 2\n");
+  const Result full = phaselab({"run", d / "p.toml", "--out", d / "full", "--quiet"}, d);
+  REQUIRE_MESSAGE(full.rc == 0, full.err);
+  pl::sdk::Table t, res;
+  std::string why;
+  REQUIRE_MESSAGE(t.read(d / "full/points.csv", &why), why);
+  REQUIRE_MESSAGE(res.read(d / "full/results.csv", &why), why);
+  const std::vector<std::string> rest = {"scale",    "shift", "label",  "nan_at", "fail_at",
+                                         "sleep_ms", "steps", "mem_mb", "deaf_ms"};
+  std::vector<std::string> want = {"mode", "n", "seed"};
+  want.insert(want.end(), rest.begin(), rest.end());
+  want.push_back("history_rows");
+  CHECK(t.header() == want);
+  // The other tables keep only the key: results.csv has no parameter columns.
+  CHECK(res.header() ==
+        std::vector<std::string>{"mode", "n", "seed", "value", "ref", "label", "exp_variant"});
+  const std::vector<std::string> values = {"0.25", "false", "a,\"b\"", "-1", "-1",
+                                           "0",    "2",     "0",       "0"};
+  REQUIRE(t.rows() == 8);  // 2 modes x 2 n x 2 seeds, in point order (n faster, seed innermost)
+  size_t r = 0;
+  for (const char* mode : {"sum", "mean"})
+    for (const char* n : {"4", "16"})
+      for (const char* seed : {"0", "1"}) {
+        std::vector<std::string> row = {mode, n, seed};
+        row.insert(row.end(), values.begin(), values.end());
+        row.push_back("2");
+        CHECK(t.row(r) == row);
+        // the key cells are those of results.csv's row of the same point
+        for (size_t c = 0; c < 3; ++c) CHECK(res.str(r, c) == row[c]);
+        ++r;
+      }
+  // The quoted label is written as CSV quotes it.
+  CHECK(slurp(d / "full/points.csv").find(",\"a,\"\"b\"\"\",") != std::string::npos);
+
+  // --resume: two points that never reached the journal (a kill) run again; the files come out
+  // byte for byte as the uninterrupted run's.
+  REQUIRE(std::system(("cp -r '" + d / "full" + "' '" + d / "res" + "'").c_str()) == 0);
+  std::string journal = slurp(d / "res/journal.csv");
+  for (int k = 0; k < 2; ++k) journal.erase(journal.rfind('\n', journal.size() - 2) + 1);
+  spit(d / "res/journal.csv", journal);
+  const Result again = phaselab({"run", d / "p.toml", "--out", d / "res", "--resume"}, d);
+  CAPTURE(again.err);
+  CHECK(again.rc == 0);
+  CHECK(again.err.find("6 done before, 2 to run") != std::string::npos);
+  for (const char* f : {"points.csv", "results.csv", "history.csv"})
+    CHECK(slurp(d / ("res/" + std::string(f))) == slurp(d / ("full/" + std::string(f))));
+  // A points.csv with the key columns only (as a phaselab before the flag wrote it) is refused.
+  std::string old = slurp(d / "res/points.csv");
+  old.replace(0, old.find('\n'), "mode,n,seed,history_rows");
+  spit(d / "res/points.csv", old);
+  const Result refused = phaselab({"run", d / "p.toml", "--out", d / "res", "--resume"}, d);
+  CHECK(refused.rc == 2);
+  CHECK(refused.err.find("points.csv has columns (mode,n,seed,history_rows) but this config "
+                         "writes (mode,n,seed,scale,") != std::string::npos);
+
+  // Shards and merge: the merged points.csv is the one-process run's.
+  for (const char* s : {"0/2", "1/2"})
+    REQUIRE(phaselab({"run", d / "p.toml", "--shard", s, "--out", d / "sh", "--quiet"}, d).rc == 0);
+  const Result m =
+      phaselab({"merge", d / "merged", d / "sh/shard-0-of-2", d / "sh/shard-1-of-2"}, d);
+  CAPTURE(m.err);
+  CHECK(m.rc == 0);
+  for (const char* f : {"points.csv", "results.csv", "history.csv"})
+    CHECK(slurp(d / ("merged/" + std::string(f))) == slurp(d / ("full/" + std::string(f))));
 }

@@ -56,6 +56,7 @@ struct Toy {
     cx.emit(0, {value, ref, cx.s("label"), cx.k.variant->exp});
     const int64_t steps = cx.i("steps");
     for (int64_t k = 1; k <= steps; ++k) cx.emit(1, {k, value * double(k) / double(steps)});
+    cx.emit(2, {steps});
     cx.progress(1.0);
     return PL_OK;
   }
@@ -89,8 +90,11 @@ const pl_param_decl kParams[] = {
 };
 const char* const kResultCols[] = {"value", "ref", "label", "exp_variant"};
 const char* const kHistoryCols[] = {"step", "partial"};
+const char* const kPointCols[] = {"history_rows"};
+// points.csv: one row per point with every parameter (PL_TABLE_ALL_PARAMS), for the driver tests.
 const pl_table_decl kTables[] = {pl::sdk::table("results", kResultCols),
-                                 pl::sdk::table("history", kHistoryCols)};
+                                 pl::sdk::table("history", kHistoryCols),
+                                 pl::sdk::table("points", kPointCols, pl::sdk::kAllParams)};
 const pl_plot_decl kPlots[] = {
     pl::sdk::plot("value_vs_n", "toy value and reference vs n", "results", "n", "value,ref", "mode",
                   "", PL_PLOT_LOGX),
