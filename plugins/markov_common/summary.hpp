@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <set>
@@ -16,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "sdk/text.hpp"
+#include "sdk/table.hpp"
 
 namespace pl::markov {
 
@@ -140,48 +141,25 @@ inline void k_boundaries(const std::vector<std::pair<double, std::string>>& v, B
   }
 }
 
-// A table file of a run folder read line by line: the header and the rows that have as many
-// fields as it (others are skipped).
-struct CsvTable {
-  std::vector<std::string> head;
-  std::vector<std::vector<std::string>> rows;
-  int col(const char* name) const {  // -1 if absent
-    for (size_t i = 0; i < head.size(); ++i)
-      if (head[i] == name) return int(i);
-    return -1;
-  }
-};
-// False if the file is missing or has no header line.
-inline bool read_csv_table(const std::string& path, CsvTable* t) {
-  std::ifstream in(path);
-  std::string line;
-  if (!in || !std::getline(in, line)) return false;
-  t->head = pl::sdk::csv_fields(line);
-  t->rows.clear();
-  while (std::getline(in, line)) {
-    auto f = pl::sdk::csv_fields(line);
-    if (f.size() == t->head.size()) t->rows.push_back(std::move(f));
-  }
-  return true;
-}
-
-// Reads <run_dir>/results.csv and writes summary.csv, summary.txt. False if nothing to read.
+namespace detail {
 inline bool write_summary(const std::string& run_dir, std::string* msg) {
-  CsvTable tab;
-  if (!read_csv_table(run_dir + "/results.csv", &tab)) {
-    *msg = "markov_icl summary: no results.csv in " + run_dir;
+  pl::sdk::Table tab;
+  std::string why;
+  if (!tab.read(run_dir + "/results.csv", &why)) {
+    *msg = "markov_icl summary: " + why;
     return false;
   }
-  const std::vector<std::string>& head = tab.head;
-  const int c_step = tab.col("step"), c_phase = tab.col("phase"), c_K = tab.col("K"),
-            c_seed = tab.col("seed");
+  const std::vector<std::string>& head = tab.header();
+  const int c_step = tab.find("step"), c_phase = tab.find("phase"), c_K = tab.find("K"),
+            c_seed = tab.find("seed");
   if (c_step < 0 || c_phase < 0) {
     *msg = "markov_icl summary: results.csv lacks step/phase columns";
     return false;
   }
   std::map<std::vector<std::string>, RunHistory> runs;
   std::vector<std::vector<std::string>> order;
-  for (const auto& f : tab.rows) {
+  for (size_t r = 0; r < tab.rows(); ++r) {
+    const std::vector<std::string>& f = tab.row(r);
     std::vector<std::string> key(f.begin(), f.begin() + c_step);
     auto it = runs.find(key);
     if (it == runs.end()) {
@@ -189,7 +167,7 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
       it = runs.emplace(key, RunHistory{}).first;
       it->second.key = key;
     }
-    it->second.steps.push_back(std::atof(f[size_t(c_step)].c_str()));
+    it->second.steps.push_back(tab.num(r, size_t(c_step)));
     it->second.phase.push_back(f[size_t(c_phase)]);
   }
   std::ofstream sc(run_dir + "/summary.csv");
@@ -317,7 +295,7 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
   }
   // tau_2Gen (first checkpoint of the first stable 2-Gen segment) vs N, per other keys: pooled over
   // seeds, and per seed for the spread of the exponent.
-  const int c_N = tab.col("N");
+  const int c_N = tab.find("N");
   if (c_N >= 0 && c_N < c_step) {
     struct Pts {
       std::vector<double> N, t;
@@ -372,6 +350,19 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
   std::ofstream(run_dir + "/summary_fits.csv") << fc.str();
   *msg = "markov_icl summary: " + run_dir + "/summary.txt";
   return true;
+}
+}  // namespace detail
+
+// Reads <run_dir>/results.csv and writes summary.csv, summary.txt and summary_fits.csv. False
+// with *msg if the table cannot be read or lacks the step/phase columns (no exception leaves:
+// finish() hooks call it across the C boundary).
+inline bool write_summary(const std::string& run_dir, std::string* msg) {
+  try {
+    return detail::write_summary(run_dir, msg);
+  } catch (const std::exception& e) {
+    *msg = std::string("markov_icl summary: ") + e.what();
+    return false;
+  }
 }
 
 }  // namespace pl::markov

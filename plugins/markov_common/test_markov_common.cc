@@ -532,13 +532,11 @@ TEST_CASE("markov_icl: summary of a synthetic run folder brackets K and fits gam
   }
   std::string msg;
   REQUIRE(pl::markov::write_summary(dir, &msg));
-  std::ifstream in(dir + "/summary_fits.csv");
-  std::string line;
+  pl::sdk::Table fits;
+  std::string why;
+  REQUIRE_MESSAGE(fits.read(dir + "/summary_fits.csv", &why), why);
   std::map<std::string, std::vector<std::vector<std::string>>> rows;
-  while (std::getline(in, line)) {
-    const auto f = pl::sdk::csv_fields(line);
-    rows[f[0]].push_back(f);
-  }
+  for (size_t r = 0; r < fits.rows(); ++r) rows[fits.str(r, 0)].push_back(fits.row(r));
   // columns: quantity,group,seeds,points,value,stderr,lo,hi,rms,alt,alt_rms
   REQUIRE(rows["K1* seeds"].size() == 1);
   CHECK(close(std::stod(rows["K1* seeds"][0][4]), std::sqrt(8.0), 1e-9, 0));

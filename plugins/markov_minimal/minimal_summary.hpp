@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -57,15 +58,16 @@ inline void tau_fit_figure(const std::string& run_dir, const std::string& tag,
   if (std::system(cmd.c_str()) != 0) return;  // no gnuplot: the .gp and .dat stay
 }
 
-inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, bool draw = true) {
-  pl::markov::CsvTable tab;
-  if (!pl::markov::read_csv_table(run_dir + "/run.csv", &tab)) {
-    *msg = "markov_minimal summary: no run.csv in " + run_dir;
+namespace detail {
+inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, bool draw) {
+  pl::sdk::Table tab;
+  std::string why;
+  if (!tab.read(run_dir + "/run.csv", &why)) {
+    *msg = "markov_minimal summary: " + why;
     return false;
   }
-  const std::vector<std::string>& head = tab.head;
-  const std::vector<std::vector<std::string>>& rows = tab.rows;
-  auto col = [&](const char* n) { return tab.col(n); };
+  const std::vector<std::string>& head = tab.header();
+  auto col = [&](const char* n) { return tab.find(n); };
   const int c_model = col("model");
   if (c_model < 0) {
     *msg = "markov_minimal summary: run.csv lacks the model column";
@@ -80,9 +82,7 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
       o << v;
     return o.str();
   };
-  auto val = [&](const std::vector<std::string>& r, int c) {
-    return c < 0 || r[size_t(c)].empty() ? NAN : std::atof(r[size_t(c)].c_str());
-  };
+  auto val = [&](size_t r, int c) { return c < 0 ? NAN : tab.num(r, size_t(c)); };
   // group key: the key columns (before "model") except the named ones
   auto group = [&](const std::vector<std::string>& r, const std::vector<std::string>& drop) {
     std::string g;
@@ -96,7 +96,7 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
             c_cbs = col("c_beta_se"), c_cds = col("c_delta_se");
   std::ostringstream txt, fc;
   fc << "quantity,group,points,value,stderr,rms,alt,alt_rms\n";
-  txt << "markov_minimal summary (" << rows.size() << " runs)\n";
+  txt << "markov_minimal summary (" << tab.rows() << " runs)\n";
   auto fitrow = [&](const std::string& q, const std::string& g, int n, double v, double se,
                     double rms, double alt, double alt_rms) {
     fc << q << ",\"" << g << "\"," << n << "," << num(v) << "," << num(se) << "," << num(rms) << ","
@@ -110,18 +110,19 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
       int censored = 0;
     };
     std::map<std::string, G> gs;
-    for (const auto& r : rows) {
+    for (size_t ri = 0; ri < tab.rows(); ++ri) {
+      const std::vector<std::string>& r = tab.row(ri);
       if (r[size_t(c_model)] != "symmetric") continue;
       G& g = gs[group(r, {"N", "seed"})];
-      const double N = val(r, c_N), t = val(r, c_tau);
+      const double N = val(ri, c_N), t = val(ri, c_tau);
       if (std::isnan(t))
         ++g.censored;
       else
         g.tau[N].push_back(t);
-      g.cb[N].push_back(val(r, c_cb));
-      g.cbs[N].push_back(val(r, c_cbs));
-      g.cds[N].push_back(val(r, c_cds));
-      g.cd[N].push_back(val(r, c_cd));
+      g.cb[N].push_back(val(ri, c_cb));
+      g.cbs[N].push_back(val(ri, c_cbs));
+      g.cds[N].push_back(val(ri, c_cds));
+      g.cd[N].push_back(val(ri, c_cd));
     }
     int fig = 0;
     for (auto& group : gs) {
@@ -221,12 +222,13 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
     std::map<std::string, std::map<double, bool>> per;  // group with seed -> K -> fitted
     std::map<std::string, std::string> noseed;
     std::map<std::string, double> width_of;
-    for (const auto& r : rows) {
+    for (size_t ri = 0; ri < tab.rows(); ++ri) {
+      const std::vector<std::string>& r = tab.row(ri);
       if (r[size_t(c_model)] != "memoriser") continue;
       const std::string g = group(r, {"K"});
-      per[g][val(r, c_K)] = val(r, c_fit) == 1;
+      per[g][val(ri, c_K)] = val(ri, c_fit) == 1;
       noseed[g] = group(r, {"K", "seed"});
-      width_of[noseed[g]] = c_w >= 0 && c_w < c_model ? val(r, c_w) : NAN;
+      width_of[noseed[g]] = c_w >= 0 && c_w < c_model ? val(ri, c_w) : NAN;
     }
     if (!per.empty()) txt << "\nmemoriser capacity: K_max = largest K with every K' <= K fitted\n";
     std::map<std::string, std::vector<double>> kmax;
@@ -286,6 +288,19 @@ inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, 
   std::ofstream(run_dir + "/minimal_fits.csv") << fc.str();
   *msg = "markov_minimal summary: " + run_dir + "/minimal_summary.txt";
   return true;
+}
+}  // namespace detail
+
+// Reads <run_dir>/run.csv and writes minimal_summary.txt and minimal_fits.csv. False with *msg
+// if the table cannot be read or lacks the model column (no exception leaves: finish() hooks
+// call it across the C boundary).
+inline bool write_minimal_summary(const std::string& run_dir, std::string* msg, bool draw = true) {
+  try {
+    return detail::write_minimal_summary(run_dir, msg, draw);
+  } catch (const std::exception& e) {
+    *msg = std::string("markov_minimal summary: ") + e.what();
+    return false;
+  }
 }
 
 }  // namespace pl::markov::minimal

@@ -362,14 +362,12 @@ TEST_CASE("markov_minimal: summary recovers tau ~ N / ln N and K_max ~ width^a f
   }
   std::string msg;
   REQUIRE(pl::markov::minimal::write_minimal_summary(dir, &msg, false));
-  std::ifstream in(dir + "/minimal_fits.csv");
-  std::string line;
+  pl::sdk::Table fits;
+  std::string why;
+  REQUIRE_MESSAGE(fits.read(dir + "/minimal_fits.csv", &why), why);
   std::map<std::string, std::vector<std::string>> rows;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    const auto f = pl::sdk::csv_fields(line);
-    rows[f[0] + "|" + f[1]] = f;
-  }
+  for (size_t r = 0; r < fits.rows(); ++r)
+    rows[fits.str(r, 0) + "|" + fits.str(r, 1)] = fits.row(r);
   auto value = [&](const std::string& q, const std::string& g, int col) {
     const std::string key = q + "|" + g;
     REQUIRE_MESSAGE(rows.count(key), key);
