@@ -392,25 +392,20 @@ std::string scaling_fits(const pl::sdk::Table& t) {
   return out.str();
 }
 
-pl_status finish(const pl_host* host, const char* run_dir) {
-  const std::string dir = run_dir, path = dir + "/transition_points.csv";
-  try {
-    pl::sdk::Table t;
-    std::string why;
-    if (!t.read(path, &why)) throw std::runtime_error(why);
-    if (t.rows() == 0) return PL_OK;  // transitions were off
-    std::ofstream out(dir + "/scaling_fit.csv", std::ios::trunc);
-    out << scaling_fits(t);
-    out.close();
-    if (!out) throw std::runtime_error("cannot write " + dir + "/scaling_fit.csv");
-    host->log(host->ctx, PL_LOG_INFO,
-              ("copy_theory: " + std::to_string(t.rows()) +
-               " transitions in transition_points.csv, fits in scaling_fit.csv")
-                  .c_str());
-  } catch (const std::exception& e) {
-    host->fail(host->ctx, (std::string("copy_theory scaling fit: ") + e.what()).c_str());
-    return PL_FAILED;
-  }
+// After all points: scaling_fit.csv from transition_points.csv (none when transitions were off).
+pl_status finish(const pl_host* host, const std::string& run_dir) {
+  pl::sdk::Table t;
+  std::string why;
+  if (!t.read(run_dir + "/transition_points.csv", &why)) throw std::runtime_error(why);
+  if (t.rows() == 0) return PL_OK;
+  std::ofstream out(run_dir + "/scaling_fit.csv", std::ios::trunc);
+  out << scaling_fits(t);
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + run_dir + "/scaling_fit.csv");
+  host->log(host->ctx, PL_LOG_INFO,
+            ("copy_theory: " + std::to_string(t.rows()) +
+             " transitions in transition_points.csv, fits in scaling_fit.csv")
+                .c_str());
   return PL_OK;
 }
 
@@ -419,4 +414,4 @@ pl_status finish(const pl_host* host, const char* run_dir) {
 PL_DEFINE_PLUGIN(
     CopyTheory, "copy_theory", "0.1.0",
     "copy-task theory: reduced actions, branches, P* and spinodals, exact finite-P check", kParams,
-    kTables, kPlots, validate, finish)
+    kTables, kPlots, validate, pl::sdk::finish_with<finish>)

@@ -475,6 +475,23 @@ int validate_with(const pl_value* values, uint32_t num_values, char* err, size_t
   return 1;
 }
 
+// A finish hook written in C++: Fn reads the run folder's tables (pl::sdk::Table, sdk/table.hpp)
+// and writes its files; it returns PL_OK, or PL_FAILED after host->fail. An exception becomes
+// host->fail(what()) and PL_FAILED, so none crosses the C boundary.
+//   pl_status summarise(const pl_host* host, const std::string& run_dir);
+//   PL_DEFINE_PLUGIN(..., validate, pl::sdk::finish_with<summarise>)
+template <pl_status (*Fn)(const pl_host*, const std::string&)>
+pl_status finish_with(const pl_host* host, const char* run_dir) {
+  try {
+    return Fn(host, run_dir ? run_dir : "");
+  } catch (const std::exception& e) {
+    host->fail(host->ctx, e.what());
+  } catch (...) {
+    host->fail(host->ctx, "finish threw a non-standard exception");
+  }
+  return PL_FAILED;
+}
+
 }  // namespace pl::sdk
 
 #define PL_SDK_COUNT(a) uint32_t(sizeof(a) / sizeof((a)[0]))

@@ -9,11 +9,12 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "sdk/phaselab_sdk.hpp"
+#include "sdk/table.hpp"
 
 namespace {
 
@@ -63,31 +64,21 @@ std::string check(const pl::sdk::Params& p) {
   return "";
 }
 
-// After all points: summary.txt with the largest |rel_err| over results.csv.
-pl_status finish(const pl_host* host, const char* run_dir) {
-  std::ifstream in(std::string(run_dir) + "/results.csv");
-  std::string line;
-  std::getline(in, line);  // header: sweep keys, seed, then our columns
-  std::vector<std::string> header;
-  std::stringstream hs(line);
-  for (std::string c; std::getline(hs, c, ',');) header.push_back(c);
-  const size_t col = size_t(std::find(header.begin(), header.end(), "rel_err") - header.begin());
+// After all points: summary.txt with the largest |rel_err| over results.csv, read back by column
+// name (pl::sdk::Table; a missing column or file throws, finish_with reports it).
+pl_status finish(const pl_host* host, const std::string& run_dir) {
+  pl::sdk::Table t;
+  std::string why;
+  if (!t.read(run_dir + "/results.csv", &why)) throw std::runtime_error(why);
+  const size_t col = t.col("rel_err");
   double worst = 0;
-  size_t rows = 0;
-  while (std::getline(in, line)) {
-    std::stringstream ls(line);
-    std::string cell;
-    for (size_t c = 0; c <= col && std::getline(ls, cell, ','); ++c) {
-    }
-    worst = std::max(worst, std::fabs(std::atof(cell.c_str())));
-    ++rows;
-  }
-  if (col == header.size() || rows == 0) {
-    host->fail(host->ctx, "results.csv has no rel_err rows");
+  for (size_t r = 0; r < t.rows(); ++r) worst = std::max(worst, std::fabs(t.num(r, col)));
+  if (t.rows() == 0) {
+    host->fail(host->ctx, "results.csv has no rows");
     return PL_FAILED;
   }
-  std::ofstream out(std::string(run_dir) + "/summary.txt");
-  out << rows << " points, largest |var / var_theory - 1| = " << worst << "\n";
+  std::ofstream out(run_dir + "/summary.txt");
+  out << t.rows() << " points, largest |var / var_theory - 1| = " << worst << "\n";
   return PL_OK;
 }
 
@@ -115,4 +106,4 @@ const pl_plot_decl kPlots[] = {
 }  // namespace
 
 PL_DEFINE_PLUGIN(OuProcess, "ou_process", "0.1", "Ornstein-Uhlenbeck particles (template)", kParams,
-                 kTables, kPlots, pl::sdk::validate_with<check>, finish)
+                 kTables, kPlots, pl::sdk::validate_with<check>, pl::sdk::finish_with<finish>)
