@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Driver tests: run the built `phaselab` binary (PHASELAB_EXE) on configs written to a
-// temporary folder, with the test plugins of PHASELAB_TEST_PLUGINS (toy, badabi, noentry) on
-// the plugin path. Every bad input checks its exit status and its message.
+// temporary folder, with the test plugins of PHASELAB_TEST_PLUGINS (toy, badabi, noentry, badtable)
+// on the plugin path. Every bad input checks its exit status and its message.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -1129,4 +1129,19 @@ TEST_CASE("a table with every parameter: config order, values, resume and merge 
   CHECK(m.rc == 0);
   for (const char* f : {"points.csv", "results.csv", "history.csv"})
     CHECK(slurp(d / ("merged/" + std::string(f))) == slurp(d / ("full/" + std::string(f))));
+}
+
+TEST_CASE("an all-parameters table with a column named like a parameter is refused at load") {
+  // badtable's points table is declared with PL_TABLE_ALL_PARAMS and has a column n, which is
+  // also its parameter: the prepended parameter and the column would share a name.
+  TempDir d;
+  const Result l = phaselab({"list"}, d);
+  CHECK(l.rc == 0);
+  CHECK(l.err.find("skipping badtable") != std::string::npos);
+  spit(d / "bad.toml", "plugin = \"badtable\"\n");
+  const Result r = phaselab({"run", d / "bad.toml", "--out", d / "never"}, d);
+  CHECK(r.rc == 3);
+  CHECK(r.err.find("table points has every parameter prepended but a column named like "
+                   "parameter n") != std::string::npos);
+  CHECK_FALSE(exists(d / "never"));
 }
