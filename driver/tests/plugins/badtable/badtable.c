@@ -13,6 +13,20 @@ static const pl_table_decl kTables[] = {
     {"points", kPoints, 2u, PL_TABLE_ALL_PARAMS, {0}},
 };
 
-PL_EXPORT const pl_plugin PL_PLUGIN_ENTRY = {
-    PL_PLUGIN_ABI_VERSION, sizeof(pl_plugin), "badtable", "0", "a column named like a parameter",
-    kParams, 1u, kTables, 2u, 0, 0u, 0, 0, 0, 0, 0, {0}};
+PL_EXPORT const pl_plugin PL_PLUGIN_ENTRY = {PL_PLUGIN_ABI_VERSION,
+                                             sizeof(pl_plugin),
+                                             "badtable",
+                                             "0",
+                                             "a column named like a parameter",
+                                             kParams,
+                                             1u,
+                                             kTables,
+                                             2u,
+                                             0,
+                                             0u,
+                                             0,
+                                             0,
+                                             0,
+                                             0,
+                                             0,
+                                             {0}};
