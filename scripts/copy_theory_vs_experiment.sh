@@ -55,6 +55,6 @@ for att in softmax linear; do
       "${series[@]}"
   done
 done
-echo "theory:     $out/theory (transitions.csv: P*, spinodal, order)"
+echo "theory:     $out/theory (transition_points.csv: P*, spinodal, order; scaling_fit.csv)"
 echo "experiment: $out/experiment"
 echo "figures:    $out/figures/ (<figure>.csv: the values drawn)"
