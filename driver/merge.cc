@@ -321,8 +321,11 @@ class Merge {
     const Row& key_header = lead.keys;
     headers_.clear();
     for (uint32_t t = 0; t < p.num_tables; ++t) headers_.push_back(lead.header(p.tables[t]));
+    key_header_ = key_header;
     failure_header_ = key_header;
     failure_header_.push_back("error");
+    journal_ = Lines{};
+    all_journaled_ = true;
     tables_.resize(p.num_tables);
     point_recs_ = ordered_json::array();
     point_recs_.get_ref<ordered_json::array_t&>().resize(all_.size());
@@ -336,10 +339,18 @@ class Merge {
     std::unordered_map<std::string, uint64_t> key_index;
     const std::vector<Point> mine = shard_points(all_, s.spec, costs_);
     for (const Point& pt : mine) key_index[pt.key] = pt.index;
+    // journal.csv says which points are done (a point may write no results rows, e.g.
+    // copy_theory with num_P = 0); a shard from before the journal: its results.csv rows.
     std::set<uint64_t> done, failed;
+    const std::string journal = s.dir + "/journal.csv";
+    const bool have_journal = fs::exists(journal);
+    all_journaled_ = all_journaled_ && have_journal;
+    if (have_journal &&
+        !read_table(journal, key_header_, key_index, nkey, true, &journal_, &done, &why_))
+      return fail(why_);
     for (uint32_t t = 0; t < p.num_tables; ++t)
       if (!read_table(s.dir + "/" + p.tables[t].name + ".csv", headers_[t], key_index, nkey, t == 0,
-                      &tables_[t], t == 0 ? &done : nullptr, &why_))
+                      &tables_[t], t == 0 && !have_journal ? &done : nullptr, &why_))
         return fail(why_);
     if (!read_table(s.dir + "/failures.csv", failure_header_, key_index, nkey, false, &failures_,
                     &failed, &why_))
@@ -375,6 +386,9 @@ class Merge {
         return fail(why_);
     if (!failures_.lines.empty() &&
         !write_table(out_ + "/failures.csv", failure_header_, &failures_, &why_))
+      return fail(why_);
+    // The merged journal, so that --resume on the merged folder sees every point done.
+    if (all_journaled_ && !write_table(out_ + "/journal.csv", key_header_, &journal_, &why_))
       return fail(why_);
     return 0;
   }
@@ -487,10 +501,11 @@ class Merge {
   std::vector<Point> all_;
   std::vector<double> costs_;
   std::vector<Row> headers_;
-  Row failure_header_;
+  Row key_header_, failure_header_;
   std::vector<Lines> tables_;
-  Lines failures_;
-  ordered_json point_recs_;  // by point index
+  Lines failures_, journal_;
+  bool all_journaled_ = true;  // every shard has a journal.csv (not one from before it)
+  ordered_json point_recs_;    // by point index
   std::vector<FigureResult> figs_;
   std::string tool_;
   size_t ok_ = 0, failed_ = 0;

@@ -423,3 +423,50 @@ TEST_CASE("markov_icl: the plugin's summaries are made once, from the merged fil
     CHECK(slurp(dir / ("one/" + std::string(f))) == slurp(dir / ("sh/" + std::string(f))));
   }
 }
+
+TEST_CASE(
+    "merge counts a point done by its journal line: copy_theory with num_P = 0 writes no "
+    "results rows") {
+  // Only transition_points rows (the driver's all-parameters table): results.csv stays empty.
+  TempDir dir;
+  spit(dir / "t.toml",
+       "plugin = \"copy_theory\"\n[run]\nseeds = 1\n[sweep]\nattention = [\"softmax\", "
+       "\"linear\"]\nL = [8, 16, 32]\n[copy_theory]\nV = 4\nnum_P = 0\nexact_check = false\n");
+  REQUIRE(phaselab({"run", dir / "t.toml", "--out", dir / "one", "--quiet"}, dir).rc == 0);
+  std::vector<std::string> shards;
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(phaselab({"run", dir / "t.toml", "--shard", std::to_string(i) + "/2", "--out",
+                      dir / "sh", "--quiet"},
+                     dir)
+                .rc == 0);
+    shards.push_back(dir / ("sh/shard-" + std::to_string(i) + "-of-2"));
+  }
+  const Result m = merge(dir, dir / "sh", shards);
+  CAPTURE(m.err);
+  REQUIRE(m.rc == 0);
+  // The fits from the merged rows equal the one-process run's (transition_points.csv differs
+  // only in its wall-time column); results.csv is a header in both; the merged journal holds
+  // every point (in point order; the run's is in completion order).
+  for (const char* f : {"results.csv", "scaling_fit.csv"}) {
+    INFO(f);
+    REQUIRE(exists(dir / ("sh/" + std::string(f))));
+    CHECK(slurp(dir / ("one/" + std::string(f))) == slurp(dir / ("sh/" + std::string(f))));
+  }
+  const std::string results = slurp(dir / "sh/results.csv");
+  CHECK(std::count(results.begin(), results.end(), '\n') == 1);
+  auto sorted_lines = [](const std::string& text) {
+    std::vector<std::string> v;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) v.push_back(l);
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  const auto journal = sorted_lines(slurp(dir / "sh/journal.csv"));
+  CHECK(journal.size() == 7);
+  CHECK(journal == sorted_lines(slurp(dir / "one/journal.csv")));
+  // --resume on the merged folder finds every point done.
+  const Result r = phaselab({"run", dir / "t.toml", "--out", dir / "sh", "--resume"}, dir);
+  CAPTURE(r.err);
+  CHECK(r.rc == 0);
+  CHECK(r.err.find("0 to run") != std::string::npos);
+}
