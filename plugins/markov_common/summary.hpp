@@ -2,13 +2,16 @@
 // Per-run summary of a markov_icl run folder, read back from results.csv: for every
 // (sweep point, seed) the final phase, the phase path, transition times; and the estimated
 // K boundaries (K1*: memorise directly vs generalise-then-memorise; K2*: memorise vs stay in
-// 2-Gen) per seed and other sweep keys with their seed spread; the divergence exponent gamma of
-// the switch time below K2* and the power law of tau_2Gen vs N. Writes summary.csv (per run),
-// summary_fits.csv (boundaries and fits) and summary.txt beside results.csv.
+// 2-Gen) per seed and other sweep keys with their seed spread (the rule: k_boundaries below); the
+// divergence exponent gamma of the switch time below K2* and the power law of tau_2Gen vs N.
+// Writes summary.csv (per run), summary_fits.csv (boundaries and fits), summary_boundaries.csv
+// (per seed and other sweep keys: the classes by K and the K1*/K2* brackets, one row each, for
+// `phaselab plot`) and summary.txt beside results.csv.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <map>
@@ -130,15 +133,107 @@ struct Bracket {
   double mid() const { return std::sqrt(lo * hi); }  // geometric mean (K is on a log grid)
   bool ok() const { return !std::isnan(lo); }
 };
-// Given (K, class) sorted by K: K2* between the largest memorising K followed by a "gen" K;
-// K1* between the largest "mem" K (memorised without a 2-Gen phase) followed by "gen_then_mem".
-inline void k_boundaries(const std::vector<std::pair<double, std::string>>& v, Bracket* k1,
+// The K boundaries of one (other sweep keys, seed) from its classes (K, class) sorted by K, by one
+// rule (the only one in phaselab; docs/markov-icl.md, "Summary"):
+//   K1*: the last K of the leading run of "mem" (memorised without a 2-Gen phase) vs the next K,
+//        which went through 2-Gen ("gen_then_mem", or "gen": it generalised and did not memorise
+//        within the budget);
+//   K2*: the last K of the leading run of memorising classes ("mem", "gen_then_mem") vs the next K,
+//        which ends in a generalising phase ("gen").
+// Why the leading run, and why "gen" counts for K1*: the docs define K1* as the K below which the
+// network memorises directly and K2* as the K above which it stays in 2-Gen, so K1* <= K2*, and
+// when a memorising K is followed directly by "gen" the generalise-then-memorise window is empty
+// on the grid and K1* = K2* (the same bracket), not "unbracketed". This is the rule the kinetic
+// table of docs/markov-minimal.md was made with. A sequence in which a class of the lower side
+// reappears above the bracket (e.g. mem, gen_then_mem, mem, gen) is non-monotone: the brackets
+// still come from the leading runs (the first change), and the return value is false so that the
+// tables flag it. A bracket is missing when the leading run is empty (the smallest K is already
+// on the upper side) or covers the whole grid.
+inline bool k_boundaries(const std::vector<std::pair<double, std::string>>& v, Bracket* k1,
                          Bracket* k2) {
-  for (size_t i = 0; i + 1 < v.size(); ++i) {
-    if (v[i].second != "gen" && v[i + 1].second == "gen") *k2 = {v[i].first, v[i + 1].first};
-    if (v[i].second == "mem" && v[i + 1].second == "gen_then_mem")
-      *k1 = {v[i].first, v[i + 1].first};
+  auto side = [&](auto lower, Bracket* b) {
+    size_t n = 0;  // length of the leading run of lower-side classes
+    while (n < v.size() && lower(v[n].second)) ++n;
+    *b = n > 0 && n < v.size() ? Bracket{v[n - 1].first, v[n].first} : Bracket{};
+    for (size_t i = n; i < v.size(); ++i)
+      if (lower(v[i].second)) return false;  // the lower side reappears above the bracket
+    return true;
+  };
+  const bool m1 = side([](const std::string& c) { return c == "mem"; }, k1);
+  const bool m2 = side([](const std::string& c) { return c != "gen"; }, k2);
+  return m1 && m2;
+}
+
+// The classes in K order as one letter each: m = "mem", G = "gen_then_mem", g = "gen".
+inline std::string class_code(const std::vector<std::pair<double, std::string>>& v) {
+  std::string s;
+  for (const auto& [K, c] : v)
+    s += c == "mem" ? 'm' : c == "gen_then_mem" ? 'G' : c == "gen" ? 'g' : '?';
+  return s;
+}
+
+// One row of summary_boundaries.csv: the other sweep keys (seed last), the classes by K, the
+// brackets and whether the class sequence is monotone.
+struct BoundaryRow {
+  std::vector<std::string> keys;
+  std::string classes;
+  Bracket k1, k2;
+  bool monotone = true;
+};
+
+namespace detail {
+inline std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+inline std::string fmt_num(double v) {
+  std::ostringstream o;
+  o.precision(12);
+  if (!std::isnan(v)) o << v;
+  return o.str();
+}
+// a < b comparing cell by cell, as numbers when both parse fully as numbers, else as strings
+inline bool keys_less(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  auto as_num = [](const std::string& s, double* x) {
+    char* end = nullptr;
+    *x = std::strtod(s.c_str(), &end);
+    return !s.empty() && end == s.c_str() + s.size();
+  };
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    double x, y;
+    if (as_num(a[i], &x) && as_num(b[i], &y)) {
+      if (x != y) return x < y;
+    } else if (a[i] != b[i]) {
+      return a[i] < b[i];
+    }
   }
+  return a.size() < b.size();
+}
+}  // namespace detail
+
+// summary_boundaries.csv: the columns in key_names (the sweep keys other than K, seed last), then
+// classes, k1_lo, k1_hi, k1 (geometric mean of the bracket), k2_lo, k2_hi, k2, monotone (1/0);
+// an unbracketed boundary has empty cells. Rows sorted by the keys (numerically where numbers).
+inline std::string boundaries_csv(const std::vector<std::string>& key_names,
+                                  std::vector<BoundaryRow> rows) {
+  std::stable_sort(rows.begin(), rows.end(), [](const BoundaryRow& a, const BoundaryRow& b) {
+    return detail::keys_less(a.keys, b.keys);
+  });
+  std::ostringstream o;
+  for (const auto& n : key_names) o << detail::csv_cell(n) << ",";
+  o << "classes,k1_lo,k1_hi,k1,k2_lo,k2_hi,k2,monotone\n";
+  auto br = [](const Bracket& b) {
+    return b.ok() ? detail::fmt_num(b.lo) + "," + detail::fmt_num(b.hi) + "," +
+                        detail::fmt_num(b.mid())
+                  : std::string(",,");
+  };
+  for (const auto& r : rows) {
+    for (const auto& k : r.keys) o << detail::csv_cell(k) << ",";
+    o << r.classes << "," << br(r.k1) << "," << br(r.k2) << "," << (r.monotone ? 1 : 0) << "\n";
+  }
+  return o.str();
 }
 
 namespace detail {
@@ -219,25 +314,33 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
   if (c_K >= 0 && c_K < c_step) {
     std::map<std::string, std::vector<std::pair<double, std::string>>> byrest;
     std::map<std::string, std::string> noseed_of;
+    std::map<std::string, std::vector<std::string>> rest_of;
     for (const auto& k : order) {
       const std::string g = group(k, {c_K});
       byrest[g].push_back({std::atof(k[size_t(c_K)].c_str()), runs[k].cls});
       noseed_of[g] = group(k, {c_K, c_seed});
+      std::vector<std::string>& kv = rest_of[g];  // the other keys, then the seed
+      kv.clear();
+      for (int i = 0; i < c_step; ++i)
+        if (i != c_K && i != c_seed) kv.push_back(k[size_t(i)]);
+      if (c_seed >= 0 && c_seed < c_step) kv.push_back(k[size_t(c_seed)]);
     }
     txt << "\nK boundaries per seed: between neighbouring grid values [lo, hi], estimate = "
            "geometric mean\n";
     std::map<std::string, std::vector<Bracket>> k1s, k2s;  // without seed
+    std::vector<BoundaryRow> brows;
     for (auto& [g, v] : byrest) {
       std::sort(v.begin(), v.end());
       Bracket k1, k2;
-      k_boundaries(v, &k1, &k2);
+      const bool mono = k_boundaries(v, &k1, &k2);
+      brows.push_back({rest_of[g], class_code(v), k1, k2, mono});
       txt << g << " : K1* "
           << (k1.ok() ? "[" + num(k1.lo) + ", " + num(k1.hi) + "] " + num(k1.mid())
                       : "not bracketed")
           << ", K2* "
           << (k2.ok() ? "[" + num(k2.lo) + ", " + num(k2.hi) + "] " + num(k2.mid())
                       : "not bracketed")
-          << "\n";
+          << (mono ? "" : " (non-monotone: " + brows.back().classes + ")") << "\n";
       if (k1.ok())
         k1s[noseed_of[g]].push_back(k1),
             row("K1*", g, 1, 0, k1.mid(), NAN, k1.lo, k1.hi, NAN, NAN, NAN);
@@ -246,6 +349,11 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
             row("K2*", g, 1, 0, k2.mid(), NAN, k2.lo, k2.hi, NAN, NAN, NAN);
       k2_of[g] = k2;
     }
+    std::vector<std::string> bhead;
+    for (int i = 0; i < c_step; ++i)
+      if (i != c_K && i != c_seed) bhead.push_back(head[size_t(i)]);
+    if (c_seed >= 0 && c_seed < c_step) bhead.push_back(head[size_t(c_seed)]);
+    std::ofstream(run_dir + "/summary_boundaries.csv") << boundaries_csv(bhead, brows);
     auto spread = [&](const char* name, std::map<std::string, std::vector<Bracket>>& m) {
       for (auto& [g, v] : m) {
         std::vector<double> mids;
@@ -353,7 +461,8 @@ inline bool write_summary(const std::string& run_dir, std::string* msg) {
 }
 }  // namespace detail
 
-// Reads <run_dir>/results.csv and writes summary.csv, summary.txt and summary_fits.csv. False
+// Reads <run_dir>/results.csv and writes summary.csv, summary.txt, summary_fits.csv and (when K
+// is a sweep key) summary_boundaries.csv. False
 // with *msg if the table cannot be read or lacks the step/phase columns (no exception leaves:
 // finish() hooks call it across the C boundary).
 inline bool write_summary(const std::string& run_dir, std::string* msg) {

@@ -574,3 +574,122 @@ TEST_CASE("markov_icl: freezing and lr multipliers act on exactly their modules"
     CHECK(changed == !frozen);
   }
 }
+
+TEST_CASE("markov_icl: K1*/K2* rule on hand-built class sequences (leading runs, flags)") {
+  using V = std::vector<std::pair<double, std::string>>;
+  auto K = [](std::vector<const char*> cls) {
+    V v;
+    double k = 1;
+    for (const char* c : cls) v.push_back({k, c}), k *= 2;  // K = 1, 2, 4, ...
+    return v;
+  };
+  struct Case {
+    V v;
+    double k1lo, k1hi, k2lo, k2hi;  // NAN: not bracketed (worked out by hand from the docs' rule)
+    bool mono;
+    const char* code;
+  } cases[] = {
+      // a memorising K followed directly by "gen": the window is empty, K1* = K2* (one bracket)
+      {K({"mem", "mem", "gen"}), 2, 4, 2, 4, true, "mmg"},
+      {K({"mem", "gen_then_mem", "gen"}), 1, 2, 2, 4, true, "mGg"},
+      {K({"mem", "mem", "gen_then_mem", "gen_then_mem", "gen", "gen"}), 2, 4, 8, 16, true,
+       "mmGGgg"},
+      // non-monotone: brackets from the leading runs (the first change), flagged
+      {K({"mem", "gen_then_mem", "mem", "gen"}), 1, 2, 4, 8, false, "mGmg"},
+      {K({"mem", "gen", "mem", "gen"}), 1, 2, 1, 2, false, "mgmg"},
+      {K({"gen_then_mem", "mem", "gen"}), NAN, NAN, 2, 4, false, "Gmg"},
+      {K({"gen", "mem"}), NAN, NAN, NAN, NAN, false, "gm"},
+      // no change on the grid: no bracket
+      {K({"mem", "mem", "mem"}), NAN, NAN, NAN, NAN, true, "mmm"},
+      {K({"gen", "gen", "gen"}), NAN, NAN, NAN, NAN, true, "ggg"},
+      {K({"gen_then_mem", "gen_then_mem"}), NAN, NAN, NAN, NAN, true, "GG"},
+      {K({"mem", "gen_then_mem"}), 1, 2, NAN, NAN, true, "mG"},
+      {V{}, NAN, NAN, NAN, NAN, true, ""},
+  };
+  auto same = [](double a, double b) { return std::isnan(a) ? std::isnan(b) : a == b; };
+  for (const Case& c : cases) {
+    CAPTURE(c.code);
+    pl::markov::Bracket k1{5, 5}, k2{5, 5};  // overwritten, also when not bracketed
+    const bool mono = pl::markov::k_boundaries(c.v, &k1, &k2);
+    CHECK(mono == c.mono);
+    CHECK(same(k1.lo, c.k1lo));
+    CHECK(same(k1.hi, c.k1hi));
+    CHECK(same(k2.lo, c.k2lo));
+    CHECK(same(k2.hi, c.k2hi));
+    CHECK(k1.ok() == !std::isnan(c.k1lo));
+    CHECK(k2.ok() == !std::isnan(c.k2lo));
+    CHECK(pl::markov::class_code(c.v) == c.code);
+  }
+}
+
+TEST_CASE("markov_icl: summary_boundaries.csv: columns, brackets, flags, numeric row order") {
+  // lr_mult_l1_qk in {10, 3} (written 10 first: the table sorts numerically), K = 4, 8, 16, 32,
+  // seeds 0, 1; the classes per (lr, seed) are chosen, the expected brackets worked out by hand.
+  const std::string dir = "markov_icl_boundaries_test";
+  (void)std::system(("mkdir -p " + dir).c_str());
+  const std::map<std::pair<int, int>, std::string> code = {
+      {{3, 0}, "mGgg"}, {{3, 1}, "mmgg"}, {{10, 0}, "mGmg"}, {{10, 1}, "mmmm"}};
+  {
+    std::ofstream o(dir + "/results.csv");
+    o << "lr_mult_l1_qk,K,N,seed,step,loss_id,phase\n";
+    for (int lr : {10, 3})
+      for (int K : {4, 8, 16, 32})
+        for (int seed : {0, 1}) {
+          const char c = code.at({lr, seed})[size_t(std::log2(K)) - 2];
+          std::vector<const char*> h = {"1gen", "2mem", "2mem"};  // m: memorises directly
+          if (c == 'G') h = {"1gen", "2gen", "2gen", "2mem", "2mem"};
+          if (c == 'g') h = {"1gen", "2gen", "2gen"};
+          for (size_t s = 0; s < h.size(); ++s)
+            o << lr << "," << K << ",32," << seed << "," << 100 * s << ",1.5," << h[s] << "\n";
+        }
+  }
+  std::string msg;
+  REQUIRE(pl::markov::write_summary(dir, &msg));
+  pl::sdk::Table t;
+  std::string why;
+  REQUIRE_MESSAGE(t.read(dir + "/summary_boundaries.csv", &why), why);
+  const std::vector<std::string> head = {"lr_mult_l1_qk", "N",     "seed",    "classes",
+                                         "k1_lo",         "k1_hi", "k1",      "k2_lo",
+                                         "k2_hi",         "k2",    "monotone"};
+  CHECK(t.header() == head);
+  REQUIRE(t.rows() == 4);
+  struct Want {
+    const char *lr, *seed, *classes;
+    double k1lo, k1hi, k2lo, k2hi;
+    const char* mono;
+  } want[] = {{"3", "0", "mGgg", 4, 8, 8, 16, "1"},
+              {"3", "1", "mmgg", 8, 16, 8, 16, "1"},  // K1* = K2*
+              {"10", "0", "mGmg", 4, 8, 16, 32, "0"},
+              {"10", "1", "mmmm", NAN, NAN, NAN, NAN, "1"}};
+  for (size_t r = 0; r < 4; ++r) {
+    const Want& w = want[r];
+    CAPTURE(r);
+    CHECK(t.str(r, t.col("lr_mult_l1_qk")) == w.lr);
+    CHECK(t.str(r, t.col("N")) == "32");
+    CHECK(t.str(r, t.col("seed")) == w.seed);
+    CHECK(t.str(r, t.col("classes")) == w.classes);
+    CHECK(t.str(r, t.col("monotone")) == w.mono);
+    const std::pair<const char*, double> cells[] = {
+        {"k1_lo", w.k1lo}, {"k1_hi", w.k1hi}, {"k1", std::sqrt(w.k1lo * w.k1hi)},
+        {"k2_lo", w.k2lo}, {"k2_hi", w.k2hi}, {"k2", std::sqrt(w.k2lo * w.k2hi)}};
+    for (const auto& [name, v] : cells) {
+      CAPTURE(name);
+      if (std::isnan(v))
+        CHECK(t.str(r, t.col(name)).empty());
+      else
+        CHECK(close(t.num(r, t.col(name)), v, 1e-10, 1e-10));
+    }
+  }
+  // the same brackets in summary_fits.csv (the per-seed rows), and the flag in summary.txt
+  pl::sdk::Table fits;
+  REQUIRE_MESSAGE(fits.read(dir + "/summary_fits.csv", &why), why);
+  size_t n1 = 0, n2 = 0;
+  for (size_t r = 0; r < fits.rows(); ++r)
+    n1 += fits.str(r, 0) == "K1*", n2 += fits.str(r, 0) == "K2*";
+  CHECK(n1 == 3);
+  CHECK(n2 == 3);
+  std::ifstream txt(dir + "/summary.txt");
+  const std::string all((std::istreambuf_iterator<char>(txt)), std::istreambuf_iterator<char>());
+  CHECK(all.find("(non-monotone: mGmg)") != std::string::npos);
+  if (std::getenv("MK_KEEP") == nullptr) (void)std::system(("rm -rf " + dir).c_str());
+}
