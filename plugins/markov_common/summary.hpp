@@ -134,7 +134,7 @@ struct Bracket {
   bool ok() const { return !std::isnan(lo); }
 };
 // The K boundaries of one (other sweep keys, seed) from its classes (K, class) sorted by K, by one
-// rule (the only one in phaselab; docs/markov-icl.md, "Summary"):
+// rule (the only one in phaselab; docs/markov-icl.md, "What is measured"):
 //   K1*: the last K of the leading run of "mem" (memorised without a 2-Gen phase) vs the next K,
 //        which went through 2-Gen ("gen_then_mem", or "gen": it generalised and did not memorise
 //        within the budget);
