@@ -417,7 +417,8 @@ TEST_CASE("markov_icl: the plugin's summaries are made once, from the merged fil
     CHECK(!exists(shards.back() + "/summary.csv"));  // finish() does not run on a shard
   }
   REQUIRE(merge(dir, dir / "sh", shards).rc == 0);
-  for (const char* f : {"results.csv", "summary.csv", "summary.txt", "summary_fits.csv"}) {
+  for (const char* f : {"results.csv", "summary.csv", "summary.txt", "summary_fits.csv",
+                        "summary_boundaries.csv"}) {
     INFO(f);
     REQUIRE(exists(dir / ("one/" + std::string(f))));
     CHECK(slurp(dir / ("one/" + std::string(f))) == slurp(dir / ("sh/" + std::string(f))));
