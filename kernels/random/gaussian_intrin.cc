@@ -11,7 +11,6 @@
 // Box-Muller runs once per pair, and an in-lane unpack puts (z0, z1, z2, z3) back in order.
 // No lane ever mixes data of different blocks, so every sample is computed identically wherever
 // it falls in a call (determinism under any split of a range).
-#include <algorithm>
 
 #include "kernels/common/intrin_ops.hpp"
 #include "kernels/random/philox.hpp"
@@ -264,21 +263,8 @@ inline void gaussian_group(uint64_t j, uint32_t k0, uint32_t k1, uint64_t stream
 void Gaussian(float* out, size_t n, uint64_t seed, uint64_t stream, uint64_t counter) {
   const uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   alignas(64) float buf[kGroup];
-  size_t i = 0;
-  while (i < n) {
-    const uint64_t t = counter + i;
-    const size_t lane = static_cast<size_t>(t % 4);
-    if (lane == 0 && n - i >= kGroup) {
-      gaussian_group(t / 4, k0, k1, stream, out + i);
-      i += kGroup;
-      continue;
-    }
-    // A start inside a block or a short tail: through the buffer, same arithmetic.
-    gaussian_group(t / 4, k0, k1, stream, buf);
-    const size_t take = std::min(kGroup - lane, n - i);
-    std::memcpy(out + i, buf + lane, take * sizeof(float));
-    i += take;
-  }
+  philox::fill_groups(out, n, counter, kGroup, buf,
+                      [=](uint64_t j, float* dst) { gaussian_group(j, k0, k1, stream, dst); });
 }
 
 }  // namespace pl::PL_INTRIN_NS
