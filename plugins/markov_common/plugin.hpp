@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Plugin glue shared by the Markov plugins (markov_icl, markov_minimal): the config keys they
-// declare alike, the results table (columns and the row of one evaluation), parameter look-up for
-// the cross-key checks and cost exports, and where a point's checkpoints go.
+// Plugin glue shared by the Markov plugins (markov_icl, markov_minimal, circuits): the config keys
+// they declare alike, the training config read from them, the results table (columns and the row
+// of one evaluation), parameter look-up for the cross-key checks and cost exports, and where a
+// point's checkpoints go.
 #pragma once
 
 #include <array>
@@ -57,6 +58,39 @@ template <size_t P>
 double param_int(const pl_param_decl (&decl)[P], const pl_value* v, uint32_t n, const char* name) {
   const uint32_t j = param_index(decl, n, name);
   return j < n ? double(v[j].i) : 0;
+}
+
+// The seed purpose of the point's stream the trainer's own streams derive from
+// (pl::markov::Stream): "markov", so that the same point trains the same model in markov_icl and
+// circuits.
+constexpr uint64_t kSeedPurpose = 0x6d61726b6f76ull;
+
+// The training config of the keys every transformer plugin declares (the model's shape, the data,
+// the batch, the AdamW learning rate and warm-up, the seeds); the other fields keep their defaults
+// for the plugin to set. Init and data depend on the point's seed only.
+inline TrainConfig train_config_base(const pl::sdk::Context& cx) {
+  TrainConfig tc;
+  ModelConfig& m = tc.model;
+  m.C = int(cx.i("C"));
+  m.N = int(cx.i("N"));
+  m.d = int(cx.i("d_model"));
+  m.heads = int(cx.i("heads"));
+  m.layers = int(cx.i("layers"));
+  m.ffn = int(cx.i("mlp_mult")) * m.d;
+  m.mlp = !cx.b("attn_only");
+  tc.K = int(cx.i("K"));
+  tc.infinite = cx.b("infinite");
+  tc.alpha = cx.f("alpha");
+  tc.alpha1 = cx.f("alpha1");
+  tc.batch = int(cx.i("batch"));
+  tc.chunks = int(cx.i("chunks"));
+  tc.n_eval = int(cx.i("n_eval"));
+  tc.steps = cx.i("steps");
+  tc.lr = cx.f("lr");
+  tc.warmup = cx.i("warmup");
+  tc.chain_seed = uint64_t(cx.i("chain_seed"));
+  tc.seed = cx.seed_stream(kSeedPurpose);
+  return tc;
 }
 
 // The columns of the results table every Markov plugin starts with (markov_icl's whole table).

@@ -98,41 +98,19 @@ const pl_plot_decl kPlots[] = {
                   "results", "K", "N", "d_model", "final=1", 0, &kPhaseMap),
 };
 
-// The point's seed stream the run's own streams derive from (pl::markov::Stream); "markov".
-constexpr uint64_t kSeedPurpose = 0x6d61726b6f76ull;
-
 pl::markov::TrainConfig train_config(const pl::sdk::Context& cx) {
-  pl::markov::TrainConfig tc;
+  pl::markov::TrainConfig tc = pl::markov::train_config_base(cx);
   pl::markov::ModelConfig& m = tc.model;
-  m.C = int(cx.i("C"));
-  m.N = int(cx.i("N"));
-  m.d = int(cx.i("d_model"));
-  m.heads = int(cx.i("heads"));
-  m.layers = int(cx.i("layers"));
-  m.ffn = int(cx.i("mlp_mult")) * m.d;
-  m.mlp = !cx.b("attn_only");
   m.ln = cx.b("layernorm");
   m.rope = cx.is("positions", "rope");
   m.tied = cx.b("tied");
-  tc.K = int(cx.i("K"));
-  tc.infinite = cx.b("infinite");
-  tc.alpha = cx.f("alpha");
-  tc.alpha1 = cx.f("alpha1");
-  tc.batch = int(cx.i("batch"));
-  tc.chunks = int(cx.i("chunks"));
-  tc.n_eval = int(cx.i("n_eval"));
-  tc.steps = cx.i("steps");
-  tc.lr = cx.f("lr");
   tc.beta1 = cx.f("beta1");
   tc.beta2 = cx.f("beta2");
   tc.weight_decay = cx.f("weight_decay");
-  tc.warmup = cx.i("warmup");
   tc.lr_mult = pl::markov::parse_mults(cx.s("lr_mults"));
   if (cx.f("lr_mult_l1_qk") != 1.0) tc.lr_mult["l1_qk"] = cx.f("lr_mult_l1_qk");
   tc.freeze = pl::markov::parse_list(cx.s("freeze"));
   tc.late_frac = cx.f("late_frac");
-  tc.chain_seed = uint64_t(cx.i("chain_seed"));
-  tc.seed = cx.seed_stream(kSeedPurpose);  // init and data depend on the seed only
   return tc;
 }
 
