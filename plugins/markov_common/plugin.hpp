@@ -19,7 +19,7 @@
 
 namespace pl::markov {
 
-// Config keys both plugins declare with the same meaning, range and default.
+// Config keys the plugins declare with the same meaning, range and default.
 namespace param {
 constexpr pl_param_decl K = pl::sdk::int_param("K", 8, "number of training chains", 1, 1 << 20);
 constexpr pl_param_decl infinite =
@@ -28,6 +28,12 @@ constexpr pl_param_decl C = pl::sdk::int_param("C", 10, "number of states", 2, 6
 constexpr pl_param_decl alpha =
     pl::sdk::float_param("alpha", 1.0, "Dirichlet concentration of the transition rows",
                          PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0);
+constexpr pl_param_decl heads = pl::sdk::int_param("heads", 1, "attention heads per layer", 1, 64);
+constexpr pl_param_decl layers = pl::sdk::int_param("layers", 2, "transformer layers", 1, 16);
+constexpr pl_param_decl mlp_mult =
+    pl::sdk::int_param("mlp_mult", 4, "MLP width = mlp_mult * d_model", 1, 64);
+constexpr pl_param_decl attn_only =
+    pl::sdk::bool_param("attn_only", false, "attention-only transformer (no MLP blocks)");
 constexpr pl_param_decl checkpoints =
     pl::sdk::int_param("checkpoints", 24, "log-spaced evaluation steps (plus step 0)", 1, 10000);
 constexpr pl_param_decl late_frac =
