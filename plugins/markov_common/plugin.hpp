@@ -71,9 +71,25 @@ double param_int(const pl_param_decl (&decl)[P], const pl_value* v, uint32_t n, 
 // circuits.
 constexpr uint64_t kSeedPurpose = 0x6d61726b6f76ull;
 
-// The training config of the keys every transformer plugin declares (the model's shape, the data,
-// the batch, the AdamW learning rate and warm-up, the seeds); the other fields keep their defaults
-// for the plugin to set. Init and data depend on the point's seed only.
+// The keys every Markov plugin declares for its data and its run (the chains, the batch, the
+// evaluation sets, the steps and the learning rate) into its config: a TrainConfig or a
+// DataConfig-derived one.
+template <class Config>
+void read_run_keys(const pl::sdk::Context& cx, Config& c) {
+  c.K = int(cx.i("K"));
+  c.infinite = cx.b("infinite");
+  c.alpha = cx.f("alpha");
+  c.alpha1 = cx.f("alpha1");
+  c.batch = int(cx.i("batch"));
+  c.n_eval = int(cx.i("n_eval"));
+  c.steps = cx.i("steps");
+  c.lr = cx.f("lr");
+  c.chain_seed = uint64_t(cx.i("chain_seed"));
+}
+
+// The training config of the keys every transformer plugin declares (the model's shape, the run
+// keys, chunks and warm-up, the seed); the other fields keep their defaults for the plugin to set.
+// Init and data depend on the point's seed only.
 inline TrainConfig train_config_base(const pl::sdk::Context& cx) {
   TrainConfig tc;
   ModelConfig& m = tc.model;
@@ -84,17 +100,9 @@ inline TrainConfig train_config_base(const pl::sdk::Context& cx) {
   m.layers = int(cx.i("layers"));
   m.ffn = int(cx.i("mlp_mult")) * m.d;
   m.mlp = !cx.b("attn_only");
-  tc.K = int(cx.i("K"));
-  tc.infinite = cx.b("infinite");
-  tc.alpha = cx.f("alpha");
-  tc.alpha1 = cx.f("alpha1");
-  tc.batch = int(cx.i("batch"));
+  read_run_keys(cx, tc);
   tc.chunks = int(cx.i("chunks"));
-  tc.n_eval = int(cx.i("n_eval"));
-  tc.steps = cx.i("steps");
-  tc.lr = cx.f("lr");
   tc.warmup = cx.i("warmup");
-  tc.chain_seed = uint64_t(cx.i("chain_seed"));
   tc.seed = cx.seed_stream(kSeedPurpose);
   return tc;
 }

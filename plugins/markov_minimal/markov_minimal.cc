@@ -130,16 +130,9 @@ mm::MinConfig min_config(const pl::sdk::Context& cx) {
                                          : mm::Kind::kMemoriser;
   c.C = int(cx.i("C"));
   c.N = int(cx.i("N"));
-  c.K = int(cx.i("K"));
-  c.infinite = cx.b("infinite");
-  c.alpha = cx.f("alpha");
-  c.alpha1 = cx.f("alpha1");
-  c.batch = int(cx.i("batch"));
+  pl::markov::read_run_keys(cx, c);
   if (cx.i("tokens") > 0) c.batch = int(std::max<int64_t>(1, cx.i("tokens") / c.N));
-  c.n_eval = int(cx.i("n_eval"));
-  c.steps = cx.i("steps");
   c.sgd = cx.is("optimizer", "sgd");
-  c.lr = cx.f("lr");
   c.beta1 = cx.f("beta1");
   c.beta2 = cx.f("beta2");
   c.late_frac = cx.f("late_frac");
@@ -150,7 +143,6 @@ mm::MinConfig min_config(const pl::sdk::Context& cx) {
   c.width = int(cx.i("width"));
   c.phi_gelu = cx.b("phi_gelu");
   c.init_scale = cx.f("init_scale");
-  c.chain_seed = uint64_t(cx.i("chain_seed"));
   c.seed = cx.seed_stream(0x6d696e696d616cull);  // "minimal"
   return c;
 }
