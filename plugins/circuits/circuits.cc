@@ -152,19 +152,12 @@ mk::TrainConfig train_config(const pl::sdk::Context& cx) {
   return tc;
 }
 
-int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
-  auto get = [&](const char* name) { return mk::param_value(kParams, v, n, name); };
-  if (get("d_model").i % get("heads").i) {
-    std::snprintf(err, len, "circuits.heads must divide circuits.d_model");
-    return 1;
-  }
-  const char* src = get("source").s;
-  const char* path = get("path").s;
-  if (src && std::strcmp(src, "train") && (!path || !*path)) {
-    std::snprintf(err, len, "circuits.path is required when circuits.source = \"%s\"", src);
-    return 1;
-  }
-  return 0;
+// Cross-key checks of one point ("" when it is fine).
+std::string check(const pl::sdk::Params& p) {
+  if (p.i("d_model") % p.i("heads")) return "circuits.heads must divide circuits.d_model";
+  if (!p.is("source", "train") && p.s("path").empty())
+    return "circuits.path is required when circuits.source = \"" + p.s("source") + "\"";
+  return "";
 }
 
 // Checkpoint files of a run folder, by step: <run>/checkpoints/<point>/step-*.safetensors with
@@ -466,4 +459,4 @@ class Circuits {
 PL_DEFINE_PLUGIN(Circuits, "circuits", kVersion,
                  "circuit probes of the Markov-ICL transformer: head scores, ablations, path "
                  "patching, task vectors",
-                 kParams, kTables, kPlots, validate, nullptr)
+                 kParams, kTables, kPlots, pl::sdk::validate_with<check>, nullptr)

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Plugin glue shared by the Markov plugins (markov_icl, markov_minimal, circuits): the config keys
 // they declare alike, the training config read from them, the results table (columns and the row
-// of one evaluation), parameter look-up for the cross-key checks and cost exports, and where a
-// point's checkpoints go.
+// of one evaluation), and where a point's checkpoints go. (Their cross-key checks and cost exports
+// read values by name through the SDK's Params.)
 #pragma once
 
 #include <array>
@@ -44,27 +44,6 @@ constexpr pl_param_decl save = pl::sdk::enum_param(
     "save the model as safetensors (checkpoints/<point>/step-NNNNNNNNN.safetensors in the run "
     "folder): never, at the last step, or at every evaluation step");
 }  // namespace param
-
-// The index of the config key `name` in a plugin's declarations (n values given), or n.
-template <size_t P>
-uint32_t param_index(const pl_param_decl (&decl)[P], uint32_t n, const char* name) {
-  for (uint32_t j = 0; j < P && j < n; ++j)
-    if (!std::strcmp(decl[j].name, name)) return j;
-  return n;
-}
-// The value of `name` (an empty one, type 0, if absent).
-template <size_t P>
-pl_value param_value(const pl_param_decl (&decl)[P], const pl_value* v, uint32_t n,
-                     const char* name) {
-  const uint32_t j = param_index(decl, n, name);
-  return j < n ? v[j] : pl_value{};
-}
-// The integer value of `name` as a double (0 if absent), for the memory and cost exports.
-template <size_t P>
-double param_int(const pl_param_decl (&decl)[P], const pl_value* v, uint32_t n, const char* name) {
-  const uint32_t j = param_index(decl, n, name);
-  return j < n ? double(v[j].i) : 0;
-}
 
 // The seed purpose of the point's stream the trainer's own streams derive from
 // (pl::markov::Stream): "markov", so that the same point trains the same model in markov_icl and

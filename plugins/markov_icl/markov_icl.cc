@@ -114,45 +114,31 @@ pl::markov::TrainConfig train_config(const pl::sdk::Context& cx) {
   return tc;
 }
 
-// Cross-parameter checks (heads divide d_model, rope needs even head width, module names).
-int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
-  auto get = [&](const char* name) { return pl::markov::param_value(kParams, v, n, name); };
-  const int64_t d = get("d_model").i, h = get("heads").i;
-  if (d % h) {
-    std::snprintf(err, len, "markov_icl.heads (%lld) must divide markov_icl.d_model (%lld)",
-                  (long long)h, (long long)d);
-    return 1;
-  }
-  if (get("positions").s && std::string(get("positions").s) == "rope" && (d / h) % 2) {
-    std::snprintf(err, len,
-                  "markov_icl.positions = \"rope\" needs an even head width d_model/heads");
-    return 1;
-  }
+// Cross-key checks of one point ("" when it is fine): heads divide d_model, rope needs an even
+// head width, module names.
+std::string check(const pl::sdk::Params& p) {
+  const int64_t d = p.i("d_model"), h = p.i("heads");
+  if (d % h)
+    return "markov_icl.heads (" + std::to_string(h) + ") must divide markov_icl.d_model (" +
+           std::to_string(d) + ")";
+  if (p.is("positions", "rope") && (d / h) % 2)
+    return "markov_icl.positions = \"rope\" needs an even head width d_model/heads";
   pl::markov::ModelConfig m;
   m.d = int(d);
   m.heads = int(h);
-  m.layers = int(get("layers").i);
-  m.mlp = get("attn_only").i == 0;
-  m.ln = get("layernorm").i != 0;
+  m.layers = int(p.i("layers"));
+  m.mlp = !p.b("attn_only");
+  m.ln = p.b("layernorm");
   try {
-    for (const auto& [g, val] :
-         pl::markov::parse_mults(get("lr_mults").s ? get("lr_mults").s : "")) {
-      if (!pl::markov::known_group(m, g) || val < 0) {
-        std::snprintf(err, len, "markov_icl.lr_mults: unknown module '%s' or negative value",
-                      g.c_str());
-        return 1;
-      }
-    }
+    for (const auto& [g, val] : pl::markov::parse_mults(p.s("lr_mults")))
+      if (!pl::markov::known_group(m, g) || val < 0)
+        return "markov_icl.lr_mults: unknown module '" + g + "' or negative value";
   } catch (const std::exception& e) {
-    std::snprintf(err, len, "markov_icl.lr_mults: %s", e.what());
-    return 1;
+    return std::string("markov_icl.lr_mults: ") + e.what();
   }
-  for (const auto& g : pl::markov::parse_list(get("freeze").s ? get("freeze").s : ""))
-    if (!pl::markov::known_group(m, g)) {
-      std::snprintf(err, len, "markov_icl.freeze: unknown module '%s'", g.c_str());
-      return 1;
-    }
-  return 0;
+  for (const auto& g : pl::markov::parse_list(p.s("freeze")))
+    if (!pl::markov::known_group(m, g)) return "markov_icl.freeze: unknown module '" + g + "'";
+  return "";
 }
 
 class MarkovIcl {
@@ -224,7 +210,8 @@ pl_status finish(const pl_host* host, const char* run_dir) {
 // probabilities (8 n_eval N (1 + C)) and the K transition matrices (8 K C^2).
 extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point_bytes(
     const pl_value* v, uint32_t n) {
-  auto get = [&](const char* name) { return pl::markov::param_int(kParams, v, n, name); };
+  const pl::sdk::Params p(kParams, PL_SDK_COUNT(kParams), v, n);
+  auto get = [&](const char* name) { return double(p.i(name)); };
   const double d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
   const double heads = get("heads"), C = get("C"), K = get("K"), batch = get("batch");
   const double chunks = get("chunks"), n_eval = get("n_eval");
@@ -240,7 +227,8 @@ extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point
 // plus the K-dependent evaluation (the memorising predictors: O(K C) per token).
 extern "C" __attribute__((visibility("default"))) double phaselab_plugin_point_cost(
     const pl_value* v, uint32_t n) {
-  auto get = [&](const char* name) { return pl::markov::param_int(kParams, v, n, name); };
+  const pl::sdk::Params p(kParams, PL_SDK_COUNT(kParams), v, n);
+  auto get = [&](const char* name) { return double(p.i(name)); };
   const double d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
   const double C = get("C"), K = get("K"), batch = get("batch"), steps = get("steps");
   const double n_eval = get("n_eval");
@@ -252,4 +240,4 @@ extern "C" __attribute__((visibility("default"))) double phaselab_plugin_point_c
 PL_DEFINE_PLUGIN(
     MarkovIcl, "markov_icl", kVersion,
     "transformer on K Markov chains: KL to 2-Gen/1-Gen/2-Mem/1-Mem/hybrid, phase histories",
-    kParams, kTables, kPlots, validate, finish)
+    kParams, kTables, kPlots, pl::sdk::validate_with<check>, finish)

@@ -308,16 +308,12 @@ class MarkovMinimal {
   int save_ = 0;
 };
 
-int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
-  auto get = [&](const char* name) { return pl::markov::param_value(kParams, v, n, name); };
-  const std::string model = get("model").s ? get("model").s : "";
-  if (model == "memoriser" && get("infinite").i) {
-    std::snprintf(err, len,
-                  "markov_minimal: model = \"memoriser\" needs finite K (infinite = false): its "
-                  "capacity is measured against the 2-Mem predictor of the K chains");
-    return 1;
-  }
-  return 0;
+// Cross-key checks of one point ("" when it is fine).
+std::string check(const pl::sdk::Params& p) {
+  if (p.is("model", "memoriser") && p.b("infinite"))
+    return "markov_minimal: model = \"memoriser\" needs finite K (infinite = false): its "
+           "capacity is measured against the 2-Mem predictor of the K chains";
+  return "";
 }
 
 pl_status finish(const pl_host* host, const char* run_dir) {
@@ -334,4 +330,4 @@ pl_status finish(const pl_host* host, const char* run_dir) {
 PL_DEFINE_PLUGIN(MarkovMinimal, "markov_minimal", kVersion,
                  "minimal models of Markov ICL: symmetric (beta, delta), hard-wired induction, "
                  "encode-pool-decode memoriser",
-                 kParams, kTables, kPlots, validate, finish)
+                 kParams, kTables, kPlots, pl::sdk::validate_with<check>, finish)
