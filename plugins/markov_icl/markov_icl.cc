@@ -201,6 +201,18 @@ pl_status finish(const pl_host* host, const char* run_dir) {
   return PL_OK;
 }
 
+// The integer keys the memory and cost estimates below read, as doubles.
+struct PointSizes {
+  double d, N, layers, mlp, heads, C, K, batch, chunks, n_eval, steps;
+  PointSizes(const pl_value* v, uint32_t n) {
+    const pl::sdk::Params p(kParams, PL_SDK_COUNT(kParams), v, n);
+    auto get = [&](const char* name) { return double(p.i(name)); };
+    d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
+    heads = get("heads"), C = get("C"), K = get("K"), batch = get("batch");
+    chunks = get("chunks"), n_eval = get("n_eval"), steps = get("steps");
+  }
+};
+
 }  // namespace
 
 // The driver's memory check before a run (phaselab_plugin.h): an estimate of the bytes one point
@@ -210,11 +222,9 @@ pl_status finish(const pl_host* host, const char* run_dir) {
 // probabilities (8 n_eval N (1 + C)) and the K transition matrices (8 K C^2).
 extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point_bytes(
     const pl_value* v, uint32_t n) {
-  const pl::sdk::Params p(kParams, PL_SDK_COUNT(kParams), v, n);
-  auto get = [&](const char* name) { return double(p.i(name)); };
-  const double d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
-  const double heads = get("heads"), C = get("C"), K = get("K"), batch = get("batch");
-  const double chunks = get("chunks"), n_eval = get("n_eval");
+  const PointSizes z(v, n);
+  const double d = z.d, N = z.N, layers = z.layers, mlp = z.mlp, heads = z.heads, C = z.C, K = z.K;
+  const double batch = z.batch, chunks = z.chunks, n_eval = z.n_eval;
   const double n_params = layers * (4 * d * d + 2 * mlp * d * d + 4 * d) + (2 * C + N) * d;
   const double b = 4 * (4 + chunks) * n_params +
                    4 * batch * layers * N * (12 * d + mlp * d + 2 * heads * N) +
@@ -227,11 +237,9 @@ extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point
 // plus the K-dependent evaluation (the memorising predictors: O(K C) per token).
 extern "C" __attribute__((visibility("default"))) double phaselab_plugin_point_cost(
     const pl_value* v, uint32_t n) {
-  const pl::sdk::Params p(kParams, PL_SDK_COUNT(kParams), v, n);
-  auto get = [&](const char* name) { return double(p.i(name)); };
-  const double d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
-  const double C = get("C"), K = get("K"), batch = get("batch"), steps = get("steps");
-  const double n_eval = get("n_eval");
+  const PointSizes z(v, n);
+  const double d = z.d, N = z.N, layers = z.layers, mlp = z.mlp, C = z.C, K = z.K;
+  const double batch = z.batch, steps = z.steps, n_eval = z.n_eval;
   const double per_token =
       6 * layers * (4 * d * d + 2 * mlp * d * d) + 6 * C * d + layers * 12 * N * d;
   return steps * batch * N * per_token + 2 * n_eval * N * (K + 1) * C * 4;
