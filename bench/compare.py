@@ -30,45 +30,46 @@ import subprocess
 import sys
 import time
 
-# The Markov model's GEMMs (plugins/markov_common/model.hpp) at d_model 32 and 64, one chunk of
-# R = 1024 rows: Y = X W^T (nt), dX = dY W (nn), dW = dY^T X (tn) for the qkv (3d), output (d),
-# MLP (4d) and unembedding (C = 10) weights.
-MODEL_GEMMS = []
-for _d in (32, 64):
-    for _out in (10, _d, 3 * _d, 4 * _d):
-        MODEL_GEMMS += [(1024, _out, _d, "nt"), (1024, _d, _out, "nn"), (_out, _d, 1024, "tn")]
-    MODEL_GEMMS += [(1024, _d, 4 * _d, "nt"), (1024, 4 * _d, _d, "nn"), (_d, 4 * _d, 1024, "tn")]
 TRANS_TAG = {"nn": "", "nt": " B^T", "tn": " A^T"}
 
-# workload key -> (phaselab benchmark name suffix after "<variant>/", kernel, unit, per-iteration
-# items or flops). Units: "ns/elem" (lower is better) or "GFLOP/s" (higher is better).
-WORKLOADS = [
-    ("exp n=4096", "exp", "n:4096", "ns/elem", 4096),
-    ("softmax rows 256x64", "softmax_rows", "256x64", "ns/elem", 256 * 64),
-    ("gaussian n=4096", "gaussian", "n:4096", "ns/elem", 4096),
-    ("gaussian n=1M", "gaussian", "n:1048576", "ns/elem", 1 << 20),
-    ("adam n=4096 (in cache)", "adam", "n:4096", "ns/elem", 4096),
-    ("gemm 64x64x64", "gemm", "nn/m:64/n:64/k:64", "GFLOP/s", 2 * 64 ** 3),
-    ("gemm 8192x64x64", "gemm", "nn/m:8192/n:64/k:64", "GFLOP/s", 2 * 8192 * 64 * 64),
-    ("gemm 8192x256x64", "gemm", "nn/m:8192/n:256/k:64", "GFLOP/s", 2 * 8192 * 256 * 64),
-    ("gemm 8192x64x256", "gemm", "nn/m:8192/n:64/k:256", "GFLOP/s", 2 * 8192 * 64 * 256),
-    ("gemm 8192x256x256", "gemm", "nn/m:8192/n:256/k:256", "GFLOP/s", 2 * 8192 * 256 * 256),
-    ("gemm 8192x256x64 B^T", "gemm", "nt/m:8192/n:256/k:64", "GFLOP/s", 2 * 8192 * 256 * 64),
-    ("gemm 8192x10x64 B^T", "gemm", "nt/m:8192/n:10/k:64", "GFLOP/s", 2 * 8192 * 10 * 64),
-    ("gemm 64x256x8192 A^T", "gemm", "tn/m:64/n:256/k:8192", "GFLOP/s", 2 * 8192 * 256 * 64),
-] + [
-    # The Markov model's products (kernels/gemm/bench_gemm.cc): one chunk of 1024 rows.
-    (f"gemm {m}x{n}x{k}{TRANS_TAG[t]} [model]", "gemm", f"{t}/m:{m}/n:{n}/k:{k}", "GFLOP/s",
-     2 * m * n * k) for (m, n, k, t) in MODEL_GEMMS
-] + [
-    ("attention fwd n=128 d=64", "attention", "fwd/n:128/d:64", "us", None),
-    ("attention bwd n=128 d=64", "attention_bwd", "bwd/n:128/d:64", "us", None),
-    ("attention fwd n=128 d=64 causal", "attention", "fwd/n:128/d:64/causal", "us", None),
-    ("attention bwd n=128 d=64 causal", "attention_bwd", "bwd/n:128/d:64/causal", "us", None),
-]
+
+def bench_lines(bench, *flags):
+    """The lines phaselab_bench prints for `flags` (its shape lists and dispatch choice)."""
+    out = subprocess.run([bench, *flags], check=True, capture_output=True, text=True).stdout
+    return [line.split() for line in out.splitlines() if line.strip()]
 
 
-ISA_ORDER = ["avx512", "avx2", "sve2", "sve", "neon"]  # widest first, as dispatch ranks them
+def gemm_shapes(bench):
+    """(m, n, k, tr, model) of the GEMMs compared with the peers, from the C++ list
+    (kernels/gemm/model_shapes.hpp): the square and tall shapes, then the Markov model's products
+    (one chunk of 1024 rows, marked [model])."""
+    return [(int(m), int(n), int(k), t, model) for model, flag in
+            ((False, "--compared-shapes"), (True, "--model-shapes"))
+            for (m, n, k, t) in bench_lines(bench, flag)]
+
+
+def gemm_key(m, n, k, t, model):
+    return f"gemm {m}x{n}x{k}{TRANS_TAG[t]}" + (" [model]" if model else "")
+
+
+def workloads(bench):
+    """(key, kernel, phaselab benchmark name after "<variant>/", unit, per-iteration items or
+    flops) of every row. Units: "ns/elem" (lower is better), "GFLOP/s" (higher is better), "us"."""
+    return [
+        ("exp n=4096", "exp", "n:4096", "ns/elem", 4096),
+        ("softmax rows 256x64", "softmax_rows", "256x64", "ns/elem", 256 * 64),
+        ("gaussian n=4096", "gaussian", "n:4096", "ns/elem", 4096),
+        ("gaussian n=1M", "gaussian", "n:1048576", "ns/elem", 1 << 20),
+        ("adam n=4096 (in cache)", "adam", "n:4096", "ns/elem", 4096),
+    ] + [
+        (gemm_key(*g), "gemm", f"{g[3]}/m:{g[0]}/n:{g[1]}/k:{g[2]}", "GFLOP/s", 2 * g[0] * g[1] * g[2])
+        for g in gemm_shapes(bench)
+    ] + [
+        ("attention fwd n=128 d=64", "attention", "fwd/n:128/d:64", "us", None),
+        ("attention bwd n=128 d=64", "attention_bwd", "bwd/n:128/d:64", "us", None),
+        ("attention fwd n=128 d=64 causal", "attention", "fwd/n:128/d:64/causal", "us", None),
+        ("attention bwd n=128 d=64 causal", "attention_bwd", "bwd/n:128/d:64/causal", "us", None),
+    ]
 
 
 def run_gbench(exe, regex, reps, min_time, env=None):
@@ -79,8 +80,8 @@ def run_gbench(exe, regex, reps, min_time, env=None):
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     res = {}
     for b in json.loads(out)["benchmarks"]:
-        if b.get("aggregate_name") != "median":
-            continue
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue  # (with one repetition Google Benchmark reports the run, no aggregates)
         name = b["run_name"]
         scale = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}[b.get("time_unit", "ns")]
         res[name] = {"cpu_ns": b["cpu_time"] * scale, "real_ns": b["real_time"] * scale,
@@ -88,7 +89,7 @@ def run_gbench(exe, regex, reps, min_time, env=None):
     return res
 
 
-def torch_workloads(reps, only=None):
+def torch_workloads(reps, shapes, only=None):
     """Median ns per call of each workload in PyTorch, one thread."""
     import torch
     import torch.nn.functional as F
@@ -116,7 +117,7 @@ def torch_workloads(reps, only=None):
 
     res = {}
     if only in (None, "gemm"):
-        gemm_workloads(torch, timeit, res)
+        gemm_workloads(torch, timeit, res, shapes)
     if only is None:
         elementwise_workloads(torch, timeit, res)
     if only in (None, "attention", "attention_bwd"):
@@ -140,22 +141,13 @@ def elementwise_workloads(torch, timeit, res):
     res["adam n=4096 (in cache)"] = timeit(opt.step)
 
 
-def gemm_workloads(torch, timeit, res):
-    for (m, n, k, tr) in [(64, 64, 64, ""), (8192, 64, 64, ""), (8192, 256, 64, ""),
-                          (8192, 64, 256, ""), (8192, 256, 256, ""), (8192, 256, 64, " B^T"),
-                          (8192, 10, 64, " B^T"), (64, 256, 8192, " A^T")]:
+def gemm_workloads(torch, timeit, res, shapes):
+    for (m, n, k, t, model) in shapes:
         # the transposed operand stored transposed (a view of its transpose), as in phaselab's
-        a = torch.empty(k, m).uniform_(-1, 1).T if tr == " A^T" else torch.empty(m, k).uniform_(-1, 1)
-        b = torch.empty(n, k).uniform_(-1, 1).T if tr == " B^T" else torch.empty(k, n).uniform_(-1, 1)
-        c = torch.empty(m, n)
-        key = "gemm 64x64x64" if (m, n, k) == (64, 64, 64) else f"gemm {m}x{n}x{k}{tr}"
-        res[key] = timeit(lambda: torch.mm(a, b, out=c))
-    for (m, n, k, t) in MODEL_GEMMS:
-        tr = TRANS_TAG[t]
         a = torch.empty(k, m).uniform_(-1, 1).T if t == "tn" else torch.empty(m, k).uniform_(-1, 1)
         b = torch.empty(n, k).uniform_(-1, 1).T if t == "nt" else torch.empty(k, n).uniform_(-1, 1)
         c = torch.empty(m, n)
-        res[f"gemm {m}x{n}x{k}{tr} [model]"] = timeit(lambda: torch.mm(a, b, out=c))
+        res[gemm_key(m, n, k, t, model)] = timeit(lambda: torch.mm(a, b, out=c))
 
 
 def attention_workloads(torch, F, timeit, res):
@@ -207,10 +199,16 @@ def main():
     if not os.path.exists(bench):
         sys.exit(f"{bench} not found: build with `meson setup {args.build} && ninja -C {args.build}`")
 
-    if args.only:
-        WORKLOADS[:] = [w for w in WORKLOADS if w[1] == args.only]
-    kernels = sorted({w[1] for w in WORKLOADS})
-    shapes = "|".join(sorted({w[2] for w in WORKLOADS}))
+    rows = [w for w in workloads(bench) if not args.only or w[1] == args.only]
+    shapes_gemm = gemm_shapes(bench)
+    # The variant dispatch selects for each kernel (under --isa: restricted to that ISA and those
+    # it implies): the figure a user gets, and the one the ratios are quoted for.
+    try:
+        dispatch = dict(bench_lines(bench, "--dispatch", args.isa or "best"))
+    except subprocess.CalledProcessError:
+        dispatch = {}  # an ISA this build does not know: the fastest variant stands in
+    kernels = sorted({w[1] for w in rows})
+    shapes = "|".join(sorted({w[2] for w in rows}))
     variant = f"[a-z0-9_]+\\.{args.isa}" if args.isa else "[a-z0-9_.]+"  # --isa: no scalar runs
     regex = f"^(peak/.*|({'|'.join(kernels)})\\.{variant}/({shapes}))$"
     env = dict(os.environ)
@@ -240,7 +238,7 @@ def main():
             rounds_blas.append(run_gbench(blas, "openblas/.*", args.reps, args.min_time, env))
         try:
             print(f"round {rnd + 1}/{args.rounds}: PyTorch ...", file=sys.stderr)
-            t, torch_version = torch_workloads(args.reps, args.only)
+            t, torch_version = torch_workloads(args.reps, shapes_gemm, args.only)
             rounds_torch.append(t)
         except ImportError:
             print("PyTorch not importable (pip install torch)", file=sys.stderr)
@@ -272,20 +270,16 @@ def main():
     def per_item(ns, items):
         return ns / items
 
-    for key, kernel, shape, unit, size in WORKLOADS:
+    for key, kernel, shape, unit, size in rows:
         cands = {name.split("/")[0]: r for name, r in ours.items()
                  if name.startswith(kernel + ".") and name.endswith("/" + shape)
                  and name.split("/", 1)[1] == shape}
         if not cands:
             continue
         fastest = min(cands, key=lambda n: cands[n]["cpu_ns"])
-        # The variant dispatch selects (the widest ISA, then intrinsics > Highway > xsimd): the
-        # figure a user gets, and the one the ratios are quoted for.
-        isas = [i for i in ISA_ORDER if any(n.endswith("." + i) for n in cands)]
-        isa = args.isa or (isas[0] if isas else fastest.split(".")[-1])
-        best_name = next((f"{kernel}.{b}.{isa}" for b in ("intrin", "hwy", "xsimd")
-                          if f"{kernel}.{b}.{isa}" in cands), fastest)
+        best_name = dispatch.get(kernel) if dispatch.get(kernel) in cands else fastest
         best = cands[best_name]
+        isa = best_name.split(".")[-1]
         hwy = cands.get(f"{kernel}.hwy.{isa}")
         scalar = cands.get(f"{kernel}.scalar")
 
@@ -332,10 +326,8 @@ def main():
                  if n.startswith(kernel + ".") and n.split("/", 1)[1] == shape}
             if not c:
                 return None, None
-            isas = [i for i in ISA_ORDER if any(n.endswith("." + i) for n in c)]
-            isa = args.isa or (isas[0] if isas else "")
-            nm = next((f"{kernel}.{b}.{isa}" for b in ("intrin", "hwy", "xsimd")
-                       if f"{kernel}.{b}.{isa}" in c), min(c, key=lambda n: c[n]["cpu_ns"]))
+            nm = dispatch.get(kernel) if dispatch.get(kernel) in c else min(
+                c, key=lambda n: c[n]["cpu_ns"])
             return nm, c[nm]["cpu_ns"]
         fn, f_ns = best_of("attention", "fwd/n:128/d:64" + sfx)
         bn, b_ns = best_of("attention_bwd", "bwd/n:128/d:64" + sfx)

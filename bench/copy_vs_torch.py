@@ -31,7 +31,7 @@ import sys
 import time
 
 
-def torch_times(L, V, P, steps, reps, attention, form):
+def torch_times(L, V, P, steps, reps, attention, form, hp):
     import torch
 
     torch.set_num_threads(1)
@@ -43,7 +43,7 @@ def torch_times(L, V, P, steps, reps, attention, form):
     # formulation we found; einsum and batched matmul are 15-40% slower).
     Xf = X.permute(1, 0, 2).reshape(L, P * V).contiguous()
     Yf = Y.permute(1, 0, 2).contiguous()  # L x P x V
-    kappa = sw2 = sg2 = 1.0
+    kappa, sw2, sg2 = hp["kappa"], hp["sw2"], hp["sg2"]
     prep = 0.0
     if form == "stats":
         c0 = time.process_time()
@@ -59,7 +59,7 @@ def torch_times(L, V, P, steps, reps, attention, form):
         opt = torch.optim.Adam([
             {"params": [W], "weight_decay": 2 * kappa / (P * sw2)},
             {"params": [G], "weight_decay": 2 * kappa / (P * sg2)},
-        ], lr=1e-2, betas=(0.9, 0.999), eps=1e-8)
+        ], lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"])
         t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(steps):
             opt.zero_grad(set_to_none=False)
@@ -83,7 +83,7 @@ def torch_times(L, V, P, steps, reps, attention, form):
     return times, cpu, obj, prep
 
 
-def jax_times(L, V, P, steps, reps, attention, form):
+def jax_times(L, V, P, steps, reps, attention, form, hp):
     """The same objective, Adam and forms in JAX: jax.jit over the whole training loop
     (lax.fori_loop of `steps` Adam steps), float32, one XLA thread. Compile time excluded."""
     os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
@@ -98,9 +98,9 @@ def jax_times(L, V, P, steps, reps, attention, form):
     Y = jnp.roll(X, 1, axis=1)
     Xf = X.transpose(1, 0, 2).reshape(L, P * V)
     Yf = Y.transpose(1, 0, 2)
-    kappa = sw2 = sg2 = 1.0
+    kappa, sw2, sg2 = hp["kappa"], hp["sw2"], hp["sg2"]
     wd_w, wd_g = 2 * kappa / (P * sw2), 2 * kappa / (P * sg2)
-    lr, b1, b2, eps = 1e-2, 0.9, 0.999, 1e-8
+    lr, b1, b2, eps = hp["lr"], hp["beta1"], hp["beta2"], hp["eps"]
     prep = 0.0
     if form == "stats":
         c0 = time.process_time()
@@ -169,9 +169,12 @@ def phaselab_times(build, L, V, P, steps, reps, attention, path):
     info = re.search(r"target (\S+) posattn (\S+)", out)
     prep = re.search(r"setup_cpu_ms ([0-9.]+)", out)
     obj = re.findall(r"objective ([-0-9.e+]+)\)", out)
+    hyper = re.search(r"^hyper (.*)$", out, re.M)
+    hp = {k: float(v) for k, v in re.findall(r"(\w+)=(\S+)", hyper.group(1))} if hyper else {}
     return ([float(w) / 1000 for w, _ in reps_], [float(c) / 1000 for _, c in reps_],
             (info.group(1), info.group(2)) if info else ("?", "?"),
-            float(prep.group(1)) / 1000 if prep else float("nan"), float(obj[-1]) if obj else float("nan"))
+            float(prep.group(1)) / 1000 if prep else float("nan"), float(obj[-1]) if obj else float("nan"),
+            hp)
 
 
 def main():
@@ -192,19 +195,20 @@ def main():
     med = statistics.median
     ours = {path: phaselab_times(a.build, a.L, a.V, a.P, a.steps, a.reps, a.attention, path)
             for path in ("stats", "direct")}
-    forms = {f: torch_times(a.L, a.V, a.P, a.steps, a.reps, a.attention, f)
+    hp = ours["stats"][5]  # the objective's and Adam's constants, as phaselab_copy_bench has them
+    forms = {f: torch_times(a.L, a.V, a.P, a.steps, a.reps, a.attention, f, hp)
              for f in ("einsum", "flat", "stats")}
     jforms = {}
     if not a.no_jax:
         try:
-            jforms = {f: jax_times(a.L, a.V, a.P, a.steps, a.reps, a.attention, f)
+            jforms = {f: jax_times(a.L, a.V, a.P, a.steps, a.reps, a.attention, f, hp)
                       for f in ("einsum", "flat", "stats")}
         except ImportError:
             print("(jax not installed: pip install 'jax[cpu]'; running without it)")
     print(f"copy task Adam: L={a.L} V={a.V} P={a.P} steps={a.steps} {a.attention}, 1 thread, float32,"
           f" medians of {a.reps}")
     print(f"{'':44} {'wall ms':>9} {'cpu ms':>9} {'cpu us/step':>12} {'setup ms':>9} {'final obj':>10}")
-    for path, (tt, tc, (target, variant), prep, obj) in ours.items():
+    for path, (tt, tc, (target, variant), prep, obj, _) in ours.items():
         print(f"{'phaselab ' + path + ' ' + variant:44} {med(tt) * 1e3:9.2f} {med(tc) * 1e3:9.2f}"
               f" {med(tc) / a.steps * 1e6:12.2f} {prep * 1e3:9.3f} {obj:10.5f}")
     for f, (tt, tc, loss, prep) in forms.items():

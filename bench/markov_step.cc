@@ -276,10 +276,10 @@ int main(int argc, char** argv) {
   std::sort(cpu.begin(), cpu.end());
   const double med = ms[ms.size() / 2], fl = flops_per_step(mc, batch);
   std::printf(
-      "impl=phaselab threads=%d d=%d N=%d batch=%d heads=%d median_ms=%.3f min_ms=%.3f "
-      "cpu_ms=%.3f flops=%.4g gflops=%.2f target=%s",
-      threads, mc.d, mc.N, batch, mc.heads, med, ms.front(), cpu[cpu.size() / 2], fl,
-      fl / med * 1e-6, t.target ? t.target : "?");
+      "impl=phaselab threads=%d d=%d N=%d batch=%d heads=%d C=%d layers=%d median_ms=%.3f "
+      "min_ms=%.3f cpu_ms=%.3f flops=%.4g gflops=%.2f target=%s",
+      threads, mc.d, mc.N, batch, mc.heads, mc.C, mc.layers, med, ms.front(), cpu[cpu.size() / 2],
+      fl, fl / med * 1e-6, t.target ? t.target : "?");
   if (peak) {
     // The widest ISA's peak (what "% of peak" is quoted against), and every ISA's.
     const auto isas = pl::bench::peak_isas();

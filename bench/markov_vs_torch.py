@@ -127,7 +127,8 @@ def jax_worker(args):
     z = np.load(args.jax_worker)
     seq = jnp.asarray(z["seq"])
     params = {k: jnp.asarray(z[k]) for k in z.files if k != "seq"}
-    d, N, layers = args.d, args.N, 2
+    d, N = args.d, args.N
+    layers = len({k.split(".")[1] for k in params if k.startswith("blocks.")})  # as torch saved
     lr, b1, b2, eps = 1e-3, 0.9, 0.95, 1e-8
 
     def ln(x, g, b):
@@ -210,7 +211,6 @@ def main():
     args = ap.parse_args()
     if args.jax_worker:
         return jax_worker(args)
-    C, layers = 10, 2
     use_jax = not args.no_jax
     if use_jax:
         try:
@@ -220,6 +220,7 @@ def main():
             use_jax = False
 
     info = phaselab_step(args.build, 1, 8, 8, 1, 1, True, args.target)
+    C, layers = int(info["C"]), int(info["layers"])  # the model markov_step times
     peak_isa = info.get("peak_isa", "?")
     peak = float(info.get("peak_gflops_1core", "nan"))
     rows = []

@@ -15,7 +15,7 @@
 
 namespace {
 
-void register_sgemm(size_t m, size_t n, size_t k, const char* trans = "nn") {
+void register_sgemm(size_t m, size_t n, size_t k, const char* trans) {
   const bool ta = trans[0] == 't', tb = trans[1] == 't';
   const std::string name = std::string("openblas/sgemm/") + trans + "/m:" + std::to_string(m) +
                            "/n:" + std::to_string(n) + "/k:" + std::to_string(k);
@@ -40,16 +40,9 @@ void register_sgemm(size_t m, size_t n, size_t k, const char* trans = "nn") {
 }  // namespace
 
 int main(int argc, char** argv) {
-  register_sgemm(64, 64, 64);
-  register_sgemm(256, 256, 256);
-  for (size_t k : {64, 256})
-    for (size_t n : {64, 256}) register_sgemm(8192, n, k);
-  register_sgemm(8192, 256, 64, "nt");
-  register_sgemm(8192, 10, 64, "nt");
-  register_sgemm(64, 256, 8192, "tn");
-  // The Markov model's products, the list the harness's GEMM cases use.
-  pl::gemm_shapes::for_each_model_gemm(
-      [](size_t m, size_t n, size_t k, const char* t) { register_sgemm(m, n, k, t); });
+  // The shapes bench/compare.py sets beside phaselab_bench's (kernels/gemm/model_shapes.hpp).
+  pl::gemm_shapes::for_each_compared_gemm(register_sgemm);
+  pl::gemm_shapes::for_each_model_gemm(register_sgemm);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

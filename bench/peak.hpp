@@ -30,6 +30,13 @@
 
 namespace pl::bench {
 
+// Twelve accumulators with distinct starting values (or the compiler merges the identical chains
+// into one), then b, c kept opaque so that the loop is not folded at compile time.
+#define PL_PEAK_INIT12(V, set1)                                                               \
+  V a0 = set1(0.10f), a1 = set1(0.11f), a2 = set1(0.12f), a3 = set1(0.13f), a4 = set1(0.14f), \
+    a5 = set1(0.15f), a6 = set1(0.16f), a7 = set1(0.17f), a8 = set1(0.18f), a9 = set1(0.19f), \
+    a10 = set1(0.20f), a11 = set1(0.21f);                                                     \
+  V b = set1(0.999999f), c = set1(1e-7f);
 #define PL_PEAK_FMA12(fma, b, c) \
   a0 = fma(a0, b, c);            \
   a1 = fma(a1, b, c);            \
@@ -49,13 +56,7 @@ namespace pl::bench {
 
 #if defined(__x86_64__)
 __attribute__((target("avx512f"), noinline)) inline float fma_loop_avx512(int64_t rounds) {
-  // Distinct starting values, or the compiler merges the identical chains into one.
-  __m512 a0 = _mm512_set1_ps(0.10f), a1 = _mm512_set1_ps(0.11f), a2 = _mm512_set1_ps(0.12f),
-         a3 = _mm512_set1_ps(0.13f), a4 = _mm512_set1_ps(0.14f), a5 = _mm512_set1_ps(0.15f),
-         a6 = _mm512_set1_ps(0.16f), a7 = _mm512_set1_ps(0.17f), a8 = _mm512_set1_ps(0.18f),
-         a9 = _mm512_set1_ps(0.19f), a10 = _mm512_set1_ps(0.20f), a11 = _mm512_set1_ps(0.21f);
-  __m512 b = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  // Opaque: the loop must not be folded at compile time.
+  PL_PEAK_INIT12(__m512, _mm512_set1_ps)
   __asm__ volatile("" : "+v"(b), "+v"(c));
   for (int64_t i = 0; i < rounds; ++i) {
     PL_PEAK_FMA12(_mm512_fmadd_ps, b, c)
@@ -65,11 +66,7 @@ __attribute__((target("avx512f"), noinline)) inline float fma_loop_avx512(int64_
   return lanes[0];
 }
 __attribute__((target("avx2,fma"), noinline)) inline float fma_loop_avx2(int64_t rounds) {
-  __m256 a0 = _mm256_set1_ps(0.10f), a1 = _mm256_set1_ps(0.11f), a2 = _mm256_set1_ps(0.12f),
-         a3 = _mm256_set1_ps(0.13f), a4 = _mm256_set1_ps(0.14f), a5 = _mm256_set1_ps(0.15f),
-         a6 = _mm256_set1_ps(0.16f), a7 = _mm256_set1_ps(0.17f), a8 = _mm256_set1_ps(0.18f),
-         a9 = _mm256_set1_ps(0.19f), a10 = _mm256_set1_ps(0.20f), a11 = _mm256_set1_ps(0.21f);
-  __m256 b = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+  PL_PEAK_INIT12(__m256, _mm256_set1_ps)
   __asm__ volatile("" : "+x"(b), "+x"(c));
   for (int64_t i = 0; i < rounds; ++i) {
     PL_PEAK_FMA12(_mm256_fmadd_ps, b, c)
@@ -80,11 +77,7 @@ __attribute__((target("avx2,fma"), noinline)) inline float fma_loop_avx2(int64_t
 }
 #elif defined(__aarch64__)
 __attribute__((noinline)) inline float fma_loop_neon(int64_t rounds) {
-  float32x4_t a0 = vdupq_n_f32(0.10f), a1 = vdupq_n_f32(0.11f), a2 = vdupq_n_f32(0.12f),
-              a3 = vdupq_n_f32(0.13f), a4 = vdupq_n_f32(0.14f), a5 = vdupq_n_f32(0.15f),
-              a6 = vdupq_n_f32(0.16f), a7 = vdupq_n_f32(0.17f), a8 = vdupq_n_f32(0.18f),
-              a9 = vdupq_n_f32(0.19f), a10 = vdupq_n_f32(0.20f), a11 = vdupq_n_f32(0.21f);
-  float32x4_t b = vdupq_n_f32(0.999999f), c = vdupq_n_f32(1e-7f);
+  PL_PEAK_INIT12(float32x4_t, vdupq_n_f32)
   __asm__ volatile("" : "+w"(b), "+w"(c));
   auto fma = [](float32x4_t a, float32x4_t x, float32x4_t y) { return vfmaq_f32(y, a, x); };
   for (int64_t i = 0; i < rounds; ++i) {
@@ -207,6 +200,8 @@ inline double peak_gflops(const std::string& isa, double seconds) {
   return double(rounds) * 12 * peak_lanes(isa) * 2 / el * 1e-9;
 }
 
+#undef PL_PEAK_INIT12
+#undef PL_PEAK_FMA12
 #undef PL_PEAK_SUM12
 
 }  // namespace pl::bench

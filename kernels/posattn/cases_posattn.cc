@@ -294,6 +294,18 @@ struct Onehot {
   std::vector<double> fda, fdw;
 };
 
+// The inputs of the one-hot kernels: A and W uniform in [-1, 1] (seeds seed_a, seed_a + 1), the
+// tokens, and the gradients' outputs with their NaN guards.
+Onehot onehot_inputs(size_t p, size_t l, size_t v, const TokenSpec& tokens, uint32_t seed_a) {
+  Onehot o;
+  o.a = pl::test::uniform(l * l, -1.f, 1.f, seed_a);
+  o.w = pl::test::uniform(v * v, -1.f, 1.f, seed_a + 1);
+  make_tokens(tokens, p, l, v, o.xt, o.yt);
+  o.da = guarded(l * l);
+  o.dw = guarded(v * v);
+  return o;
+}
+
 void add_onehot(const std::string& label, size_t p, size_t l, size_t v, TokenSpec tokens, bool grad,
                 bool with_fd, pl::test::Use use) {
   const uint32_t seed = uint32_t(p * 131 + l * 17 + v);
@@ -306,12 +318,7 @@ void add_onehot(const std::string& label, size_t p, size_t l, size_t v, TokenSpe
        {double(p), 0, 8.0 * p * l + 4.0 * (l * l + v * v) * (grad ? 2 : 1)},
        use},
       [=](bool reference) {
-        Onehot o;
-        o.a = pl::test::uniform(l * l, -1.f, 1.f, seed);
-        o.w = pl::test::uniform(v * v, -1.f, 1.f, seed + 1);
-        make_tokens(tokens, p, l, v, o.xt, o.yt);
-        o.da = guarded(l * l);
-        o.dw = guarded(v * v);
+        Onehot o = onehot_inputs(p, l, v, tokens, seed);
         if (!reference) return o;
         Problem q = onehot_problem(o.a, o.w, o.xt, p, l, v);
         o.ref = sse_ref(q, o.yt);
@@ -357,12 +364,7 @@ void add_onehot_rows(const std::string& label, size_t p, size_t l, size_t v, siz
        {double(p), 0, 8.0 * p * l + 4.0 * (l * l + v * v) * (grad ? 2 : 1)},
        use},
       [=](bool reference) {
-        Onehot o;
-        o.a = pl::test::uniform(l * l, -1.f, 1.f, seed);
-        o.w = pl::test::uniform(v * v, -1.f, 1.f, seed + 1);
-        make_tokens(tokens, p, l, v, o.xt, o.yt);
-        o.da = guarded(l * l);
-        o.dw = guarded(v * v);
+        Onehot o = onehot_inputs(p, l, v, tokens, seed);
         if (!reference) return o;
         std::vector<int32_t> ym = o.yt;
         for (size_t mu = 0; mu < p; ++mu)
@@ -465,13 +467,8 @@ void add_gram(const std::string& label, size_t p, size_t l, size_t v, TokenSpec 
        {double(p), 0, 16.0 * l * l * v * v + 4.0 * (l * l + v * v) * (grad ? 2 : 1)},
        use},
       [=](bool reference) {
-        Onehot o;
-        o.a = pl::test::uniform(l * l, -1.f, 1.f, tokens.seed - 2);
-        o.w = pl::test::uniform(v * v, -1.f, 1.f, tokens.seed - 1);
-        make_tokens(tokens, p, l, v, o.xt, o.yt);
+        Onehot o = onehot_inputs(p, l, v, tokens, tokens.seed - 2);
         count(o.xt, o.yt, p, l, v, o.c, o.d);
-        o.da = guarded(l * l);
-        o.dw = guarded(v * v);
         if (reference) {
           Problem q = onehot_problem(o.a, o.w, o.xt, p, l, v);
           o.ref = sse_ref(q, o.yt);

@@ -11,7 +11,6 @@
 // Box-Muller runs once per pair, and an in-lane unpack puts (z0, z1, z2, z3) back in order.
 // No lane ever mixes data of different blocks, so every sample is computed identically wherever
 // it falls in a call (determinism under any split of a range).
-#include <algorithm>
 
 #include "kernels/common/intrin_ops.hpp"
 #include "kernels/random/philox.hpp"
@@ -50,27 +49,21 @@ inline void join_pairs(V za, V zb, V& x, V& y) {
 }
 inline VU u_srl8(VU a) { return _mm512_srli_epi32(a, 8); }
 inline VU u_srl22(VU a) { return _mm512_srli_epi32(a, 22); }
+inline VU u_srl23(VU a) { return _mm512_srli_epi32(a, 23); }
 inline VU u_sll22(VU a) { return _mm512_slli_epi32(a, 22); }
 inline VU u_sll30(VU a) { return _mm512_slli_epi32(a, 30); }
 inline VU u_sub(VU a, VU b) { return _mm512_sub_epi32(a, b); }
 inline VU u_and(VU a, VU b) { return _mm512_and_si512(a, b); }
+inline VU u_or(VU a, VU b) { return _mm512_or_si512(a, b); }
 inline VU u_set(uint32_t x) { return _mm512_set1_epi32(int(x)); }
 inline V to_float(VU a) { return _mm512_cvtepi32_ps(a); }  // a < 2^31
 inline V as_float(VU a) { return _mm512_castsi512_ps(a); }
 inline VU as_u(V a) { return _mm512_castps_si512(a); }
-inline V f_xor(V a, VU s) { return as_float(_mm512_xor_si512(as_u(a), s)); }
 inline V select_odd(VU q, V if_odd, V if_even) {
   return _mm512_mask_blend_ps(_mm512_test_epi32_mask(q, _mm512_set1_epi32(1)), if_even, if_odd);
 }
 inline V sqrt_(V a) { return _mm512_sqrt_ps(a); }
 inline void store_u(float* p, V v) { _mm512_storeu_ps(p, v); }
-// exponent and mantissa of positive normal x: x = m 2^e, m in [0.5, 1)
-inline V frexp_(V x, V& e) {
-  const VU bits = as_u(x);
-  e = to_float(_mm512_sub_epi32(_mm512_srli_epi32(bits, 23), _mm512_set1_epi32(126)));
-  return as_float(_mm512_or_si512(_mm512_and_si512(bits, _mm512_set1_epi32(0x007FFFFF)),
-                                  _mm512_set1_epi32(0x3F000000)));
-}
 inline V select_lt(V a, V b, V if_lt, V otherwise) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), otherwise, if_lt);
 }
@@ -100,27 +93,22 @@ inline void join_pairs(V za, V zb, V& x, V& y) {
 }
 inline VU u_srl8(VU a) { return _mm256_srli_epi32(a, 8); }
 inline VU u_srl22(VU a) { return _mm256_srli_epi32(a, 22); }
+inline VU u_srl23(VU a) { return _mm256_srli_epi32(a, 23); }
 inline VU u_sll22(VU a) { return _mm256_slli_epi32(a, 22); }
 inline VU u_sll30(VU a) { return _mm256_slli_epi32(a, 30); }
 inline VU u_sub(VU a, VU b) { return _mm256_sub_epi32(a, b); }
 inline VU u_and(VU a, VU b) { return _mm256_and_si256(a, b); }
+inline VU u_or(VU a, VU b) { return _mm256_or_si256(a, b); }
 inline VU u_set(uint32_t x) { return _mm256_set1_epi32(int(x)); }
 inline V to_float(VU a) { return _mm256_cvtepi32_ps(a); }
 inline V as_float(VU a) { return _mm256_castsi256_ps(a); }
 inline VU as_u(V a) { return _mm256_castps_si256(a); }
-inline V f_xor(V a, VU s) { return as_float(_mm256_xor_si256(as_u(a), s)); }
 inline V select_odd(VU q, V if_odd, V if_even) {
   const __m256 odd = as_float(_mm256_slli_epi32(q, 31));  // sign bit = lowest bit of q
   return _mm256_blendv_ps(if_even, if_odd, odd);
 }
 inline V sqrt_(V a) { return _mm256_sqrt_ps(a); }
 inline void store_u(float* p, V v) { _mm256_storeu_ps(p, v); }
-inline V frexp_(V x, V& e) {
-  const VU bits = as_u(x);
-  e = to_float(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(126)));
-  return as_float(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007FFFFF)),
-                                  _mm256_set1_epi32(0x3F000000)));
-}
 inline V select_lt(V a, V b, V if_lt, V otherwise) {
   return _mm256_blendv_ps(otherwise, if_lt, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
 }
@@ -155,29 +143,34 @@ inline void join_pairs(V za, V zb, V& x, V& y) {
 }
 inline VU u_srl8(VU a) { return vshrq_n_u32(a, 8); }
 inline VU u_srl22(VU a) { return vshrq_n_u32(a, 22); }
+inline VU u_srl23(VU a) { return vshrq_n_u32(a, 23); }
 inline VU u_sll22(VU a) { return vshlq_n_u32(a, 22); }
 inline VU u_sll30(VU a) { return vshlq_n_u32(a, 30); }
 inline VU u_sub(VU a, VU b) { return vsubq_u32(a, b); }
 inline VU u_and(VU a, VU b) { return vandq_u32(a, b); }
+inline VU u_or(VU a, VU b) { return vorrq_u32(a, b); }
 inline VU u_set(uint32_t x) { return vdupq_n_u32(x); }
 inline V to_float(VU a) { return vcvtq_f32_s32(vreinterpretq_s32_u32(a)); }
 inline V as_float(VU a) { return vreinterpretq_f32_u32(a); }
 inline VU as_u(V a) { return vreinterpretq_u32_f32(a); }
-inline V f_xor(V a, VU s) { return as_float(veorq_u32(as_u(a), s)); }
 inline V select_odd(VU q, V if_odd, V if_even) {
   return vbslq_f32(vtstq_u32(q, vdupq_n_u32(1)), if_odd, if_even);
 }
 inline V sqrt_(V a) { return vsqrtq_f32(a); }
 inline void store_u(float* p, V v) { vst1q_f32(p, v); }
-inline V frexp_(V x, V& e) {
-  const VU bits = as_u(x);
-  e = to_float(vsubq_u32(vshrq_n_u32(bits, 23), vdupq_n_u32(126)));
-  return as_float(vorrq_u32(vandq_u32(bits, vdupq_n_u32(0x007FFFFF)), vdupq_n_u32(0x3F000000)));
-}
 inline V select_lt(V a, V b, V if_lt, V otherwise) {
   return vbslq_f32(vcltq_f32(a, b), if_lt, otherwise);
 }
 #endif
+
+// In the primitives above, alike on every ISA.
+inline V f_xor(V a, VU s) { return as_float(u_xor(as_u(a), s)); }
+// exponent and mantissa of positive normal x: x = m 2^e, m in [0.5, 1)
+inline V frexp_(V x, V& e) {
+  const VU bits = as_u(x);
+  e = to_float(u_sub(u_srl23(bits), u_set(126)));
+  return as_float(u_or(u_and(bits, u_set(0x007FFFFF)), u_set(0x3F000000)));
+}
 
 constexpr size_t kBlocksPerVec = kW / 4;
 constexpr size_t kGroup = 4 * kW;  // samples per group: four vectors of blocks (two pairs)
@@ -264,21 +257,8 @@ inline void gaussian_group(uint64_t j, uint32_t k0, uint32_t k1, uint64_t stream
 void Gaussian(float* out, size_t n, uint64_t seed, uint64_t stream, uint64_t counter) {
   const uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   alignas(64) float buf[kGroup];
-  size_t i = 0;
-  while (i < n) {
-    const uint64_t t = counter + i;
-    const size_t lane = static_cast<size_t>(t % 4);
-    if (lane == 0 && n - i >= kGroup) {
-      gaussian_group(t / 4, k0, k1, stream, out + i);
-      i += kGroup;
-      continue;
-    }
-    // A start inside a block or a short tail: through the buffer, same arithmetic.
-    gaussian_group(t / 4, k0, k1, stream, buf);
-    const size_t take = std::min(kGroup - lane, n - i);
-    std::memcpy(out + i, buf + lane, take * sizeof(float));
-    i += take;
-  }
+  philox::fill_groups(out, n, counter, kGroup, buf,
+                      [=](uint64_t j, float* dst) { gaussian_group(j, k0, k1, stream, dst); });
 }
 
 }  // namespace pl::PL_INTRIN_NS

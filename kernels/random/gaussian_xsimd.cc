@@ -11,8 +11,6 @@
 // Box-Muller: u1 = ((a >> 8) + 1) 2^-24, r = sqrt(-2 ln u1) (xsimd::log); the angle is reduced
 // exactly in integers to a quarter turn and x in [-pi/4, pi/4] with Taylor sin / cos, as in
 // philox-inl.h (reducing 2 pi u2 in float instead would cost up to 8 units of 2^-24 r).
-#include <algorithm>
-#include <cstring>
 
 #include "kernels/common/xsimd_arch.hpp"
 #include "kernels/random/philox.hpp"
@@ -99,20 +97,8 @@ inline void gaussian_group(uint64_t j, uint32_t k0, uint32_t k1, uint64_t stream
 void Gaussian(float* out, size_t n, uint64_t seed, uint64_t stream, uint64_t counter) {
   const uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   alignas(64) float buf[kGroup];
-  size_t i = 0;
-  while (i < n) {
-    const uint64_t t = counter + i;
-    const size_t lane = static_cast<size_t>(t % 4);
-    if (lane == 0 && n - i >= kGroup) {
-      gaussian_group(t / 4, k0, k1, stream, out + i);
-      i += kGroup;
-      continue;
-    }
-    gaussian_group(t / 4, k0, k1, stream, buf);  // a start inside a block, or the tail
-    const size_t take = std::min(kGroup - lane, n - i);
-    std::memcpy(out + i, buf + lane, take * sizeof(float));
-    i += take;
-  }
+  philox::fill_groups(out, n, counter, kGroup, buf,
+                      [=](uint64_t j, float* dst) { gaussian_group(j, k0, k1, stream, dst); });
 }
 
 }  // namespace pl::PL_XSIMD_NS

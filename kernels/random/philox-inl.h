@@ -200,27 +200,12 @@ inline HWY_NOINLINE void GaussianGroup(uint64_t j, uint32_t k0, uint32_t k1, uin
   hn::StoreInterleaved4(z0, z1, z2, z3, df, out + 4 * hn::Lanes(df));
 }
 
-// Visits samples counter .. counter + n - 1 group by group: whole groups are written straight to
-// out + i by group(j, out + i); partial ones (a start inside a block, the tail) go through an
-// aligned buffer and are copied. Either way each sample comes from the same group function.
+// Samples counter .. counter + n - 1 through group(j, dst), one group at a time
+// (philox::fill_groups).
 template <typename T, class Group>
 HWY_INLINE void FillGroups(T* out, size_t n, uint64_t counter, Group group) {
-  const size_t G = GroupSize();
   HWY_ALIGN T buf[kMaxGroup];
-  size_t i = 0;
-  while (i < n) {
-    const uint64_t t = counter + i;
-    const size_t lane = static_cast<size_t>(t % 4);
-    if (lane == 0 && n - i >= G) {
-      group(t / 4, out + i);
-      i += G;
-      continue;
-    }
-    group(t / 4, buf);
-    const size_t take = std::min(G - lane, n - i);
-    std::memcpy(out + i, buf + lane, take * sizeof(T));
-    i += take;
-  }
+  philox::fill_groups(out, n, counter, GroupSize(), buf, group);
 }
 
 }  // namespace rng

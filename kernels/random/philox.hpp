@@ -11,9 +11,11 @@
 // Every variant (scalar, Highway, intrinsics, xsimd) produces bit-identical uniform words.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace pl::philox {
 
@@ -63,6 +65,30 @@ inline void for_each_sample(size_t n, uint64_t seed, uint64_t stream, uint64_t c
     const uint64_t t = counter + i;
     const Block b = stream_block(seed, stream, t / 4);
     for (unsigned lane = unsigned(t % 4); lane < 4 && i < n; ++lane, ++i) f(i, b, lane);
+  }
+}
+
+// The vector variants' loop: visits samples counter .. counter + n - 1 group by group, a group
+// being the g samples of g / 4 consecutive blocks in sample order. Groups that start on a block
+// boundary and fit are written straight to out + i by group(j, out + i) (j its first block);
+// partial ones (a start inside a block, the tail) go through buf (g elements) and are copied.
+// Either way each sample comes from the same group function, wherever a call starts or ends.
+template <typename T, class Group>
+inline __attribute__((always_inline)) void fill_groups(T* out, size_t n, uint64_t counter, size_t g,
+                                                       T* buf, Group group) {
+  size_t i = 0;
+  while (i < n) {
+    const uint64_t t = counter + i;
+    const size_t lane = static_cast<size_t>(t % 4);
+    if (lane == 0 && n - i >= g) {
+      group(t / 4, out + i);
+      i += g;
+      continue;
+    }
+    group(t / 4, buf);
+    const size_t take = std::min(g - lane, n - i);
+    std::memcpy(out + i, buf + lane, take * sizeof(T));
+    i += take;
   }
 }
 

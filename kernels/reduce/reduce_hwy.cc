@@ -11,6 +11,7 @@
 #include <hwy/highway.h>
 
 #include <limits>
+#include <type_traits>
 
 #include "kernels/reduce/fixed_order.hpp"
 
@@ -23,39 +24,52 @@ namespace {
 
 constexpr size_t kAcc = reduce::kAccumulators;
 
+// The K accumulator vectors a0 .. a7 are named variables (SVE vectors cannot live in arrays);
+// PL_EACH_ACC(X) applies X(k, ak) to each, X guarding its body with `if (K > k)`.
+#define PL_EACH_ACC(X) X(0, a0) X(1, a1) X(2, a2) X(3, a3) X(4, a4) X(5, a5) X(6, a6) X(7, a7)
+#define PL_STORE_ACC(k, a) \
+  if (K > k) hn::StoreU(a, d, acc + k * N);
+
+// Calls f(std::integral_constant<size_t, K>()) with the K = 16 / Lanes(d) vectors of d that hold
+// the 16 accumulators; false (f not called) for one-lane vectors (HWY_SCALAR: the plain loop).
+template <class D, class F>
+HWY_INLINE bool WithAccumulatorVectors(D d, F f) {
+  switch (hn::Lanes(d)) {
+    case 2:
+      f(std::integral_constant<size_t, 8>());
+      return true;
+    case 4:
+      f(std::integral_constant<size_t, 4>());
+      return true;
+    case 8:
+      f(std::integral_constant<size_t, 2>());
+      return true;
+    case 16:
+      f(std::integral_constant<size_t, 1>());
+      return true;
+  }
+  return false;
+}
+
 // Sum (kDot == false) or dot product of the first `blocks` blocks of 16 into acc[16], using K
-// named accumulator vectors of N = 16 / K doubles (SVE vectors cannot live in arrays).
+// accumulator vectors of N = 16 / K doubles.
 template <size_t K, bool kDot>
 HWY_INLINE void SumBlocks(const float* HWY_RESTRICT x, const float* HWY_RESTRICT y, size_t blocks,
                           double* acc) {
-  const hn::CappedTag<double, kAcc> dd;
-  const hn::Rebind<float, decltype(dd)> df;  // N floats, promoted to N doubles
+  const hn::CappedTag<double, kAcc> d;
+  const hn::Rebind<float, decltype(d)> df;  // N floats, promoted to N doubles
   constexpr size_t N = kAcc / K;
-  auto a0 = hn::Zero(dd), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   for (size_t b = 0; b < blocks; ++b, x += kAcc, y += kAcc) {
-#define PL_TERM(k, a)                                                                           \
-  if (K > k) {                                                                                  \
-    const auto xv = hn::PromoteTo(dd, hn::LoadU(df, x + k * N));                                \
-    a = kDot ? hn::MulAdd(xv, hn::PromoteTo(dd, hn::LoadU(df, y + k * N)), a) : hn::Add(a, xv); \
+#define PL_TERM(k, a)                                                                          \
+  if (K > k) {                                                                                 \
+    const auto xv = hn::PromoteTo(d, hn::LoadU(df, x + k * N));                                \
+    a = kDot ? hn::MulAdd(xv, hn::PromoteTo(d, hn::LoadU(df, y + k * N)), a) : hn::Add(a, xv); \
   }
-    PL_TERM(0, a0)
-    PL_TERM(1, a1)
-    PL_TERM(2, a2)
-    PL_TERM(3, a3)
-    PL_TERM(4, a4)
-    PL_TERM(5, a5)
-    PL_TERM(6, a6)
-    PL_TERM(7, a7)
+    PL_EACH_ACC(PL_TERM)
 #undef PL_TERM
   }
-  hn::StoreU(a0, dd, acc);
-  if (K > 1) hn::StoreU(a1, dd, acc + 1 * N);
-  if (K > 2) hn::StoreU(a2, dd, acc + 2 * N);
-  if (K > 3) hn::StoreU(a3, dd, acc + 3 * N);
-  if (K > 4) hn::StoreU(a4, dd, acc + 4 * N);
-  if (K > 5) hn::StoreU(a5, dd, acc + 5 * N);
-  if (K > 6) hn::StoreU(a6, dd, acc + 6 * N);
-  if (K > 7) hn::StoreU(a7, dd, acc + 7 * N);
+  PL_EACH_ACC(PL_STORE_ACC)
 }
 
 // The fixed-order sum or dot of x (and y): n.
@@ -63,24 +77,11 @@ template <bool kDot>
 double SumOrDot(const float* x, const float* y, size_t n) {
   double acc[kAcc] = {};
   const size_t blocks = n / kAcc;
-  switch (hn::Lanes(hn::CappedTag<double, kAcc>())) {
-    case 2:
-      SumBlocks<8, kDot>(x, y, blocks, acc);
-      break;
-    case 4:
-      SumBlocks<4, kDot>(x, y, blocks, acc);
-      break;
-    case 8:
-      SumBlocks<2, kDot>(x, y, blocks, acc);
-      break;
-    case 16:
-      SumBlocks<1, kDot>(x, y, blocks, acc);
-      break;
-    default:  // one lane (HWY_SCALAR): the plain loop
-      for (size_t i = 0; i < blocks * kAcc; ++i)
-        acc[i % kAcc] += kDot ? double{x[i]} * double{y[i]} : double{x[i]};
-  }
-  for (size_t i = blocks * kAcc; i < n; ++i)
+  const bool vector = WithAccumulatorVectors(hn::CappedTag<double, kAcc>(), [&](auto k) {
+    SumBlocks<decltype(k)::value, kDot>(x, y, blocks, acc);
+  });
+  // The tail, or everything for one-lane vectors, by index.
+  for (size_t i = vector ? blocks * kAcc : 0; i < n; ++i)
     acc[i % kAcc] += kDot ? double{x[i]} * double{y[i]} : double{x[i]};
   return reduce::fold_sum(acc);
 }
@@ -101,26 +102,15 @@ HWY_INLINE bool MaxBlocks(const float* HWY_RESTRICT x, size_t blocks, float* acc
     a = hn::IfThenElse(hn::Gt(xv, a), xv, a); /* reduce::max_step */ \
     nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(xv)));            \
   }
-    PL_TERM(0, a0)
-    PL_TERM(1, a1)
-    PL_TERM(2, a2)
-    PL_TERM(3, a3)
-    PL_TERM(4, a4)
-    PL_TERM(5, a5)
-    PL_TERM(6, a6)
-    PL_TERM(7, a7)
+    PL_EACH_ACC(PL_TERM)
 #undef PL_TERM
   }
-  hn::StoreU(a0, d, acc);
-  if (K > 1) hn::StoreU(a1, d, acc + 1 * N);
-  if (K > 2) hn::StoreU(a2, d, acc + 2 * N);
-  if (K > 3) hn::StoreU(a3, d, acc + 3 * N);
-  if (K > 4) hn::StoreU(a4, d, acc + 4 * N);
-  if (K > 5) hn::StoreU(a5, d, acc + 5 * N);
-  if (K > 6) hn::StoreU(a6, d, acc + 6 * N);
-  if (K > 7) hn::StoreU(a7, d, acc + 7 * N);
+  PL_EACH_ACC(PL_STORE_ACC)
   return !hn::AllFalse(d, hn::MaskFromVec(nan));
 }
+
+#undef PL_STORE_ACC
+#undef PL_EACH_ACC
 
 }  // namespace
 
@@ -136,26 +126,11 @@ float Max(const float* x, size_t n) {
   for (float& a : acc) a = -std::numeric_limits<float>::infinity();
   const size_t blocks = n / kAcc;
   bool nan = false;
-  switch (hn::Lanes(hn::CappedTag<float, kAcc>())) {
-    case 2:
-      nan = MaxBlocks<8>(x, blocks, acc);
-      break;
-    case 4:
-      nan = MaxBlocks<4>(x, blocks, acc);
-      break;
-    case 8:
-      nan = MaxBlocks<2>(x, blocks, acc);
-      break;
-    case 16:
-      nan = MaxBlocks<1>(x, blocks, acc);
-      break;
-    default:  // one lane (HWY_SCALAR): the plain loop
-      for (size_t i = 0; i < blocks * kAcc; ++i) {
-        nan |= std::isnan(x[i]);
-        acc[i % kAcc] = reduce::max_step(acc[i % kAcc], x[i]);
-      }
-  }
-  for (size_t i = blocks * kAcc; i < n; ++i) {
+  const bool vector = WithAccumulatorVectors(hn::CappedTag<float, kAcc>(), [&](auto k) {
+    nan = MaxBlocks<decltype(k)::value>(x, blocks, acc);
+  });
+  // The tail, or everything for one-lane vectors, by index.
+  for (size_t i = vector ? blocks * kAcc : 0; i < n; ++i) {
     nan |= std::isnan(x[i]);
     acc[i % kAcc] = reduce::max_step(acc[i % kAcc], x[i]);
   }

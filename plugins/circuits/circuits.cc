@@ -14,6 +14,7 @@
 
 #include "circuits/probes.hpp"
 #include "markov_common/checkpoint.hpp"
+#include "markov_common/plugin.hpp"
 #include "markov_common/trainer.hpp"
 #include "sdk/phaselab_sdk.hpp"
 
@@ -39,19 +40,18 @@ const pl_param_decl kParams[] = {
                         "ablations, patching and task vectors at every checkpoint (default: the "
                         "last one only; head scores and the phase are always at every one)"),
     // training (source = train): the markov_icl model and optimiser keys
-    pl::sdk::int_param("K", 8, "number of training chains", 1, 1 << 20),
-    pl::sdk::bool_param("infinite", false, "a fresh chain for every sequence (K is ignored)"),
-    pl::sdk::int_param("C", 10, "number of states", 2, 64),
-    pl::sdk::float_param("alpha", 1.0, "Dirichlet concentration of the transition rows",
-                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+    mk::param::K,
+    mk::param::infinite,
+    mk::param::C,
+    mk::param::alpha,
     pl::sdk::float_param("alpha1", 0.0, "1-Gen pseudo-count; 0 = matched to the ensemble",
                          PL_RANGE_MIN, 0),
     pl::sdk::int_param("N", 64, "context length (positions)", 2, 4096),
     pl::sdk::int_param("d_model", 32, "residual width", 2, 4096),
-    pl::sdk::int_param("heads", 1, "attention heads per layer", 1, 64),
-    pl::sdk::int_param("layers", 2, "transformer layers", 1, 16),
-    pl::sdk::int_param("mlp_mult", 4, "MLP width = mlp_mult * d_model", 1, 64),
-    pl::sdk::bool_param("attn_only", false, "attention-only transformer (no MLP blocks)"),
+    mk::param::heads,
+    mk::param::layers,
+    mk::param::mlp_mult,
+    mk::param::attn_only,
     pl::sdk::float_param("lr", 3e-3, "AdamW learning rate", PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE,
                          0),
     pl::sdk::int_param("warmup", 100, "linear learning-rate warm-up steps", 0),
@@ -144,51 +144,20 @@ const pl_plot_decl kPlots[] = {
 
 // Seed purposes of the probe sets (derived from probe_seed and chain_seed).
 constexpr uint64_t kProbeId = 0x70726f62652d6964ull, kProbeOod = 0x70726f62652d6f6full;
-constexpr uint64_t kSeedPurpose = 0x6d61726b6f76ull;  // as markov_icl: init and data streams
 
+// The markov_icl model and optimiser keys this plugin declares (beta2 as markov_icl's default).
 mk::TrainConfig train_config(const pl::sdk::Context& cx) {
-  mk::TrainConfig tc;
-  mk::ModelConfig& m = tc.model;
-  m.C = int(cx.i("C"));
-  m.N = int(cx.i("N"));
-  m.d = int(cx.i("d_model"));
-  m.heads = int(cx.i("heads"));
-  m.layers = int(cx.i("layers"));
-  m.ffn = int(cx.i("mlp_mult")) * m.d;
-  m.mlp = !cx.b("attn_only");
-  tc.K = int(cx.i("K"));
-  tc.infinite = cx.b("infinite");
-  tc.alpha = cx.f("alpha");
-  tc.alpha1 = cx.f("alpha1");
-  tc.batch = int(cx.i("batch"));
-  tc.chunks = int(cx.i("chunks"));
-  tc.n_eval = int(cx.i("n_eval"));
-  tc.steps = cx.i("steps");
-  tc.lr = cx.f("lr");
+  mk::TrainConfig tc = mk::train_config_base(cx);
   tc.beta2 = 0.95;
-  tc.warmup = cx.i("warmup");
-  tc.chain_seed = uint64_t(cx.i("chain_seed"));
-  tc.seed = cx.seed_stream(kSeedPurpose);
   return tc;
 }
 
-int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
-  auto idx = [&](const char* name) -> uint32_t {
-    for (uint32_t j = 0; j < PL_SDK_COUNT(kParams) && j < n; ++j)
-      if (!std::strcmp(kParams[j].name, name)) return j;
-    return 0;
-  };
-  if (v[idx("d_model")].i % v[idx("heads")].i) {
-    std::snprintf(err, len, "circuits.heads must divide circuits.d_model");
-    return 1;
-  }
-  const char* src = v[idx("source")].s;
-  const char* path = v[idx("path")].s;
-  if (src && std::strcmp(src, "train") && (!path || !*path)) {
-    std::snprintf(err, len, "circuits.path is required when circuits.source = \"%s\"", src);
-    return 1;
-  }
-  return 0;
+// Cross-key checks of one point ("" when it is fine).
+std::string check(const pl::sdk::Params& p) {
+  if (p.i("d_model") % p.i("heads")) return "circuits.heads must divide circuits.d_model";
+  if (!p.is("source", "train") && p.s("path").empty())
+    return "circuits.path is required when circuits.source = \"" + p.s("source") + "\"";
+  return "";
 }
 
 // Checkpoint files of a run folder, by step: <run>/checkpoints/<point>/step-*.safetensors with
@@ -490,4 +459,4 @@ class Circuits {
 PL_DEFINE_PLUGIN(Circuits, "circuits", kVersion,
                  "circuit probes of the Markov-ICL transformer: head scores, ablations, path "
                  "patching, task vectors",
-                 kParams, kTables, kPlots, validate, nullptr)
+                 kParams, kTables, kPlots, pl::sdk::validate_with<check>, nullptr)

@@ -95,6 +95,9 @@ int main(int argc, char** argv) {
   std::printf("target %s posattn %s\n", k.target,
               net.uses_stats() ? (std::string("gram:") + k.variant->posattn_gram_sse).c_str()
                                : k.variant->posattn_onehot_sse);
+  // The objective's and Adam's constants, which bench/copy_vs_torch.py gives its peers.
+  std::printf("hyper kappa=%.17g sw2=%.17g sg2=%.17g lr=%.17g beta1=%.17g beta2=%.17g eps=%.17g\n",
+              c.kappa, c.sw2, c.sg2, a.lr, a.beta1, a.beta2, a.eps);
   std::printf("setup_cpu_ms %.4f\n", setup_ms);
   std::printf("median_ms %.4f\n", ms[ms.size() / 2]);
   std::printf("median_cpu_ms %.4f\n", cpu[cpu.size() / 2]);

@@ -7,9 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -138,32 +136,16 @@ const pl_plot_decl kPlots[] = {
                   "method=sgld", PL_PLOT_HISTOGRAM, &kByP),
 };
 
-const pl_value& param(const pl_value* v, const char* name) {
-  for (size_t j = 0; j < sizeof(kParams) / sizeof(kParams[0]); ++j)
-    if (!std::strcmp(kParams[j].name, name)) return v[j];
-  throw std::logic_error(std::string("copy_task: no parameter ") + name);
-}
-
-int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
-  if (n != sizeof(kParams) / sizeof(kParams[0])) {
-    std::snprintf(err, len, "copy_task: expected %zu parameters, got %u",
-                  sizeof(kParams) / sizeof(kParams[0]), n);
-    return 1;
-  }
-  const int64_t P = param(v, "P").i, batch = param(v, "batch").i;
-  if (batch > P) {
-    std::snprintf(err, len, "copy_task.batch (%lld) must be <= P (%lld), or 0 for full batch",
-                  (long long)batch, (long long)P);
-    return 1;
-  }
-  const std::string method = param(v, "method").s ? param(v, "method").s : "";
-  if (method == "langevin" && batch != 0) {
-    std::snprintf(err, len,
-                  "copy_task.batch must be 0 with method = \"langevin\" (the exact "
-                  "marginal uses all P sequences)");
-    return 1;
-  }
-  return 0;
+// Cross-key checks of one point ("" when it is fine).
+std::string check(const pl::sdk::Params& p) {
+  const int64_t P = p.i("P"), batch = p.i("batch");
+  if (batch > P)
+    return "copy_task.batch (" + std::to_string(batch) + ") must be <= P (" + std::to_string(P) +
+           "), or 0 for full batch";
+  if (p.is("method", "langevin") && batch != 0)
+    return "copy_task.batch must be 0 with method = \"langevin\" (the exact marginal uses all P "
+           "sequences)";
+  return "";
 }
 
 // Running mean/variance of the kept samples of one initialisation (all its chains).
@@ -530,11 +512,11 @@ class CopyTask {
 // buffers (~32 (V^2 + L^2)), and for the exact-marginal sampler its own token copies and V^2 L^2
 // counts. A formula from the allocations, not a measurement of the resident size.
 extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point_bytes(
-    const pl_value* v, uint32_t) {
-  const double L = double(param(v, "L").i), V = double(param(v, "V").i);
-  const double P = double(param(v, "P").i), Pt = double(param(v, "P_test").i);
-  const std::string path = param(v, "loss_path").s ? param(v, "loss_path").s : "auto";
-  const std::string method = param(v, "method").s ? param(v, "method").s : "adam";
+    const pl_value* v, uint32_t n) {
+  const pl::sdk::Params p(kParams, PL_SDK_COUNT(kParams), v, n);
+  const double L = double(p.i("L")), V = double(p.i("V"));
+  const double P = double(p.i("P")), Pt = double(p.i("P_test"));
+  const std::string path = p.s("loss_path"), method = p.s("method");
   const double LLVV = L * L * V * V;
   double b = 8 * P * L + 4 * Pt * L + 32 * (V * V + L * L) + (1 << 20);
   if (path != "direct" && LLVV <= double(1 << 24)) b += 16 * LLVV;
@@ -545,4 +527,4 @@ extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point
 PL_DEFINE_PLUGIN(CopyTask, "copy_task", "0.1.0",
                  "copy task: softmax vs linear positional attention, MAP (Adam) and posterior "
                  "samplers (SGLD, exact-marginal Langevin)",
-                 kParams, kTables, kPlots, &validate, nullptr)
+                 kParams, kTables, kPlots, pl::sdk::validate_with<check>, nullptr)

@@ -701,6 +701,40 @@ TEST_CASE("plugin: Adam beta ranges exclude 1 (bias correction 1 - beta^t would 
   }
 }
 
+namespace {
+
+// A random theta (normal, sd 0.7, from `seed`) on which `split` (a chunk_cost set, its cancel
+// check counting in `polls` and never stopping) gives one call's objective and gradient to float
+// rounding, the double objective as the independent oracle, and the same bits when repeated;
+// `calls` is how often split's first objective polled. Returns theta.
+std::vector<float> check_split_objective(pl::copy::task::CopyNet& one,
+                                         pl::copy::task::CopyNet& split,
+                                         const pl::copy::task::NetConfig& c,
+                                         const std::vector<int32_t>& tok, int P, unsigned seed,
+                                         const int& polls, int calls) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> N(0, 0.7f);
+  std::vector<float> th(one.n_params()), g1(th.size()), g2(th.size());
+  for (auto& x : th) x = N(g);
+  const double o1 = one.objective(th.data(), g1.data());
+  const double o2 = split.objective(th.data(), g2.data());
+  CHECK(polls == calls);
+  std::vector<double> thd(th.begin(), th.end());
+  CHECK(close(o2, objective_double(c, tok, P, thd), 1e-6, 1e-5));
+  CHECK(close(o2, o1, 1e-7, 1e-6));
+  for (size_t i = 0; i < th.size(); ++i) {
+    CAPTURE(i);
+    CHECK(close(g2[i], g1[i], 1e-6, 1e-5));
+  }
+  // Deterministic: the same pieces, the same bits.
+  std::vector<float> g3(th.size());
+  CHECK(split.objective(th.data(), g3.data()) == o2);
+  CHECK(g3 == g2);
+  return th;
+}
+
+}  // namespace
+
 TEST_CASE(
     "chunked per-sequence sse (Ctrl-C inside a step) matches one call and the double oracle") {
   // A call over more than chunk_cost multiply-adds is split into chunks of sequences with the
@@ -717,24 +751,8 @@ TEST_CASE(
   chunked.set_chunk_cost(3.0 * (L * V * V + L * L * V));  // 3 sequences per chunk: 8 chunks
   int polls = 0;
   chunked.set_cancel([&] { return ++polls < 0; });
-  std::mt19937 g(4);
-  std::normal_distribution<float> N(0, 0.7f);
-  std::vector<float> th(one.n_params()), g1(th.size()), g2(th.size());
-  for (auto& x : th) x = N(g);
-  const double o1 = one.objective(th.data(), g1.data());
-  const double o2 = chunked.objective(th.data(), g2.data());
-  CHECK(polls == 8);
-  std::vector<double> thd(th.begin(), th.end());
-  CHECK(close(o2, objective_double(c, tok, P, thd), 1e-6, 1e-5));
-  CHECK(close(o2, o1, 1e-7, 1e-6));
-  for (size_t i = 0; i < th.size(); ++i) {
-    CAPTURE(i);
-    CHECK(close(g2[i], g1[i], 1e-6, 1e-5));
-  }
-  // Deterministic: the same chunks, the same bits.
+  const auto th = check_split_objective(one, chunked, c, tok, P, 4, polls, 8);
   std::vector<float> g3(th.size());
-  CHECK(chunked.objective(th.data(), g3.data()) == o2);
-  CHECK(g3 == g2);
   // Cancelled after the first chunk.
   polls = 0;
   chunked.set_cancel([&] { return ++polls > 1; });
@@ -761,23 +779,8 @@ TEST_CASE("row blocks of single sequences (Ctrl-C inside one long sequence) matc
   blocked.set_chunk_cost(0.9 * L * per_row);
   int polls = 0;
   blocked.set_cancel([&] { return ++polls < 0; });
-  std::mt19937 g(9);
-  std::normal_distribution<float> N(0, 0.7f);
-  std::vector<float> th(one.n_params()), g1(th.size()), g2(th.size());
-  for (auto& x : th) x = N(g);
-  const double o1 = one.objective(th.data(), g1.data());
-  const double o2 = blocked.objective(th.data(), g2.data());
-  CHECK(polls == P * 10);
-  std::vector<double> thd(th.begin(), th.end());
-  CHECK(close(o2, objective_double(c, tok, P, thd), 1e-6, 1e-5));
-  CHECK(close(o2, o1, 1e-7, 1e-6));
-  for (size_t i = 0; i < th.size(); ++i) {
-    CAPTURE(i);
-    CHECK(close(g2[i], g1[i], 1e-6, 1e-5));
-  }
+  const auto th = check_split_objective(one, blocked, c, tok, P, 9, polls, P * 10);
   std::vector<float> g3(th.size());
-  CHECK(blocked.objective(th.data(), g3.data()) == o2);  // the same blocks, the same bits
-  CHECK(g3 == g2);
   polls = 0;
   const double m1 = one.mse_on(th.data(), test_tok.data(), 4);
   const double m2 = blocked.mse_on(th.data(), test_tok.data(), 4);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Plugin glue shared by the Markov plugins (markov_icl, markov_minimal): the config keys they
-// declare alike, the results table (columns and the row of one evaluation), parameter look-up for
-// the cross-key checks and cost exports, and where a point's checkpoints go.
+// Plugin glue shared by the Markov plugins (markov_icl, markov_minimal, circuits): the config keys
+// they declare alike, the training config read from them, the results table (columns and the row
+// of one evaluation), and where a point's checkpoints go. (Their cross-key checks and cost exports
+// read values by name through the SDK's Params.)
 #pragma once
 
 #include <array>
@@ -18,7 +19,7 @@
 
 namespace pl::markov {
 
-// Config keys both plugins declare with the same meaning, range and default.
+// Config keys the plugins declare with the same meaning, range and default.
 namespace param {
 constexpr pl_param_decl K = pl::sdk::int_param("K", 8, "number of training chains", 1, 1 << 20);
 constexpr pl_param_decl infinite =
@@ -27,6 +28,12 @@ constexpr pl_param_decl C = pl::sdk::int_param("C", 10, "number of states", 2, 6
 constexpr pl_param_decl alpha =
     pl::sdk::float_param("alpha", 1.0, "Dirichlet concentration of the transition rows",
                          PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0);
+constexpr pl_param_decl heads = pl::sdk::int_param("heads", 1, "attention heads per layer", 1, 64);
+constexpr pl_param_decl layers = pl::sdk::int_param("layers", 2, "transformer layers", 1, 16);
+constexpr pl_param_decl mlp_mult =
+    pl::sdk::int_param("mlp_mult", 4, "MLP width = mlp_mult * d_model", 1, 64);
+constexpr pl_param_decl attn_only =
+    pl::sdk::bool_param("attn_only", false, "attention-only transformer (no MLP blocks)");
 constexpr pl_param_decl checkpoints =
     pl::sdk::int_param("checkpoints", 24, "log-spaced evaluation steps (plus step 0)", 1, 10000);
 constexpr pl_param_decl late_frac =
@@ -38,25 +45,45 @@ constexpr pl_param_decl save = pl::sdk::enum_param(
     "folder): never, at the last step, or at every evaluation step");
 }  // namespace param
 
-// The index of the config key `name` in a plugin's declarations (n values given), or n.
-template <size_t P>
-uint32_t param_index(const pl_param_decl (&decl)[P], uint32_t n, const char* name) {
-  for (uint32_t j = 0; j < P && j < n; ++j)
-    if (!std::strcmp(decl[j].name, name)) return j;
-  return n;
+// The seed purpose of the point's stream the trainer's own streams derive from
+// (pl::markov::Stream): "markov", so that the same point trains the same model in markov_icl and
+// circuits.
+constexpr uint64_t kSeedPurpose = 0x6d61726b6f76ull;
+
+// The keys every Markov plugin declares for its data and its run (the chains, the batch, the
+// evaluation sets, the steps and the learning rate) into its config: a TrainConfig or a
+// DataConfig-derived one.
+template <class Config>
+void read_run_keys(const pl::sdk::Context& cx, Config& c) {
+  c.K = int(cx.i("K"));
+  c.infinite = cx.b("infinite");
+  c.alpha = cx.f("alpha");
+  c.alpha1 = cx.f("alpha1");
+  c.batch = int(cx.i("batch"));
+  c.n_eval = int(cx.i("n_eval"));
+  c.steps = cx.i("steps");
+  c.lr = cx.f("lr");
+  c.chain_seed = uint64_t(cx.i("chain_seed"));
 }
-// The value of `name` (an empty one, type 0, if absent).
-template <size_t P>
-pl_value param_value(const pl_param_decl (&decl)[P], const pl_value* v, uint32_t n,
-                     const char* name) {
-  const uint32_t j = param_index(decl, n, name);
-  return j < n ? v[j] : pl_value{};
-}
-// The integer value of `name` as a double (0 if absent), for the memory and cost exports.
-template <size_t P>
-double param_int(const pl_param_decl (&decl)[P], const pl_value* v, uint32_t n, const char* name) {
-  const uint32_t j = param_index(decl, n, name);
-  return j < n ? double(v[j].i) : 0;
+
+// The training config of the keys every transformer plugin declares (the model's shape, the run
+// keys, chunks and warm-up, the seed); the other fields keep their defaults for the plugin to set.
+// Init and data depend on the point's seed only.
+inline TrainConfig train_config_base(const pl::sdk::Context& cx) {
+  TrainConfig tc;
+  ModelConfig& m = tc.model;
+  m.C = int(cx.i("C"));
+  m.N = int(cx.i("N"));
+  m.d = int(cx.i("d_model"));
+  m.heads = int(cx.i("heads"));
+  m.layers = int(cx.i("layers"));
+  m.ffn = int(cx.i("mlp_mult")) * m.d;
+  m.mlp = !cx.b("attn_only");
+  read_run_keys(cx, tc);
+  tc.chunks = int(cx.i("chunks"));
+  tc.warmup = cx.i("warmup");
+  tc.seed = cx.seed_stream(kSeedPurpose);
+  return tc;
 }
 
 // The columns of the results table every Markov plugin starts with (markov_icl's whole table).

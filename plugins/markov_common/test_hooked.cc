@@ -66,6 +66,25 @@ double max_diff(const std::vector<T>& a, const std::vector<T>& b) {
   return m;
 }
 
+// A tiny float model of one variant (weights from stream `init_stream`), its hooked view, kBatch
+// token sequences (seed `x_seed`) and their clean run: what the patching tests start from.
+struct CleanRun {
+  static constexpr int kBatch = 2;
+  ModelConfig c;
+  Model<float> m;
+  HookedModel<float> hm;
+  std::vector<int32_t> x;
+  HookedCache<float> clean;
+  CleanRun(const pl_kernel_table& t, int variant, uint64_t init_stream, uint64_t x_seed)
+      : c(tiny(variant)), m(c, &t, kBatch, 1), hm(m) {
+    init(m, init_stream);
+    x = tokens(kBatch, c.N, c.C, x_seed);
+    hm.run(x.data(), kBatch, {}, clean);
+  }
+  CleanRun(const CleanRun&) = delete;  // hm refers to m
+  CleanRun& operator=(const CleanRun&) = delete;
+};
+
 }  // namespace
 
 TEST_CASE("hooked: hooks off equals Model::forward (double bit-exact, float within 2e-6)") {
@@ -128,16 +147,12 @@ TEST_CASE("hooked: hooks off equals Model::forward (double bit-exact, float with
 
 TEST_CASE("hooked: patching an edge with the clean run itself changes nothing, exactly") {
   const pl_kernel_table t = table();
-  const int nb = 2;
+  const int nb = CleanRun::kBatch;
   for (int v = 0; v < 5; ++v) {
     CAPTURE(kVariant[v]);
-    const ModelConfig c = tiny(v);
-    Model<float> m(c, &t, nb, 1);
-    init(m, 11 + v);
-    const HookedModel<float> hm(m);
-    const auto x = tokens(nb, c.N, c.C, 3);
-    HookedCache<float> clean, run;
-    hm.run(x.data(), nb, {}, clean);
+    const CleanRun f(t, v, 11 + v, 3);
+    const auto& [c, m, hm, x, clean] = f;
+    HookedCache<float> run;
     int edges = 0;
     for (int r = 0; r < pl::markov::num_receivers(c); ++r) {
       if (!pl::markov::has_receiver(c, r)) continue;
@@ -157,16 +172,13 @@ TEST_CASE("hooked: patching an edge with the clean run itself changes nothing, e
 
 TEST_CASE("hooked: all senders of a receiver patched = the receiver on the corrupted run") {
   const pl_kernel_table t = table();
-  const int nb = 2;
+  const int nb = CleanRun::kBatch;
   for (int v = 0; v < 5; ++v) {
     CAPTURE(kVariant[v]);
-    const ModelConfig c = tiny(v);
-    Model<float> m(c, &t, nb, 1);
-    init(m, 21 + v);
-    const HookedModel<float> hm(m);
-    const auto x = tokens(nb, c.N, c.C, 3), xc = tokens(nb, c.N, c.C, 4);
-    HookedCache<float> clean, bad, run;
-    hm.run(x.data(), nb, {}, clean);
+    const CleanRun f(t, v, 21 + v, 3);
+    const auto& [c, m, hm, x, clean] = f;
+    const auto xc = tokens(nb, c.N, c.C, 4);
+    HookedCache<float> bad, run;
     hm.run(xc.data(), nb, {}, bad);
     REQUIRE(max_diff(clean.logits, bad.logits) > 1e-3);  // the corruption matters
     auto patch_all = [&](Hooks<float>& h, int r) {
@@ -206,16 +218,12 @@ TEST_CASE("hooked: all senders of a receiver patched = the receiver on the corru
 
 TEST_CASE("hooked: the model's own pattern or own component as replacement changes nothing") {
   const pl_kernel_table t = table();
-  const int nb = 2;
+  const int nb = CleanRun::kBatch;
   for (int v = 0; v < 5; ++v) {
     CAPTURE(kVariant[v]);
-    const ModelConfig c = tiny(v);
-    Model<float> m(c, &t, nb, 1);
-    init(m, 31 + v);
-    const HookedModel<float> hm(m);
-    const auto x = tokens(nb, c.N, c.C, 5);
-    HookedCache<float> clean, run;
-    hm.run(x.data(), nb, {}, clean);
+    const CleanRun f(t, v, 31 + v, 5);
+    const auto& [c, m, hm, x, clean] = f;
+    HookedCache<float> run;
     for (int l = 0; l < c.layers; ++l) {
       Hooks<float> h;
       h.pattern[l] = clean.pattern[size_t(l)].data();

@@ -30,10 +30,10 @@ const pl_param_decl kParams[] = {
                          PL_RANGE_MIN, 0),
     pl::sdk::int_param("N", 128, "context length (positions)", 2, 4096),
     pl::sdk::int_param("d_model", 64, "residual width", 2, 4096),
-    pl::sdk::int_param("heads", 1, "attention heads per layer", 1, 64),
-    pl::sdk::int_param("layers", 2, "transformer layers", 1, 16),
-    pl::sdk::int_param("mlp_mult", 4, "MLP width = mlp_mult * d_model", 1, 64),
-    pl::sdk::bool_param("attn_only", false, "attention-only transformer (no MLP blocks)"),
+    pl::markov::param::heads,
+    pl::markov::param::layers,
+    pl::markov::param::mlp_mult,
+    pl::markov::param::attn_only,
     pl::sdk::bool_param("layernorm", true, "pre-LN (true) or no LayerNorm at all (false)"),
     pl::sdk::enum_param("positions", "learned", "learned|rope",
                         "absolute learned positions or rotary"),
@@ -98,83 +98,47 @@ const pl_plot_decl kPlots[] = {
                   "results", "K", "N", "d_model", "final=1", 0, &kPhaseMap),
 };
 
-// The point's seed stream the run's own streams derive from (pl::markov::Stream); "markov".
-constexpr uint64_t kSeedPurpose = 0x6d61726b6f76ull;
-
 pl::markov::TrainConfig train_config(const pl::sdk::Context& cx) {
-  pl::markov::TrainConfig tc;
+  pl::markov::TrainConfig tc = pl::markov::train_config_base(cx);
   pl::markov::ModelConfig& m = tc.model;
-  m.C = int(cx.i("C"));
-  m.N = int(cx.i("N"));
-  m.d = int(cx.i("d_model"));
-  m.heads = int(cx.i("heads"));
-  m.layers = int(cx.i("layers"));
-  m.ffn = int(cx.i("mlp_mult")) * m.d;
-  m.mlp = !cx.b("attn_only");
   m.ln = cx.b("layernorm");
   m.rope = cx.is("positions", "rope");
   m.tied = cx.b("tied");
-  tc.K = int(cx.i("K"));
-  tc.infinite = cx.b("infinite");
-  tc.alpha = cx.f("alpha");
-  tc.alpha1 = cx.f("alpha1");
-  tc.batch = int(cx.i("batch"));
-  tc.chunks = int(cx.i("chunks"));
-  tc.n_eval = int(cx.i("n_eval"));
-  tc.steps = cx.i("steps");
-  tc.lr = cx.f("lr");
   tc.beta1 = cx.f("beta1");
   tc.beta2 = cx.f("beta2");
   tc.weight_decay = cx.f("weight_decay");
-  tc.warmup = cx.i("warmup");
   tc.lr_mult = pl::markov::parse_mults(cx.s("lr_mults"));
   if (cx.f("lr_mult_l1_qk") != 1.0) tc.lr_mult["l1_qk"] = cx.f("lr_mult_l1_qk");
   tc.freeze = pl::markov::parse_list(cx.s("freeze"));
   tc.late_frac = cx.f("late_frac");
-  tc.chain_seed = uint64_t(cx.i("chain_seed"));
-  tc.seed = cx.seed_stream(kSeedPurpose);  // init and data depend on the seed only
   return tc;
 }
 
-// Cross-parameter checks (heads divide d_model, rope needs even head width, module names).
-int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
-  auto get = [&](const char* name) { return pl::markov::param_value(kParams, v, n, name); };
-  const int64_t d = get("d_model").i, h = get("heads").i;
-  if (d % h) {
-    std::snprintf(err, len, "markov_icl.heads (%lld) must divide markov_icl.d_model (%lld)",
-                  (long long)h, (long long)d);
-    return 1;
-  }
-  if (get("positions").s && std::string(get("positions").s) == "rope" && (d / h) % 2) {
-    std::snprintf(err, len,
-                  "markov_icl.positions = \"rope\" needs an even head width d_model/heads");
-    return 1;
-  }
+// Cross-key checks of one point ("" when it is fine): heads divide d_model, rope needs an even
+// head width, module names.
+std::string check(const pl::sdk::Params& p) {
+  const int64_t d = p.i("d_model"), h = p.i("heads");
+  if (d % h)
+    return "markov_icl.heads (" + std::to_string(h) + ") must divide markov_icl.d_model (" +
+           std::to_string(d) + ")";
+  if (p.is("positions", "rope") && (d / h) % 2)
+    return "markov_icl.positions = \"rope\" needs an even head width d_model/heads";
   pl::markov::ModelConfig m;
   m.d = int(d);
   m.heads = int(h);
-  m.layers = int(get("layers").i);
-  m.mlp = get("attn_only").i == 0;
-  m.ln = get("layernorm").i != 0;
+  m.layers = int(p.i("layers"));
+  m.mlp = !p.b("attn_only");
+  m.ln = p.b("layernorm");
   try {
-    for (const auto& [g, val] :
-         pl::markov::parse_mults(get("lr_mults").s ? get("lr_mults").s : "")) {
-      if (!pl::markov::known_group(m, g) || val < 0) {
-        std::snprintf(err, len, "markov_icl.lr_mults: unknown module '%s' or negative value",
-                      g.c_str());
-        return 1;
-      }
-    }
+    for (const auto& [g, val] : pl::markov::parse_mults(p.s("lr_mults")))
+      if (!pl::markov::known_group(m, g) || val < 0)
+        return "markov_icl.lr_mults: unknown module '" + g + "' or negative value";
   } catch (const std::exception& e) {
-    std::snprintf(err, len, "markov_icl.lr_mults: %s", e.what());
-    return 1;
+    return std::string("markov_icl.lr_mults: ") + e.what();
   }
-  for (const auto& g : pl::markov::parse_list(get("freeze").s ? get("freeze").s : ""))
-    if (!pl::markov::known_group(m, g)) {
-      std::snprintf(err, len, "markov_icl.freeze: unknown module '%s'", g.c_str());
-      return 1;
-    }
-  return 0;
+  for (const auto& g : pl::markov::parse_list(p.s("freeze")))
+    if (!pl::markov::known_group(m, g)) return "markov_icl.freeze: unknown module '" + g + "'";
+  return "";
 }
 
 class MarkovIcl {
@@ -237,6 +201,18 @@ pl_status finish(const pl_host* host, const char* run_dir) {
   return PL_OK;
 }
 
+// The integer keys the memory and cost estimates below read, as doubles.
+struct PointSizes {
+  double d, N, layers, mlp, heads, C, K, batch, chunks, n_eval, steps;
+  PointSizes(const pl_value* v, uint32_t n) {
+    const pl::sdk::Params p(kParams, PL_SDK_COUNT(kParams), v, n);
+    auto get = [&](const char* name) { return double(p.i(name)); };
+    d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
+    heads = get("heads"), C = get("C"), K = get("K"), batch = get("batch");
+    chunks = get("chunks"), n_eval = get("n_eval"), steps = get("steps");
+  }
+};
+
 }  // namespace
 
 // The driver's memory check before a run (phaselab_plugin.h): an estimate of the bytes one point
@@ -246,10 +222,9 @@ pl_status finish(const pl_host* host, const char* run_dir) {
 // probabilities (8 n_eval N (1 + C)) and the K transition matrices (8 K C^2).
 extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point_bytes(
     const pl_value* v, uint32_t n) {
-  auto get = [&](const char* name) { return pl::markov::param_int(kParams, v, n, name); };
-  const double d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
-  const double heads = get("heads"), C = get("C"), K = get("K"), batch = get("batch");
-  const double chunks = get("chunks"), n_eval = get("n_eval");
+  const PointSizes z(v, n);
+  const double d = z.d, N = z.N, layers = z.layers, mlp = z.mlp, heads = z.heads, C = z.C, K = z.K;
+  const double batch = z.batch, chunks = z.chunks, n_eval = z.n_eval;
   const double n_params = layers * (4 * d * d + 2 * mlp * d * d + 4 * d) + (2 * C + N) * d;
   const double b = 4 * (4 + chunks) * n_params +
                    4 * batch * layers * N * (12 * d + mlp * d + 2 * heads * N) +
@@ -262,10 +237,9 @@ extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point
 // plus the K-dependent evaluation (the memorising predictors: O(K C) per token).
 extern "C" __attribute__((visibility("default"))) double phaselab_plugin_point_cost(
     const pl_value* v, uint32_t n) {
-  auto get = [&](const char* name) { return pl::markov::param_int(kParams, v, n, name); };
-  const double d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
-  const double C = get("C"), K = get("K"), batch = get("batch"), steps = get("steps");
-  const double n_eval = get("n_eval");
+  const PointSizes z(v, n);
+  const double d = z.d, N = z.N, layers = z.layers, mlp = z.mlp, C = z.C, K = z.K;
+  const double batch = z.batch, steps = z.steps, n_eval = z.n_eval;
   const double per_token =
       6 * layers * (4 * d * d + 2 * mlp * d * d) + 6 * C * d + layers * 12 * N * d;
   return steps * batch * N * per_token + 2 * n_eval * N * (K + 1) * C * 4;
@@ -274,4 +248,4 @@ extern "C" __attribute__((visibility("default"))) double phaselab_plugin_point_c
 PL_DEFINE_PLUGIN(
     MarkovIcl, "markov_icl", kVersion,
     "transformer on K Markov chains: KL to 2-Gen/1-Gen/2-Mem/1-Mem/hybrid, phase histories",
-    kParams, kTables, kPlots, validate, finish)
+    kParams, kTables, kPlots, pl::sdk::validate_with<check>, finish)

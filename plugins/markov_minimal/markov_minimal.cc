@@ -130,16 +130,9 @@ mm::MinConfig min_config(const pl::sdk::Context& cx) {
                                          : mm::Kind::kMemoriser;
   c.C = int(cx.i("C"));
   c.N = int(cx.i("N"));
-  c.K = int(cx.i("K"));
-  c.infinite = cx.b("infinite");
-  c.alpha = cx.f("alpha");
-  c.alpha1 = cx.f("alpha1");
-  c.batch = int(cx.i("batch"));
+  pl::markov::read_run_keys(cx, c);
   if (cx.i("tokens") > 0) c.batch = int(std::max<int64_t>(1, cx.i("tokens") / c.N));
-  c.n_eval = int(cx.i("n_eval"));
-  c.steps = cx.i("steps");
   c.sgd = cx.is("optimizer", "sgd");
-  c.lr = cx.f("lr");
   c.beta1 = cx.f("beta1");
   c.beta2 = cx.f("beta2");
   c.late_frac = cx.f("late_frac");
@@ -150,7 +143,6 @@ mm::MinConfig min_config(const pl::sdk::Context& cx) {
   c.width = int(cx.i("width"));
   c.phi_gelu = cx.b("phi_gelu");
   c.init_scale = cx.f("init_scale");
-  c.chain_seed = uint64_t(cx.i("chain_seed"));
   c.seed = cx.seed_stream(0x6d696e696d616cull);  // "minimal"
   return c;
 }
@@ -316,16 +308,12 @@ class MarkovMinimal {
   int save_ = 0;
 };
 
-int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
-  auto get = [&](const char* name) { return pl::markov::param_value(kParams, v, n, name); };
-  const std::string model = get("model").s ? get("model").s : "";
-  if (model == "memoriser" && get("infinite").i) {
-    std::snprintf(err, len,
-                  "markov_minimal: model = \"memoriser\" needs finite K (infinite = false): its "
-                  "capacity is measured against the 2-Mem predictor of the K chains");
-    return 1;
-  }
-  return 0;
+// Cross-key checks of one point ("" when it is fine).
+std::string check(const pl::sdk::Params& p) {
+  if (p.is("model", "memoriser") && p.b("infinite"))
+    return "markov_minimal: model = \"memoriser\" needs finite K (infinite = false): its "
+           "capacity is measured against the 2-Mem predictor of the K chains";
+  return "";
 }
 
 pl_status finish(const pl_host* host, const char* run_dir) {
@@ -342,4 +330,4 @@ pl_status finish(const pl_host* host, const char* run_dir) {
 PL_DEFINE_PLUGIN(MarkovMinimal, "markov_minimal", kVersion,
                  "minimal models of Markov ICL: symmetric (beta, delta), hard-wired induction, "
                  "encode-pool-decode memoriser",
-                 kParams, kTables, kPlots, validate, finish)
+                 kParams, kTables, kPlots, pl::sdk::validate_with<check>, finish)

@@ -46,6 +46,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -125,35 +126,27 @@ inline void copy_le(unsigned char* dst, const unsigned char* src, size_t n, size
     for (size_t b = 0; b < size; ++b) dst[i * size + b] = src[i * size + size - 1 - b];
 }
 
+// dtype_of<T>::value: the DType of an element type that put() and get() take.
 template <class T>
-struct dtype_of;
-template <>
-struct dtype_of<float> {
-  static constexpr DType value = DType::F32;
-};
-template <>
-struct dtype_of<double> {
-  static constexpr DType value = DType::F64;
-};
-template <>
-struct dtype_of<int32_t> {
-  static constexpr DType value = DType::I32;
-};
-template <>
-struct dtype_of<int64_t> {
-  static constexpr DType value = DType::I64;
-};
-template <>
-struct dtype_of<uint8_t> {
-  static constexpr DType value = DType::U8;
-};
-template <>
-struct dtype_of<uint32_t> {
-  static constexpr DType value = DType::U32;
-};
-template <>
-struct dtype_of<uint64_t> {
-  static constexpr DType value = DType::U64;
+struct dtype_of {
+  static constexpr DType value = [] {
+    if constexpr (std::is_same_v<T, float>)
+      return DType::F32;
+    else if constexpr (std::is_same_v<T, double>)
+      return DType::F64;
+    else if constexpr (std::is_same_v<T, int32_t>)
+      return DType::I32;
+    else if constexpr (std::is_same_v<T, int64_t>)
+      return DType::I64;
+    else if constexpr (std::is_same_v<T, uint8_t>)
+      return DType::U8;
+    else if constexpr (std::is_same_v<T, uint32_t>)
+      return DType::U32;
+    else if constexpr (std::is_same_v<T, uint64_t>)
+      return DType::U64;
+    else
+      static_assert(sizeof(T) == 0, "safetensors: no dtype for this element type");
+  }();
 };
 
 inline std::string shape_string(const std::vector<int64_t>& shape) {
