@@ -154,9 +154,10 @@ mk::TrainConfig train_config(const pl::sdk::Context& cx) {
 
 // Cross-key checks of one point ("" when it is fine).
 std::string check(const pl::sdk::Params& p) {
-  if (p.i("d_model") % p.i("heads")) return "circuits.heads must divide circuits.d_model";
-  if (!p.is("source", "train") && p.s("path").empty())
-    return "circuits.path is required when circuits.source = \"" + p.s("source") + "\"";
+  if (p.int_value("d_model") % p.int_value("heads"))
+    return "circuits.heads must divide circuits.d_model";
+  if (!p.is("source", "train") && p.string_value("path").empty())
+    return "circuits.path is required when circuits.source = \"" + p.string_value("source") + "\"";
   return "";
 }
 
@@ -194,11 +195,11 @@ std::vector<std::string> run_checkpoints(const std::string& path) {
 class Circuits {
  public:
   explicit Circuits(pl::sdk::Context& cx) : k_(cx.k) {
-    src_ = cx.s("source");
-    n_probe_ = int(cx.i("n_probe"));
-    late_frac_ = cx.f("late_frac");
-    probe_seed_ = uint64_t(cx.i("probe_seed"));
-    full_every_ = cx.b("full_every");
+    src_ = cx.string_value("source");
+    n_probe_ = int(cx.int_value("n_probe"));
+    late_frac_ = cx.float_value("late_frac");
+    probe_seed_ = uint64_t(cx.int_value("probe_seed"));
+    full_every_ = cx.bool_value("full_every");
     if (src_ == "train") {
       tc_ = train_config(cx);
       trainer_ = std::make_unique<mk::Trainer>(tc_, k_);
@@ -209,10 +210,10 @@ class Circuits {
       info_.alpha = tc_.alpha;
       info_.alpha1 = trainer_->alpha1();
       info_.plugin = std::string("circuits ") + kVersion;
-      steps_ = mk::checkpoint_steps(tc_.steps, int(cx.i("checkpoints")));
+      steps_ = mk::checkpoint_steps(tc_.steps, int(cx.int_value("checkpoints")));
     } else {
-      files_ =
-          src_ == "file" ? std::vector<std::string>{cx.s("path")} : run_checkpoints(cx.s("path"));
+      files_ = src_ == "file" ? std::vector<std::string>{cx.string_value("path")}
+                              : run_checkpoints(cx.string_value("path"));
       info_ = mk::load_checkpoint(files_.back()).info;
       model_ = std::make_unique<mk::Model<float>>(info_.model, &k_, 1, 1);
     }
@@ -235,7 +236,7 @@ class Circuits {
           if (cx.cancelled()) return PL_CANCELLED;
         }
       }
-      if (cx.b("save")) {
+      if (cx.bool_value("save")) {
         char name[96];
         std::snprintf(name, sizeof name, "p%04llu-s%llu", (unsigned long long)cx.point_index(),
                       (unsigned long long)cx.seed());

@@ -138,7 +138,7 @@ const pl_plot_decl kPlots[] = {
 
 // Cross-key checks of one point ("" when it is fine).
 std::string check(const pl::sdk::Params& p) {
-  const int64_t P = p.i("P"), batch = p.i("batch");
+  const int64_t P = p.int_value("P"), batch = p.int_value("batch");
   if (batch > P)
     return "copy_task.batch (" + std::to_string(batch) + ") must be <= P (" + std::to_string(P) +
            "), or 0 for full batch";
@@ -200,10 +200,10 @@ class CopyTask {
   explicit CopyTask(pl::sdk::Context& cx)
       : k_(cx.k),
         cfg_(net_config(cx)),
-        P_(int(cx.i("P"))),
-        P_test_(int(cx.i("P_test"))),
-        method_(cx.s("method")),
-        batch_(int(cx.i("batch"))),
+        P_(int(cx.int_value("P"))),
+        P_test_(int(cx.int_value("P_test"))),
+        method_(cx.string_value("method")),
+        batch_(int(cx.int_value("batch"))),
         net_(
             cx.k, cfg_,
             pl::copy::make_tokens(cx.k, cx.seed(), cx.seed_stream(kDataStream), P_, cfg_.L, cfg_.V),
@@ -220,52 +220,52 @@ class CopyTask {
       const double c = std::strtod(v, &end);
       if (!*end && c >= 1) net_.set_chunk_cost(c);
     }
-    const std::string init = cx.s("init");
+    const std::string init = cx.string_value("init");
     if (init == "both" || init == "uniform") inits_.push_back("uniform");
     if (init == "both" || init == "copy") inits_.push_back("copy");
-    copy_logit_ = cx.f("copy_logit");
+    copy_logit_ = cx.float_value("copy_logit");
     if (copy_logit_ <= 0) copy_logit_ = cfg_.softmax ? 3.0 * std::log(double(cfg_.L)) : 1.0;
-    init_noise_ = cx.f("init_noise");
-    w_init_ = cx.f("w_init");
+    init_noise_ = cx.float_value("init_noise");
+    w_init_ = cx.float_value("w_init");
     if (method_ == "adam") {
       pl::copy::task::AdamConfig a;
-      a.lr = cx.f("lr");
-      a.beta1 = cx.f("beta1");
-      a.beta2 = cx.f("beta2");
-      a.eps = cx.f("adam_eps");
-      a.max_steps = cx.i("max_steps");
-      a.tol = cx.f("tol");
-      a.window = cx.i("window");
-      a.balance = cx.b("balance");
-      a.flip = cx.b("flip");
+      a.lr = cx.float_value("lr");
+      a.beta1 = cx.float_value("beta1");
+      a.beta2 = cx.float_value("beta2");
+      a.eps = cx.float_value("adam_eps");
+      a.max_steps = cx.int_value("max_steps");
+      a.tol = cx.float_value("tol");
+      a.window = cx.int_value("window");
+      a.balance = cx.bool_value("balance");
+      a.flip = cx.bool_value("flip");
       a.batch = batch_;
       adam_ = std::make_unique<pl::copy::task::AdamTrainer>(net_, a);
     } else {
-      chains_ = int(cx.i("chains"));
-      const int64_t samples = cx.i("samples");
+      chains_ = int(cx.int_value("chains"));
+      const int64_t samples = cx.int_value("samples");
       stats_.reserve(size_t(samples) * size_t(chains_), cfg_.L);
       if (method_ == "sgld") {
         pl::copy::task::SgldConfig s;
-        s.eta = cx.f("step");
-        s.temperature = cx.f("temperature");
+        s.eta = cx.float_value("step");
+        s.temperature = cx.float_value("temperature");
         s.batch = batch_;
-        s.burn_in = cx.i("burn_in");
-        s.thin = cx.i("thin");
+        s.burn_in = cx.int_value("burn_in");
+        s.thin = cx.int_value("thin");
         s.samples = samples;
         sgld_ = std::make_unique<pl::copy::task::SgldSampler>(net_, s);
       } else {
-        mcfg_.eps = cx.f("step");
-        mcfg_.temperature = cx.f("temperature");
-        mcfg_.metropolis = cx.b("mala");
-        mcfg_.burn_in = cx.i("burn_in");
-        mcfg_.thin = cx.i("thin");
+        mcfg_.eps = cx.float_value("step");
+        mcfg_.temperature = cx.float_value("temperature");
+        mcfg_.metropolis = cx.bool_value("mala");
+        mcfg_.burn_in = cx.int_value("burn_in");
+        mcfg_.thin = cx.int_value("thin");
         mcfg_.samples = samples;
         marginal_ = std::make_unique<pl::copy::task::MarginalPotential>(net_);
         mala_ = std::make_unique<pl::copy::task::Mala>(size_t(cfg_.L) * cfg_.L);
         gd_.resize(size_t(cfg_.L) * cfg_.L);
       }
     }
-    emit_samples_ = cx.b("emit_samples");
+    emit_samples_ = cx.bool_value("emit_samples");
   }
 
   pl_status run(pl::sdk::Context& cx) {
@@ -296,14 +296,14 @@ class CopyTask {
 
   static NetConfig net_config(pl::sdk::Context& cx) {
     NetConfig c;
-    c.L = int(cx.i("L"));
-    c.V = int(cx.i("V"));
+    c.L = int(cx.int_value("L"));
+    c.V = int(cx.int_value("V"));
     c.softmax = cx.is("attention", "softmax");
-    c.causal = cx.b("causal_mask");
+    c.causal = cx.bool_value("causal_mask");
     c.wrap = cx.is("wrap", "cyclic") ? pl::copy::Wrap::cyclic : pl::copy::Wrap::drop_first;
-    c.kappa = cx.f("kappa");
-    c.sw2 = cx.f("sw2");
-    c.sg2 = cx.f("sg2");
+    c.kappa = cx.float_value("kappa");
+    c.sw2 = cx.float_value("sw2");
+    c.sg2 = cx.float_value("sg2");
     c.per_position = cx.is("beta_convention", "per_position");
     c.loss_path = cx.is("loss_path", "direct")   ? NetConfig::LossPath::direct
                   : cx.is("loss_path", "counts") ? NetConfig::LossPath::stats
@@ -514,9 +514,9 @@ class CopyTask {
 extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point_bytes(
     const pl_value* v, uint32_t n) {
   const pl::sdk::Params p(kParams, PL_SDK_COUNT(kParams), v, n);
-  const double L = double(p.i("L")), V = double(p.i("V"));
-  const double P = double(p.i("P")), Pt = double(p.i("P_test"));
-  const std::string path = p.s("loss_path"), method = p.s("method");
+  const double L = double(p.int_value("L")), V = double(p.int_value("V"));
+  const double P = double(p.int_value("P")), Pt = double(p.int_value("P_test"));
+  const std::string path = p.string_value("loss_path"), method = p.string_value("method");
   const double LLVV = L * L * V * V;
   double b = 8 * P * L + 4 * Pt * L + 32 * (V * V + L * L) + (1 << 20);
   if (path != "direct" && LLVV <= double(1 << 24)) b += 16 * LLVV;

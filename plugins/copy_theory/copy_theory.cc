@@ -139,25 +139,25 @@ std::string fmt(double x) {
 class CopyTheory {
  public:
   explicit CopyTheory(pl::sdk::Context& cx) {
-    m_.L = int(cx.i("L"));
-    m_.V = int(cx.i("V"));
-    m_.kappa = cx.f("kappa");
-    m_.sw2 = cx.f("sw2");
-    m_.sg2 = cx.f("sg2");
-    m_.beta_conv = parse_beta(cx.s("beta_convention"));
-    m_.wrap = parse_wrap(cx.s("wrap"));
+    m_.L = int(cx.int_value("L"));
+    m_.V = int(cx.int_value("V"));
+    m_.kappa = cx.float_value("kappa");
+    m_.sw2 = cx.float_value("sw2");
+    m_.sg2 = cx.float_value("sg2");
+    m_.beta_conv = parse_beta(cx.string_value("beta_convention"));
+    m_.wrap = parse_wrap(cx.string_value("wrap"));
     softmax_ = cx.is("attention", "softmax");
     if (cx.is("rest_logits", "zero")) m_.rest_var = 0;
     m_.map = cx.is("objective", "map");
-    const double P_min = cx.f("P_min"), P_max = cx.f("P_max");
-    const int n = int(cx.i("num_P"));
+    const double P_min = cx.float_value("P_min"), P_max = cx.float_value("P_max");
+    const int n = int(cx.int_value("num_P"));
     for (int i = 0; i < n; ++i)
       grid_.push_back(n == 1 ? P_min : P_min * std::pow(P_max / P_min, double(i) / (n - 1)));
-    exact_ = cx.b("exact_check") && m_.V <= cx.i("exact_V_max");
+    exact_ = cx.bool_value("exact_check") && m_.V <= cx.int_value("exact_V_max");
     if (exact_) {
       int Pe = 0;
       for (double P : grid_)
-        if (P <= cx.f("exact_P_max")) Pe = std::max(Pe, int(std::lround(P)));
+        if (P <= cx.float_value("exact_P_max")) Pe = std::max(Pe, int(std::lround(P)));
       // stream 1 = copy_task's training data stream: the same sequences for the same seed and P.
       if (Pe > 0)
         tokens_ = pl::copy::make_tokens(cx.k, cx.seed(), cx.seed_stream(1), Pe, m_.L, m_.V);
@@ -261,10 +261,10 @@ class CopyTheory {
   }
 
   void configure(const pl::sdk::Context& cx) {
-    transitions_ = cx.b("transitions");
-    search_lo_ = cx.f("search_P_min");
-    search_hi_ = cx.f("search_P_max");
-    rel_tol_ = cx.f("rel_tol");
+    transitions_ = cx.bool_value("transitions");
+    search_lo_ = cx.float_value("search_P_min");
+    search_hi_ = cx.float_value("search_P_max");
+    rel_tol_ = cx.float_value("rel_tol");
   }
 
  private:

@@ -55,15 +55,15 @@ constexpr uint64_t kSeedPurpose = 0x6d61726b6f76ull;
 // DataConfig-derived one.
 template <class Config>
 void read_run_keys(const pl::sdk::Context& cx, Config& c) {
-  c.K = int(cx.i("K"));
-  c.infinite = cx.b("infinite");
-  c.alpha = cx.f("alpha");
-  c.alpha1 = cx.f("alpha1");
-  c.batch = int(cx.i("batch"));
-  c.n_eval = int(cx.i("n_eval"));
-  c.steps = cx.i("steps");
-  c.lr = cx.f("lr");
-  c.chain_seed = uint64_t(cx.i("chain_seed"));
+  c.K = int(cx.int_value("K"));
+  c.infinite = cx.bool_value("infinite");
+  c.alpha = cx.float_value("alpha");
+  c.alpha1 = cx.float_value("alpha1");
+  c.batch = int(cx.int_value("batch"));
+  c.n_eval = int(cx.int_value("n_eval"));
+  c.steps = cx.int_value("steps");
+  c.lr = cx.float_value("lr");
+  c.chain_seed = uint64_t(cx.int_value("chain_seed"));
 }
 
 // The training config of the keys every transformer plugin declares (the model's shape, the run
@@ -72,16 +72,16 @@ void read_run_keys(const pl::sdk::Context& cx, Config& c) {
 inline TrainConfig train_config_base(const pl::sdk::Context& cx) {
   TrainConfig tc;
   ModelConfig& m = tc.model;
-  m.C = int(cx.i("C"));
-  m.N = int(cx.i("N"));
-  m.d = int(cx.i("d_model"));
-  m.heads = int(cx.i("heads"));
-  m.layers = int(cx.i("layers"));
-  m.ffn = int(cx.i("mlp_mult")) * m.d;
-  m.mlp = !cx.b("attn_only");
+  m.C = int(cx.int_value("C"));
+  m.N = int(cx.int_value("N"));
+  m.d = int(cx.int_value("d_model"));
+  m.heads = int(cx.int_value("heads"));
+  m.layers = int(cx.int_value("layers"));
+  m.ffn = int(cx.int_value("mlp_mult")) * m.d;
+  m.mlp = !cx.bool_value("attn_only");
   read_run_keys(cx, tc);
-  tc.chunks = int(cx.i("chunks"));
-  tc.warmup = cx.i("warmup");
+  tc.chunks = int(cx.int_value("chunks"));
+  tc.warmup = cx.int_value("warmup");
   tc.seed = cx.seed_stream(kSeedPurpose);
   return tc;
 }

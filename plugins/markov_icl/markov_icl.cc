@@ -101,23 +101,23 @@ const pl_plot_decl kPlots[] = {
 pl::markov::TrainConfig train_config(const pl::sdk::Context& cx) {
   pl::markov::TrainConfig tc = pl::markov::train_config_base(cx);
   pl::markov::ModelConfig& m = tc.model;
-  m.ln = cx.b("layernorm");
+  m.ln = cx.bool_value("layernorm");
   m.rope = cx.is("positions", "rope");
-  m.tied = cx.b("tied");
-  tc.beta1 = cx.f("beta1");
-  tc.beta2 = cx.f("beta2");
-  tc.weight_decay = cx.f("weight_decay");
-  tc.lr_mult = pl::markov::parse_mults(cx.s("lr_mults"));
-  if (cx.f("lr_mult_l1_qk") != 1.0) tc.lr_mult["l1_qk"] = cx.f("lr_mult_l1_qk");
-  tc.freeze = pl::markov::parse_list(cx.s("freeze"));
-  tc.late_frac = cx.f("late_frac");
+  m.tied = cx.bool_value("tied");
+  tc.beta1 = cx.float_value("beta1");
+  tc.beta2 = cx.float_value("beta2");
+  tc.weight_decay = cx.float_value("weight_decay");
+  tc.lr_mult = pl::markov::parse_mults(cx.string_value("lr_mults"));
+  if (cx.float_value("lr_mult_l1_qk") != 1.0) tc.lr_mult["l1_qk"] = cx.float_value("lr_mult_l1_qk");
+  tc.freeze = pl::markov::parse_list(cx.string_value("freeze"));
+  tc.late_frac = cx.float_value("late_frac");
   return tc;
 }
 
 // Cross-key checks of one point ("" when it is fine): heads divide d_model, rope needs an even
 // head width, module names.
 std::string check(const pl::sdk::Params& p) {
-  const int64_t d = p.i("d_model"), h = p.i("heads");
+  const int64_t d = p.int_value("d_model"), h = p.int_value("heads");
   if (d % h)
     return "markov_icl.heads (" + std::to_string(h) + ") must divide markov_icl.d_model (" +
            std::to_string(d) + ")";
@@ -126,17 +126,17 @@ std::string check(const pl::sdk::Params& p) {
   pl::markov::ModelConfig m;
   m.d = int(d);
   m.heads = int(h);
-  m.layers = int(p.i("layers"));
-  m.mlp = !p.b("attn_only");
-  m.ln = p.b("layernorm");
+  m.layers = int(p.int_value("layers"));
+  m.mlp = !p.bool_value("attn_only");
+  m.ln = p.bool_value("layernorm");
   try {
-    for (const auto& [g, val] : pl::markov::parse_mults(p.s("lr_mults")))
+    for (const auto& [g, val] : pl::markov::parse_mults(p.string_value("lr_mults")))
       if (!pl::markov::known_group(m, g) || val < 0)
         return "markov_icl.lr_mults: unknown module '" + g + "' or negative value";
   } catch (const std::exception& e) {
     return std::string("markov_icl.lr_mults: ") + e.what();
   }
-  for (const auto& g : pl::markov::parse_list(p.s("freeze")))
+  for (const auto& g : pl::markov::parse_list(p.string_value("freeze")))
     if (!pl::markov::known_group(m, g)) return "markov_icl.freeze: unknown module '" + g + "'";
   return "";
 }
@@ -145,7 +145,7 @@ class MarkovIcl {
  public:
   explicit MarkovIcl(pl::sdk::Context& cx) : tc_(train_config(cx)), k_(cx.k) {
     trainer_ = std::make_unique<pl::markov::Trainer>(tc_, k_);
-    ckpt_ = pl::markov::checkpoint_steps(tc_.steps, int(cx.i("checkpoints")));
+    ckpt_ = pl::markov::checkpoint_steps(tc_.steps, int(cx.int_value("checkpoints")));
     save_ = cx.is("save", "none") ? 0 : cx.is("save", "final") ? 1 : 2;
     if (tc_.alpha1 <= 0)
       cx.log(PL_LOG_INFO, "markov_icl: 1-Gen pseudo-count matched to the ensemble: alpha1 = " +
@@ -206,7 +206,7 @@ struct PointSizes {
   double d, N, layers, mlp, heads, C, K, batch, chunks, n_eval, steps;
   PointSizes(const pl_value* v, uint32_t n) {
     const pl::sdk::Params p(kParams, PL_SDK_COUNT(kParams), v, n);
-    auto get = [&](const char* name) { return double(p.i(name)); };
+    auto get = [&](const char* name) { return double(p.int_value(name)); };
     d = get("d_model"), N = get("N"), layers = get("layers"), mlp = get("mlp_mult");
     heads = get("heads"), C = get("C"), K = get("K"), batch = get("batch");
     chunks = get("chunks"), n_eval = get("n_eval"), steps = get("steps");

@@ -128,21 +128,21 @@ mm::MinConfig min_config(const pl::sdk::Context& cx) {
   c.kind = cx.is("model", "symmetric")   ? mm::Kind::kSymmetric
            : cx.is("model", "induction") ? mm::Kind::kInduction
                                          : mm::Kind::kMemoriser;
-  c.C = int(cx.i("C"));
-  c.N = int(cx.i("N"));
+  c.C = int(cx.int_value("C"));
+  c.N = int(cx.int_value("N"));
   pl::markov::read_run_keys(cx, c);
-  if (cx.i("tokens") > 0) c.batch = int(std::max<int64_t>(1, cx.i("tokens") / c.N));
+  if (cx.int_value("tokens") > 0) c.batch = int(std::max<int64_t>(1, cx.int_value("tokens") / c.N));
   c.sgd = cx.is("optimizer", "sgd");
-  c.beta1 = cx.f("beta1");
-  c.beta2 = cx.f("beta2");
-  c.late_frac = cx.f("late_frac");
-  c.init[mm::kBeta] = cx.f("init_beta");
-  c.init[mm::kDelta] = cx.f("init_delta");
-  c.d_head = int(cx.i("d_head"));
-  c.d_phi = int(cx.i("d_phi"));
-  c.width = int(cx.i("width"));
-  c.phi_gelu = cx.b("phi_gelu");
-  c.init_scale = cx.f("init_scale");
+  c.beta1 = cx.float_value("beta1");
+  c.beta2 = cx.float_value("beta2");
+  c.late_frac = cx.float_value("late_frac");
+  c.init[mm::kBeta] = cx.float_value("init_beta");
+  c.init[mm::kDelta] = cx.float_value("init_delta");
+  c.d_head = int(cx.int_value("d_head"));
+  c.d_phi = int(cx.int_value("d_phi"));
+  c.width = int(cx.int_value("width"));
+  c.phi_gelu = cx.bool_value("phi_gelu");
+  c.init_scale = cx.float_value("init_scale");
   c.seed = cx.seed_stream(0x6d696e696d616cull);  // "minimal"
   return c;
 }
@@ -158,7 +158,7 @@ class MarkovMinimal {
  public:
   explicit MarkovMinimal(pl::sdk::Context& cx) : mc_(min_config(cx)), k_(*cx.host_->kernels) {
     h_ = std::make_unique<mm::Harness>(mc_, k_);
-    ckpt_ = pl::markov::checkpoint_steps(mc_.steps, int(cx.i("checkpoints")));
+    ckpt_ = pl::markov::checkpoint_steps(mc_.steps, int(cx.int_value("checkpoints")));
     save_ = cx.is("save", "none") ? 0 : cx.is("save", "final") ? 1 : 2;
   }
 
@@ -168,11 +168,11 @@ class MarkovMinimal {
     const bool sym = mc_.kind == mm::Kind::kSymmetric;
     const bool mem = h.mem_defined();
     Plateau pl;
-    if (sym && cx.i("plateau_steps") > 0) pl = plateau(cx);
-    const double f = cx.f("tau_frac");
+    if (sym && cx.int_value("plateau_steps") > 0) pl = plateau(cx);
+    const double f = cx.float_value("tau_frac");
     const double thr = pl.loss - f * (pl.loss - pl.bayes2);
-    const int W = int(cx.i("tau_window")), trace_every = int(cx.i("trace_every"));
-    const double stop_after = cx.f("stop_after_tau");
+    const int W = int(cx.int_value("tau_window")), trace_every = int(cx.int_value("trace_every"));
+    const double stop_after = cx.float_value("stop_after_tau");
     std::vector<double> win(size_t(W), 0.0);
     double wsum = 0, tau = NAN, loss_train = NAN;
     int64_t stop = mc_.steps;
@@ -219,9 +219,9 @@ class MarkovMinimal {
     const double lf = last.loss[mem ? 0 : 1];
     const double floor = mem ? h.eval_set(0).bayes[pl::markov::kMem2] : pl.bayes2;
     const double kl2m = mem ? last.kl[0][pl::markov::kMem2] : NAN;
-    const bool fits = mem && last.phase == pl::markov::kMem2 && kl2m < cx.f("kl_fit");
+    const bool fits = mem && last.phase == pl::markov::kMem2 && kl2m < cx.float_value("kl_fit");
     auto opt = [](double v) { return std::isfinite(v) ? pl::sdk::Cell(v) : pl::sdk::Cell(); };
-    cx.emit(2, {cx.s("model"),
+    cx.emit(2, {cx.string_value("model"),
                 opt(pl.loss),
                 opt(pl.bayes2),
                 opt(pl.bayes1),
@@ -253,13 +253,13 @@ class MarkovMinimal {
     std::vector<bool> train(net.p.size(), true);
     train[mm::kBeta] = train[mm::kDelta] = false;
     net.p[mm::kBeta] = net.p[mm::kDelta] = 0;
-    const int64_t S = cx.i("plateau_steps");
+    const int64_t S = cx.int_value("plateau_steps");
     for (int64_t s = 1; s <= S; ++s) h.train_step(s, train, mm::kPlateauBatches);
     Plateau p;
     for (int i = 0; i < 3; ++i) p.gains[i] = net.p[size_t(mm::kGu + i)];
     // the gradient on c_seqs fresh sequences, in double, one sequence at a time
-    const int n = int(std::max<int64_t>(64, cx.i("c_tokens") / mc_.N)), N = mc_.N, C = mc_.C,
-              B = mc_.batch;
+    const int n = int(std::max<int64_t>(64, cx.int_value("c_tokens") / mc_.N)), N = mc_.N,
+              C = mc_.C, B = mc_.batch;
     mm::SymModel<double> dm(C, N, nullptr);
     for (int i = 0; i < mm::kNumSym; ++i) dm.theta[size_t(i)] = net.p[size_t(i)];
     std::vector<double> ps(size_t(B) * mm::kNumSym);
@@ -310,7 +310,7 @@ class MarkovMinimal {
 
 // Cross-key checks of one point ("" when it is fine).
 std::string check(const pl::sdk::Params& p) {
-  if (p.is("model", "memoriser") && p.b("infinite"))
+  if (p.is("model", "memoriser") && p.bool_value("infinite"))
     return "markov_minimal: model = \"memoriser\" needs finite K (infinite = false): its "
            "capacity is measured against the 2-Mem predictor of the K chains";
   return "";

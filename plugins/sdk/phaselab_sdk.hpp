@@ -266,23 +266,30 @@ class Params {
          uint32_t num_values)
       : decls_(decls), n_(num_decls < num_values ? num_decls : num_values), values_(values) {}
 
-  int64_t i(const char* name) const { return typed(name, PL_PARAM_INT).i; }
+  int64_t int_value(const char* name) const { return typed(name, PL_PARAM_INT).i; }
   // Floats; an int parameter is given converted.
-  double f(const char* name) const {
+  double float_value(const char* name) const {
     const pl_value& v = find(name);
     if (v.type != PL_PARAM_FLOAT && v.type != PL_PARAM_INT) bad_type(name, v.type, PL_PARAM_FLOAT);
     return v.f;
   }
-  bool b(const char* name) const { return typed(name, PL_PARAM_BOOL).i != 0; }
+  bool bool_value(const char* name) const { return typed(name, PL_PARAM_BOOL).i != 0; }
   // Strings and enums (the choice's text).
-  std::string s(const char* name) const {
+  std::string string_value(const char* name) const {
     const pl_value& v = find(name);
     if (v.type != PL_PARAM_STRING && v.type != PL_PARAM_ENUM)
       bad_type(name, v.type, PL_PARAM_STRING);
     return v.s ? v.s : "";
   }
-  bool is(const char* name, const char* choice) const { return s(name) == choice; }
+  bool is(const char* name, const char* choice) const { return string_value(name) == choice; }
   bool has(const char* name) const { return index(name) >= 0; }
+  // The names of SDK 0.1 (one letter each), kept for plugins written against it.
+  [[deprecated("use int_value")]] int64_t i(const char* name) const { return int_value(name); }
+  [[deprecated("use float_value")]] double f(const char* name) const { return float_value(name); }
+  [[deprecated("use bool_value")]] bool b(const char* name) const { return bool_value(name); }
+  [[deprecated("use string_value")]] std::string s(const char* name) const {
+    return string_value(name);
+  }
   const pl_value& value(const char* name) const { return find(name); }
   uint32_t size() const { return n_; }
   const pl_param_decl& decl(uint32_t j) const { return decls_[j]; }
@@ -307,7 +314,12 @@ class Params {
     return v;
   }
   [[noreturn]] static void bad_type(const char* name, pl_param_type declared, pl_param_type read) {
-    static const char* const reader[] = {"", "i()", "f()", "b()", "s()", "s() or is()"};
+    static const char* const reader[] = {"",
+                                         "int_value()",
+                                         "float_value()",
+                                         "bool_value()",
+                                         "string_value()",
+                                         "string_value() or is()"};
     throw std::invalid_argument(
         std::string("parameter '") + name + "' is declared " + type_name(declared) +
         " but was read as " + type_name(read) + " (read it with " +
@@ -343,11 +355,18 @@ class Context {
   Params params() const {
     return Params(plugin_->params, plugin_->num_params, point_->params, point_->num_params);
   }
-  int64_t i(const char* name) const { return params().i(name); }
-  double f(const char* name) const { return params().f(name); }
-  bool b(const char* name) const { return params().b(name); }
-  std::string s(const char* name) const { return params().s(name); }
+  int64_t int_value(const char* name) const { return params().int_value(name); }
+  double float_value(const char* name) const { return params().float_value(name); }
+  bool bool_value(const char* name) const { return params().bool_value(name); }
+  std::string string_value(const char* name) const { return params().string_value(name); }
   bool is(const char* name, const char* choice) const { return params().is(name, choice); }
+  // The names of SDK 0.1, kept for plugins written against it.
+  [[deprecated("use int_value")]] int64_t i(const char* name) const { return int_value(name); }
+  [[deprecated("use float_value")]] double f(const char* name) const { return float_value(name); }
+  [[deprecated("use bool_value")]] bool b(const char* name) const { return bool_value(name); }
+  [[deprecated("use string_value")]] std::string s(const char* name) const {
+    return string_value(name);
+  }
 
   uint64_t seed() const { return point_->seed; }
   uint64_t point_index() const { return point_->index; }
@@ -460,8 +479,8 @@ namespace pl::sdk {
 
 // A validate hook that reads parameters by name: Fn returns "" when the point is fine, else the
 // message (name the keys: "N = 8 must be <= L = 4"). Exceptions become the message.
-//   std::string check(const pl::sdk::Params& p) { return p.i("N") <= p.i("L") ? "" : "..."; }
-//   PL_DEFINE_PLUGIN(..., pl::sdk::validate_with<check>, nullptr)
+//   std::string check(const pl::sdk::Params& p) { return p.int_value("N") <= p.int_value("L") ? ""
+//   : "..."; } PL_DEFINE_PLUGIN(..., pl::sdk::validate_with<check>, nullptr)
 template <std::string (*Fn)(const Params&)>
 int validate_with(const pl_value* values, uint32_t num_values, char* err, size_t err_len) {
   std::string msg;

@@ -23,21 +23,21 @@ namespace {
 struct Draws {
   explicit Draws(pl::sdk::Context&) {}
   pl_status run(pl::sdk::Context& cx) {
-    const int64_t n = cx.i("n");
+    const int64_t n = cx.int_value("n");
     pl::sdk::Rng r = cx.rng("draws");
     double g = 0, u = 0;
     for (int64_t i = 0; i < n; ++i) g += r.gaussian(), u += r.uniform();
-    cx.emit(0, {g / double(n), u / double(n), cx.s("tag")});
+    cx.emit(0, {g / double(n), u / double(n), cx.string_value("tag")});
     cx.emit(1, {n, g});
     return PL_OK;
   }
 };
 
 std::string check(const pl::sdk::Params& p) {
-  if (p.i("n") > p.i("limit"))
-    return "draws.n = " + std::to_string(p.i("n")) +
-           " must be <= draws.limit = " + std::to_string(p.i("limit"));
-  if (p.is("tag", "boom")) (void)p.f("tag");  // a wrong-type read: becomes the message
+  if (p.int_value("n") > p.int_value("limit"))
+    return "draws.n = " + std::to_string(p.int_value("n")) +
+           " must be <= draws.limit = " + std::to_string(p.int_value("limit"));
+  if (p.is("tag", "boom")) (void)p.float_value("tag");  // a wrong-type read: becomes the message
   return "";
 }
 
@@ -126,21 +126,30 @@ TEST_CASE("Params: named reads, and errors that name the parameter and both type
   v[1] = {PL_PARAM_INT, 40, 40.0, nullptr};
   v[2] = {PL_PARAM_ENUM, 1, 0.0, "b"};
   const pl::sdk::Params p(kParams, 3, v.data(), 3);
-  CHECK(p.i("n") == 12);
-  CHECK(p.f("limit") == 40.0);  // ints convert
-  CHECK(p.s("tag") == "b");
+  CHECK(p.int_value("n") == 12);
+  CHECK(p.float_value("limit") == 40.0);  // ints convert
+  CHECK(p.string_value("tag") == "b");
   CHECK(p.is("tag", "b"));
   CHECK(p.has("limit"));
   CHECK_FALSE(p.has("seed"));
-  CHECK_THROWS_WITH_AS(p.b("n"),
-                       "parameter 'n' is declared int but was read as bool (read it with i())",
+  CHECK_THROWS_WITH_AS(
+      p.bool_value("n"),
+      "parameter 'n' is declared int but was read as bool (read it with int_value())",
+      std::invalid_argument);
+  CHECK_THROWS_WITH_AS(p.int_value("tag"),
+                       "parameter 'tag' is declared enum but was read as int (read it with "
+                       "string_value() or is())",
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(p.i("tag"),
-                       "parameter 'tag' is declared enum but was read as int (read it with s() or "
-                       "is())",
+  CHECK_THROWS_WITH_AS(p.int_value("m"), "plugin asked for undeclared parameter 'm'",
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(p.i("m"), "plugin asked for undeclared parameter 'm'",
-                       std::invalid_argument);
+  // SDK 0.1's one-letter names still read the same values (deprecated).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  CHECK(p.i("n") == 12);
+  CHECK(p.f("limit") == 40.0);
+  CHECK(p.s("tag") == "b");
+  CHECK_THROWS_AS(p.b("n"), std::invalid_argument);
+#pragma GCC diagnostic pop
 }
 
 TEST_CASE("validate_with reads by name; FakeHost runs the plugin and keeps its rows") {
@@ -149,7 +158,8 @@ TEST_CASE("validate_with reads by name; FakeHost runs the plugin and keeps its r
   CHECK(h.failure == "draws.n = 50 must be <= draws.limit = 10");
   CHECK(h.run({{"tag", "boom"}}, 1) == PL_FAILED);
   CHECK(h.failure ==
-        "parameter 'tag' is declared enum but was read as float (read it with s() or is())");
+        "parameter 'tag' is declared enum but was read as float (read it with "
+        "string_value() or is())");
 
   REQUIRE(h.run({{"n", "20000"}}, 3) == PL_OK);
   REQUIRE(h.rows[0].size() == 1);

@@ -23,11 +23,12 @@ struct OuProcess {
 
   // create(): allocate everything here; run() must not allocate per step.
   explicit OuProcess(pl::sdk::Context& cx)
-      : x(size_t(cx.i("particles"))), noise(size_t(cx.i("particles"))) {}
+      : x(size_t(cx.int_value("particles"))), noise(size_t(cx.int_value("particles"))) {}
 
   pl_status run(pl::sdk::Context& cx) {
-    const int64_t steps = cx.i("steps"), every = cx.i("record_every");
-    const double theta = cx.f("theta"), temp = cx.f("T"), dt = cx.f("dt");
+    const int64_t steps = cx.int_value("steps"), every = cx.int_value("record_every");
+    const double theta = cx.float_value("theta"), temp = cx.float_value("T"),
+                 dt = cx.float_value("dt");
     const float a = float(1 - theta * dt), s = float(std::sqrt(2 * temp * dt));
     // Gaussians from the kernel table, stream (seed, this point, "noise"), counters kept.
     pl::sdk::Rng rng = cx.rng("noise");
@@ -56,11 +57,12 @@ struct OuProcess {
 
 // Cross-parameter check of one resolved point, by name: "" if fine, else the message.
 std::string check(const pl::sdk::Params& p) {
-  const double theta_dt = p.f("theta") * p.f("dt");
+  const double theta_dt = p.float_value("theta") * p.float_value("dt");
   if (theta_dt >= 2)
     return "ou_process.theta * ou_process.dt = " + std::to_string(theta_dt) +
            " must be below 2 (the Euler-Maruyama step diverges)";
-  if (p.i("record_every") > p.i("steps")) return "ou_process.record_every exceeds steps";
+  if (p.int_value("record_every") > p.int_value("steps"))
+    return "ou_process.record_every exceeds steps";
   return "";
 }
 

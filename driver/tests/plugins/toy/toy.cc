@@ -17,11 +17,11 @@ namespace {
 struct Toy {
   std::vector<float> x, y;  // [n] inputs and exp outputs
 
-  explicit Toy(pl::sdk::Context& cx) : x(size_t(cx.i("n"))), y(size_t(cx.i("n"))) {}
+  explicit Toy(pl::sdk::Context& cx) : x(size_t(cx.int_value("n"))), y(size_t(cx.int_value("n"))) {}
 
   pl_status run(pl::sdk::Context& cx) {
-    const int64_t n = cx.i("n");
-    const double scale = cx.f("scale"), shift = cx.b("shift") ? 1.0 : 0.0;
+    const int64_t n = cx.int_value("n");
+    const double scale = cx.float_value("scale"), shift = cx.bool_value("shift") ? 1.0 : 0.0;
     uint64_t s = cx.point_stream(1);
     for (auto& v : x) {  // x_i = scale * u_i + shift, u_i uniform in [-1, 1)
       s = pl::sdk::mix64(s);
@@ -29,17 +29,18 @@ struct Toy {
       v = float(scale * u + shift);
     }
     // Slow mode: sleep in 10 ms slices, reporting progress and honouring Ctrl-C.
-    const int64_t sleep_ms = cx.i("sleep_ms");
+    const int64_t sleep_ms = cx.int_value("sleep_ms");
     for (int64_t t = 0; t < sleep_ms; t += 10) {
       if (cx.cancelled()) return PL_CANCELLED;
       cx.progress(double(t) / double(sleep_ms));
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(10, sleep_ms - t)));
     }
     // A long computation that cannot be interrupted (a second Ctrl-C is the way out).
-    std::this_thread::sleep_for(std::chrono::milliseconds(cx.i("deaf_ms")));
-    if (n == cx.i("fail_at")) return cx.fail("requested failure at n = " + std::to_string(n));
+    std::this_thread::sleep_for(std::chrono::milliseconds(cx.int_value("deaf_ms")));
+    if (n == cx.int_value("fail_at"))
+      return cx.fail("requested failure at n = " + std::to_string(n));
     cx.k.exp(x.data(), y.data(), size_t(n));
-    const std::string mode = cx.s("mode");
+    const std::string mode = cx.string_value("mode");
     double value = mode == "max" ? -INFINITY : 0.0, ref = value;
     for (int64_t i = 0; i < n; ++i) {
       const double e = std::exp(double(x[size_t(i)]));
@@ -52,9 +53,9 @@ struct Toy {
       }
     }
     if (mode == "mean") value /= double(n), ref /= double(n);
-    if (n == cx.i("nan_at")) value = std::numeric_limits<double>::quiet_NaN();
-    cx.emit(0, {value, ref, cx.s("label"), cx.k.variant->exp});
-    const int64_t steps = cx.i("steps");
+    if (n == cx.int_value("nan_at")) value = std::numeric_limits<double>::quiet_NaN();
+    cx.emit(0, {value, ref, cx.string_value("label"), cx.k.variant->exp});
+    const int64_t steps = cx.int_value("steps");
     for (int64_t k = 1; k <= steps; ++k) cx.emit(1, {k, value * double(k) / double(steps)});
     cx.emit(2, {steps});
     cx.progress(1.0);
@@ -64,7 +65,7 @@ struct Toy {
 
 // Reads the point by name (validate_with builds the view from the declarations).
 std::string validate(const pl::sdk::Params& p) {
-  if (p.b("shift") && p.is("mode", "max"))
+  if (p.bool_value("shift") && p.is("mode", "max"))
     return "toy.shift = true cannot be combined with toy.mode = \"max\"";
   return "";
 }
