@@ -151,7 +151,11 @@ TEST_CASE("hooked: patching an edge with the clean run itself changes nothing, e
   for (int v = 0; v < 5; ++v) {
     CAPTURE(kVariant[v]);
     const CleanRun f(t, v, 11 + v, 3);
-    const auto& [c, m, hm, x, clean] = f;
+    // (references, not a structured binding: CAPTURE's lambda cannot capture one in C++17)
+    const auto& c = f.c;
+    const auto& clean = f.clean;
+    const auto& hm = f.hm;
+    const auto& x = f.x;
     HookedCache<float> run;
     int edges = 0;
     for (int r = 0; r < pl::markov::num_receivers(c); ++r) {
@@ -176,7 +180,11 @@ TEST_CASE("hooked: all senders of a receiver patched = the receiver on the corru
   for (int v = 0; v < 5; ++v) {
     CAPTURE(kVariant[v]);
     const CleanRun f(t, v, 21 + v, 3);
-    const auto& [c, m, hm, x, clean] = f;
+    // (references, not a structured binding: CAPTURE's lambda cannot capture one in C++17)
+    const auto& c = f.c;
+    const auto& clean = f.clean;
+    const auto& hm = f.hm;
+    const auto& x = f.x;
     const auto xc = tokens(nb, c.N, c.C, 4);
     HookedCache<float> bad, run;
     hm.run(xc.data(), nb, {}, bad);
@@ -222,7 +230,11 @@ TEST_CASE("hooked: the model's own pattern or own component as replacement chang
   for (int v = 0; v < 5; ++v) {
     CAPTURE(kVariant[v]);
     const CleanRun f(t, v, 31 + v, 5);
-    const auto& [c, m, hm, x, clean] = f;
+    // (references, not a structured binding: CAPTURE's lambda cannot capture one in C++17)
+    const auto& c = f.c;
+    const auto& clean = f.clean;
+    const auto& hm = f.hm;
+    const auto& x = f.x;
     HookedCache<float> run;
     for (int l = 0; l < c.layers; ++l) {
       Hooks<float> h;

@@ -672,7 +672,9 @@ TEST_CASE("markov_icl: summary_boundaries.csv: columns, brackets, flags, numeric
     const std::pair<const char*, double> cells[] = {
         {"k1_lo", w.k1lo}, {"k1_hi", w.k1hi}, {"k1", std::sqrt(w.k1lo * w.k1hi)},
         {"k2_lo", w.k2lo}, {"k2_hi", w.k2hi}, {"k2", std::sqrt(w.k2lo * w.k2hi)}};
-    for (const auto& [name, v] : cells) {
+    for (const auto& cell : cells) {
+      const char* name = cell.first;
+      const double v = cell.second;
       CAPTURE(name);
       if (std::isnan(v))
         CHECK(t.str(r, t.col(name)).empty());
