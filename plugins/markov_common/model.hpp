@@ -218,6 +218,33 @@ struct Ops<float> {
   }
 };
 
+// The model's own elementwise loops (residual adds, the GELU' product of the MLP backward). The
+// plugin is compiled for the base ISA, so on x86 the float loops are also compiled for AVX2 and
+// AVX-512 and picked at load time (GCC/Clang target_clones). One add or one multiply per element
+// (nothing to contract into an FMA): the same bits at every width.
+namespace detail {
+#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+#define PL_MARKOV_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), unused))
+#else
+#define PL_MARKOV_CLONES __attribute__((unused))
+#endif
+// out = x + f (out may alias x or f).
+PL_MARKOV_CLONES static void add(float* out, const float* x, const float* f, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] + f[i];
+}
+// y *= x.
+PL_MARKOV_CLONES static void mul_into(float* y, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] *= x[i];
+}
+#undef PL_MARKOV_CLONES
+inline void add(double* out, const double* x, const double* f, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] + f[i];
+}
+inline void mul_into(double* y, const double* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] *= x[i];
+}
+}  // namespace detail
+
 // log sum_j exp(u_j) of one row, as max + log(sum exp(u - max)) (kept apart so that
 // log-probabilities u_j - max - log_sum round exactly as they always have).
 struct LogSumExp {
@@ -561,7 +588,7 @@ class Model {
     ops_.gemm(1, 0, d, f, R, T(1), dM, d, g, f, T(1), gW.wproj, f);    // dWproj += dM^T g
     ops_.gemm(0, 0, R, f, d, T(1), dM, d, W.wproj, f, T(0), s.dh, f);  // dg = dM Wproj
     T* dh = s.dh;
-    for (size_t i = 0; i < R * f; ++i) dh[i] *= h[i];                 // dh = GELU'(u) dg
+    detail::mul_into(dh, h, R * f);                                   // dh = GELU'(u) dg
     ops_.gemm(1, 0, f, d, R, T(1), s.dh, f, ln, d, T(1), gW.wfc, d);  // dWfc += dh^T ln
     ops_.gemm(0, 0, R, d, f, T(1), s.dh, f, W.wfc, d, T(0), dln, d);  // dln = dh Wfc
   }
@@ -570,7 +597,7 @@ class Model {
   // Backward: d x and d f both equal d out; the pass carries one buffer (Scratch::dres) down the
   // stream, each block reading it as its output gradient and adding its input gradient into it.
   void residual_forward(T* out, const T* x, const T* f, size_t R) const {
-    for (size_t i = 0; i < R * size_t(cfg_.d); ++i) out[i] = x[i] + f[i];
+    detail::add(out, x, f, R * size_t(cfg_.d));
   }
 
   // unembedding + cross-entropy: U = ln Wu^T, probs = softmax(U); returns
