@@ -3,7 +3,7 @@
 // table and prints one line of key=value pairs; bench/markov_vs_torch.py runs it beside PyTorch.
 //   markov_step [--threads T] [--d 64] [--N 128] [--batch 64] [--heads 1] [--reps 20]
 //               [--chunks 8] [--target NAME] [--peak] [--breakdown]
-//               [--eval N_EVAL [--eval-forward]]
+//               [--eval N_EVAL [--eval-forward]] [--K 64]
 // --breakdown (1 thread): where one step's time goes, phase by phase (GEMMs, attention,
 // LayerNorm, GELU, softmax of the loss, AdamW, batch sampling, and the model's own loops:
 // embedding, residual adds, the cross-entropy in double, the gradient reduction), in this
@@ -169,9 +169,10 @@ int eval_cost(pl::markov::TrainConfig tc, const pl_kernel_table& t, int n_eval, 
   };
   const double T = med(total), F = med(fwd), L = med(lp);
   std::printf(
-      "eval: d=%d N=%d batch=%d chunks=%d n_eval=%d target=%s, 1 thread, CPU ms (median of %d)\n"
+      "eval: d=%d N=%d batch=%d chunks=%d K=%d n_eval=%d target=%s, 1 thread, CPU ms (median of "
+      "%d)\n"
       "  %-40s %9.3f\n  %-40s %9.3f\n",
-      tc.model.d, tc.model.N, tc.batch, tc.chunks, n_eval, t.target ? t.target : "?", reps,
+      tc.model.d, tc.model.N, tc.batch, tc.chunks, tc.K, n_eval, t.target ? t.target : "?", reps,
       "evaluation sets (once per run)", build, "one evaluation (every checkpoint)", T);
   if (old_path)
     std::printf("    %-38s %9.3f\n    %-38s %9.3f\n", "model forward()", F, "log_probs()", L);
@@ -185,7 +186,7 @@ int eval_cost(pl::markov::TrainConfig tc, const pl_kernel_table& t, int n_eval, 
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 20, batch = 64, chunks = 8;
-  int n_eval = 0;
+  int n_eval = 0, K = 64;
   bool peak = false, breakdown = false, eval_forward = false;
   std::string target;
   pl::markov::ModelConfig mc;
@@ -218,11 +219,13 @@ int main(int argc, char** argv) {
       n_eval = next();
     else if (a == "--eval-forward")
       eval_forward = true;
+    else if (a == "--K")
+      K = next();
     else {
       std::fprintf(stderr,
                    "usage: markov_step [--threads T] [--d D] [--N N] [--batch B] [--heads H] "
                    "[--reps R] [--chunks C] [--target NAME] [--peak] [--breakdown] [--eval N_EVAL "
-                   "[--eval-forward]]\n");
+                   "[--eval-forward]] [--K K]\n");
       return 2;
     }
   }
@@ -238,7 +241,7 @@ int main(int argc, char** argv) {
   }
   pl::markov::TrainConfig tc;
   tc.model = mc;
-  tc.K = 64;
+  tc.K = K;
   tc.batch = batch;
   tc.chunks = chunks;
   tc.n_eval = 1;
