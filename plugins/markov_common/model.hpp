@@ -220,29 +220,64 @@ struct Ops<float> {
 
 // The model's own elementwise loops (residual adds, the GELU' product of the MLP backward). The
 // plugin is compiled for the base ISA, so on x86 the float loops are also compiled for AVX2 and
-// AVX-512 and picked at load time (GCC/Clang target_clones). One add or one multiply per element
-// (nothing to contract into an FMA): the same bits at every width.
+// AVX-512 and picked by the CPU's features. One add or one multiply per element (nothing to
+// contract into an FMA): the same bits at every width.
 namespace detail {
-#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
-#define PL_MARKOV_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), unused))
-#else
-#define PL_MARKOV_CLONES __attribute__((unused))
+// Always inlined, so the wide versions below compile the loop for their ISA.
+template <class T>
+__attribute__((always_inline)) inline void add_loop(T* out, const T* x, const T* f,
+                                                    size_t n) {  // out may alias x or f
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] + f[i];
+}
+template <class T>
+__attribute__((always_inline)) inline void mul_loop(T* y, const T* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] *= x[i];
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define PL_MARKOV_WIDE 1
+__attribute__((target("avx512f"))) inline void add_avx512(float* o, const float* x, const float* f,
+                                                          size_t n) {
+  add_loop(o, x, f, n);
+}
+__attribute__((target("avx2"))) inline void add_avx2(float* o, const float* x, const float* f,
+                                                     size_t n) {
+  add_loop(o, x, f, n);
+}
+__attribute__((target("avx512f"))) inline void mul_avx512(float* y, const float* x, size_t n) {
+  mul_loop(y, x, n);
+}
+__attribute__((target("avx2"))) inline void mul_avx2(float* y, const float* x, size_t n) {
+  mul_loop(y, x, n);
+}
+// 2: AVX-512F, 1: AVX2, 0: neither.
+inline int wide_isa() {
+  static const int isa = __builtin_cpu_supports("avx512f") ? 2
+                         : __builtin_cpu_supports("avx2")  ? 1
+                                                           : 0;
+  return isa;
+}
 #endif
 // out = x + f (out may alias x or f).
-PL_MARKOV_CLONES static void add(float* out, const float* x, const float* f, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = x[i] + f[i];
+inline void add(float* out, const float* x, const float* f, size_t n) {
+#ifdef PL_MARKOV_WIDE
+  const int isa = wide_isa();
+  if (isa == 2) return add_avx512(out, x, f, n);
+  if (isa == 1) return add_avx2(out, x, f, n);
+#endif
+  add_loop(out, x, f, n);
 }
 // y *= x.
-PL_MARKOV_CLONES static void mul_into(float* y, const float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) y[i] *= x[i];
+inline void mul_into(float* y, const float* x, size_t n) {
+#ifdef PL_MARKOV_WIDE
+  const int isa = wide_isa();
+  if (isa == 2) return mul_avx512(y, x, n);
+  if (isa == 1) return mul_avx2(y, x, n);
+#endif
+  mul_loop(y, x, n);
 }
-#undef PL_MARKOV_CLONES
-inline void add(double* out, const double* x, const double* f, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = x[i] + f[i];
-}
-inline void mul_into(double* y, const double* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) y[i] *= x[i];
-}
+#undef PL_MARKOV_WIDE
+inline void add(double* out, const double* x, const double* f, size_t n) { add_loop(out, x, f, n); }
+inline void mul_into(double* y, const double* x, size_t n) { mul_loop(y, x, n); }
 }  // namespace detail
 
 // log sum_j exp(u_j) of one row, as max + log(sum exp(u - max)) (kept apart so that
