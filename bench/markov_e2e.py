@@ -175,7 +175,8 @@ def main():
             # The driver searches its own build's plugin folder (compiled in); a copied build
             # folder would load the original's plugin. PHASELAB_PLUGIN_PATH is searched first.
             env = dict(os.environ)
-            env["PHASELAB_PLUGIN_PATH"] = os.path.abspath(os.path.join(a.build, "plugins", "markov_icl"))
+            plugin_dir = os.path.join(a.build, "plugins", "markov_icl")
+            env["PHASELAB_PLUGIN_PATH"] = os.path.abspath(plugin_dir)
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             subprocess.run(cmd, check=True, env=env)
