@@ -172,9 +172,14 @@ def main():
                    os.path.join(tmp, "run"), "--threads", str(a.threads), "--quiet"]
             if a.target:
                 cmd += ["--target", a.target]
+            # The driver searches its own build's plugin folder (compiled in); a copied build
+            # folder would load the original's plugin. PHASELAB_PLUGIN_PATH is searched first.
+            env = dict(os.environ)
+            plugin_dir = os.path.join(a.build, "plugins", "markov_icl")
+            env["PHASELAB_PLUGIN_PATH"] = os.path.abspath(plugin_dir)
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
-            subprocess.run(cmd, check=True)
+            subprocess.run(cmd, check=True, env=env)
             wall = time.perf_counter() - t0
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             res["phaselab"] = (wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))

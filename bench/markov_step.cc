@@ -3,10 +3,16 @@
 // table and prints one line of key=value pairs; bench/markov_vs_torch.py runs it beside PyTorch.
 //   markov_step [--threads T] [--d 64] [--N 128] [--batch 64] [--heads 1] [--reps 20]
 //               [--chunks 8] [--target NAME] [--peak] [--breakdown]
+//               [--eval N_EVAL [--eval-forward]] [--K 64]
 // --breakdown (1 thread): where one step's time goes, phase by phase (GEMMs, attention,
 // LayerNorm, GELU, softmax of the loss, AdamW, batch sampling, and the model's own loops:
 // embedding, residual adds, the cross-entropy in double, the gradient reduction), in this
 // thread's CPU time per step, each kernel timed through a wrapped kernel table.
+// --eval N_EVAL (1 thread): the work of a run outside the training steps, in this thread's CPU
+// time: building the ID and OOD evaluation sets of N_EVAL sequences each (sampling and the exact
+// predictors, once per run) and one evaluation (every checkpoint), split into the model's forward
+// pass (with the log-probabilities) and the loss/KL sums; --eval-forward: through forward() and
+// log_probs() instead of forward_log_probs() (what evaluations ran before it).
 // FLOPs counted: matrix products only (linear layers 2 m n k; attention the causal half,
 // 2 N(N+1)/2 d per product), backward = 2 x forward.
 #include <tbb/global_control.h>
@@ -121,11 +127,67 @@ const char* phase_of(const std::string& k) {
   return "other kernels";
 }
 
+// --eval: the evaluation sets (built once per run) and one evaluation (every checkpoint), with
+// the evaluation's forward pass, log-probabilities and loss/KL sums apart (medians of reps).
+int eval_cost(pl::markov::TrainConfig tc, const pl_kernel_table& t, int n_eval, int reps,
+              bool old_path) {
+  tc.n_eval = n_eval;
+  tc.alpha1 = 0;  // matched to the ensemble, as in markov_default
+  const double c0 = thread_cpu_ns();
+  pl::markov::Trainer tr(tc, t);
+  const double build = (thread_cpu_ns() - c0) * 1e-6;
+  for (int s = 1; s <= 3; ++s) tr.train_step(s);  // weights off their initial values
+  std::vector<double> total, fwd, lp;
+  for (int r = 0; r < reps + 1; ++r) {
+    double f = 0, l = 0;
+    const double e0 = thread_cpu_ns();
+    const auto res = tr.evaluate_with([&](const int32_t* seq, int nb, double* logp) {
+      const double a = thread_cpu_ns();
+      double loss;
+      if (old_path) {  // forward() with its activations, then log_probs()
+        loss = tr.model().forward(seq, nb);
+        const double b = thread_cpu_ns();
+        tr.model().log_probs(nb, logp);
+        l += thread_cpu_ns() - b;
+        f += b - a;
+      } else {  // what Trainer::evaluate runs
+        loss = tr.model().forward_log_probs(seq, nb, logp);
+        f += thread_cpu_ns() - a;
+      }
+      return loss;
+    });
+    const double e = thread_cpu_ns() - e0;
+    if (r == 0) {
+      std::printf("eval: loss ID %.6f OOD %.6f\n", res.loss[0], res.loss[1]);
+      continue;
+    }
+    total.push_back(e * 1e-6), fwd.push_back(f * 1e-6), lp.push_back(l * 1e-6);
+  }
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double T = med(total), F = med(fwd), L = med(lp);
+  std::printf(
+      "eval: d=%d N=%d batch=%d chunks=%d K=%d n_eval=%d target=%s, 1 thread, CPU ms (median of "
+      "%d)\n"
+      "  %-40s %9.3f\n  %-40s %9.3f\n",
+      tc.model.d, tc.model.N, tc.batch, tc.chunks, tc.K, n_eval, t.target ? t.target : "?", reps,
+      "evaluation sets (once per run)", build, "one evaluation (every checkpoint)", T);
+  if (old_path)
+    std::printf("    %-38s %9.3f\n    %-38s %9.3f\n", "model forward()", F, "log_probs()", L);
+  else
+    std::printf("    %-38s %9.3f\n", "forward_log_probs()", F);
+  std::printf("    %-38s %9.3f\n", "loss and KL sums", T - F - L);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 20, batch = 64, chunks = 8;
-  bool peak = false, breakdown = false;
+  int n_eval = 0, K = 64;
+  bool peak = false, breakdown = false, eval_forward = false;
   std::string target;
   pl::markov::ModelConfig mc;
   mc.d = 64;
@@ -153,15 +215,22 @@ int main(int argc, char** argv) {
       peak = true;
     else if (a == "--breakdown")
       breakdown = true;
+    else if (a == "--eval")
+      n_eval = next();
+    else if (a == "--eval-forward")
+      eval_forward = true;
+    else if (a == "--K")
+      K = next();
     else {
       std::fprintf(stderr,
                    "usage: markov_step [--threads T] [--d D] [--N N] [--batch B] [--heads H] "
-                   "[--reps R] [--chunks C] [--target NAME] [--peak] [--breakdown]\n");
+                   "[--reps R] [--chunks C] [--target NAME] [--peak] [--breakdown] [--eval N_EVAL "
+                   "[--eval-forward]] [--K K]\n");
       return 2;
     }
   }
   mc.ffn = 4 * mc.d;
-  if (breakdown) threads = 1;
+  if (breakdown || n_eval > 0) threads = 1;
   tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
                          size_t(std::max(1, threads)));
   pl_kernel_table t{};
@@ -172,7 +241,7 @@ int main(int argc, char** argv) {
   }
   pl::markov::TrainConfig tc;
   tc.model = mc;
-  tc.K = 64;
+  tc.K = K;
   tc.batch = batch;
   tc.chunks = chunks;
   tc.n_eval = 1;
@@ -182,6 +251,7 @@ int main(int argc, char** argv) {
     g_gemm_inner = t.gemm;
     t.gemm = &gemm_by_shape;
   }
+  if (n_eval > 0) return eval_cost(tc, t, n_eval, reps, eval_forward);
   pl::markov::Trainer tr(tc, t);
   if (breakdown) {
     // Batch sampling alone (train_step samples the same way, on its own step numbers).

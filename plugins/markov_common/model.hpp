@@ -18,6 +18,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -217,6 +218,68 @@ struct Ops<float> {
   }
 };
 
+// The model's own elementwise loops (residual adds, the GELU' product of the MLP backward). The
+// plugin is compiled for the base ISA, so on x86 the float loops are also compiled for AVX2 and
+// AVX-512 and picked by the CPU's features. One add or one multiply per element (nothing to
+// contract into an FMA): the same bits at every width.
+namespace detail {
+// Always inlined, so the wide versions below compile the loop for their ISA.
+template <class T>
+__attribute__((always_inline)) inline void add_loop(T* out, const T* x, const T* f,
+                                                    size_t n) {  // out may alias x or f
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] + f[i];
+}
+template <class T>
+__attribute__((always_inline)) inline void mul_loop(T* y, const T* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] *= x[i];
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define PL_MARKOV_WIDE 1
+__attribute__((target("avx512f"))) inline void add_avx512(float* o, const float* x, const float* f,
+                                                          size_t n) {
+  add_loop(o, x, f, n);
+}
+__attribute__((target("avx2"))) inline void add_avx2(float* o, const float* x, const float* f,
+                                                     size_t n) {
+  add_loop(o, x, f, n);
+}
+__attribute__((target("avx512f"))) inline void mul_avx512(float* y, const float* x, size_t n) {
+  mul_loop(y, x, n);
+}
+__attribute__((target("avx2"))) inline void mul_avx2(float* y, const float* x, size_t n) {
+  mul_loop(y, x, n);
+}
+// 2: AVX-512F, 1: AVX2, 0: neither.
+inline int wide_isa() {
+  static const int isa = __builtin_cpu_supports("avx512f") ? 2
+                         : __builtin_cpu_supports("avx2")  ? 1
+                                                           : 0;
+  return isa;
+}
+#endif
+// out = x + f (out may alias x or f).
+inline void add(float* out, const float* x, const float* f, size_t n) {
+#ifdef PL_MARKOV_WIDE
+  const int isa = wide_isa();
+  if (isa == 2) return add_avx512(out, x, f, n);
+  if (isa == 1) return add_avx2(out, x, f, n);
+#endif
+  add_loop(out, x, f, n);
+}
+// y *= x.
+inline void mul_into(float* y, const float* x, size_t n) {
+#ifdef PL_MARKOV_WIDE
+  const int isa = wide_isa();
+  if (isa == 2) return mul_avx512(y, x, n);
+  if (isa == 1) return mul_avx2(y, x, n);
+#endif
+  mul_loop(y, x, n);
+}
+#undef PL_MARKOV_WIDE
+inline void add(double* out, const double* x, const double* f, size_t n) { add_loop(out, x, f, n); }
+inline void mul_into(double* y, const double* x, size_t n) { mul_loop(y, x, n); }
+}  // namespace detail
+
 // log sum_j exp(u_j) of one row, as max + log(sum exp(u - max)) (kept apart so that
 // log-probabilities u_j - max - log_sum round exactly as they always have).
 struct LogSumExp {
@@ -307,7 +370,11 @@ class Model {
     G = views(grads.data());
     for (int c = 0; c < chunks_; ++c)
       CG.push_back(views(chunk_grads.data() + size_t(c) * lay_.total));
-    alloc_acts();
+    alloc_acts(cfg_, size_t(B_), false, act_, act_mem_);
+    eval_acts_.resize(size_t(chunks_));
+    eval_mem_.resize(size_t(chunks_));
+    for (int c = 0; c < chunks_; ++c)
+      alloc_acts(cfg_, size_t(kEvalSeqs), true, eval_acts_[size_t(c)], eval_mem_[size_t(c)]);
     const size_t Nn = size_t(cfg.N), d = size_t(cfg.d);
     size_t rc = 0;  // rows of the largest chunk
     for (int c = 0; c < chunks_; ++c) rc = std::max(rc, size_t(chunk_end(c) - chunk_begin(c)) * Nn);
@@ -380,6 +447,24 @@ class Model {
   double forward(const int32_t* seq, int nb) {
     run_chunks(nb, [&](int c, int b0, int n) {
       chunk_loss[size_t(c)] = forward_chunk(seq, b0, n, false);
+    });
+    return mean_loss(nb);
+  }
+  // Evaluation: the mean cross-entropy of nb <= batch sequences, and their log-probabilities
+  // (row r = b * N + t, in double) written to logp. Each chunk streams its sequences through
+  // every layer kEvalSeqs at a time in a small buffer of its own (it stays in cache; nothing is
+  // kept for a backward pass, no softmax is formed, one log-sum-exp per row serves the loss and
+  // the log-probabilities). Same bits as forward() followed by log_probs(): the kernels work row
+  // by row or sequence by sequence, and each chunk sums its loss in the same order. The
+  // activation accessors (E(), A(), ...) do not see this pass.
+  double forward_log_probs(const int32_t* seq, int nb, double* logp) {
+    run_chunks(nb, [&](int c, int b0, int n) {
+      const Activations& a = eval_acts_[size_t(c)];
+      double loss = 0;
+      for (int s0 = b0; s0 < b0 + n; s0 += kEvalSeqs)
+        loss = forward_rows(a, 0, seq, s0, std::min(kEvalSeqs, b0 + n - s0), false, loss,
+                            logp + size_t(s0) * cfg_.N * cfg_.C);
+      chunk_loss[size_t(c)] = loss;
     });
     return mean_loss(nb);
   }
@@ -538,7 +623,7 @@ class Model {
     ops_.gemm(1, 0, d, f, R, T(1), dM, d, g, f, T(1), gW.wproj, f);    // dWproj += dM^T g
     ops_.gemm(0, 0, R, f, d, T(1), dM, d, W.wproj, f, T(0), s.dh, f);  // dg = dM Wproj
     T* dh = s.dh;
-    for (size_t i = 0; i < R * f; ++i) dh[i] *= h[i];                 // dh = GELU'(u) dg
+    detail::mul_into(dh, h, R * f);                                   // dh = GELU'(u) dg
     ops_.gemm(1, 0, f, d, R, T(1), s.dh, f, ln, d, T(1), gW.wfc, d);  // dWfc += dh^T ln
     ops_.gemm(0, 0, R, d, f, T(1), s.dh, f, W.wfc, d, T(0), dln, d);  // dln = dh Wfc
   }
@@ -547,21 +632,27 @@ class Model {
   // Backward: d x and d f both equal d out; the pass carries one buffer (Scratch::dres) down the
   // stream, each block reading it as its output gradient and adding its input gradient into it.
   void residual_forward(T* out, const T* x, const T* f, size_t R) const {
-    for (size_t i = 0; i < R * size_t(cfg_.d); ++i) out[i] = x[i] + f[i];
+    detail::add(out, x, f, R * size_t(cfg_.d));
   }
 
   // unembedding + cross-entropy: U = ln Wu^T, probs = softmax(U); returns
-  // sum_rows logsumexp(U) - U[target] (in double).   ln: R x d; U, probs: R x C
-  double unembed_xent_forward(T* U, T* probs, const T* ln, const int32_t* seq, int b0,
-                              int nb) const {
+  // loss0 + sum_rows logsumexp(U) - U[target] (in double, rows in order). With logp, the
+  // log-probabilities U - logsumexp(U) (R x C, double) go there instead of probs (not written).
+  //   ln: R x d; U, probs: R x C
+  double unembed_xent_forward(T* U, T* probs, const T* ln, const int32_t* seq, int b0, int nb,
+                              double loss0 = 0, double* logp = nullptr) const {
     const size_t d = size_t(cfg_.d), N = size_t(cfg_.N), C = size_t(cfg_.C), R = size_t(nb) * N;
     ops_.gemm(0, 1, R, C, d, T(1), ln, d, P.wu, d, T(0), U, C);
-    ops_.softmax_rows(U, probs, R, C);
-    double loss = 0;
+    if (!logp) ops_.softmax_rows(U, probs, R, C);
+    double loss = loss0;
     for (size_t b = 0; b < size_t(nb); ++b)
       for (size_t t = 0; t < N; ++t) {
-        const T* u = U + (b * N + t) * C;
-        loss += logsumexp(u, C).value() - double(u[seq[(size_t(b0) + b) * (N + 1) + t + 1]]);
+        const size_t r = b * N + t;
+        const T* u = U + r * C;
+        const LogSumExp z = logsumexp(u, C);
+        loss += z.value() - double(u[seq[(size_t(b0) + b) * (N + 1) + t + 1]]);
+        if (logp)  // as log_probs()
+          for (size_t j = 0; j < C; ++j) logp[r * C + j] = double(u[j]) - z.max - z.log_sum;
       }
     return loss;
   }
@@ -598,21 +689,30 @@ class Model {
                      at(L.wfc), at(L.wproj)});
     return v;
   }
-  void alloc_acts() {
-    const size_t R = size_t(B_) * cfg_.N, d = size_t(cfg_.d), f = size_t(cfg_.ffn),
-                 NN = size_t(B_) * cfg_.heads * cfg_.N * cfg_.N, C = size_t(cfg_.C);
+  // Activations of `seqs` sequences in `mem`. shared: for a forward pass only (evaluation):
+  // every layer uses the same buffers and the residual streams alternate between two.
+  static void alloc_acts(const ModelConfig& cfg, size_t seqs, bool shared, Activations& act,
+                         std::vector<T>& mem) {
+    const size_t R = seqs * cfg.N, d = size_t(cfg.d), f = size_t(cfg.ffn),
+                 NN = seqs * cfg.heads * cfg.N * cfg.N, C = size_t(cfg.C);
     const size_t per_layer = R * (d + 2 + 3 * d + d + d + d + d + 2 + f + f + d) + NN;
-    act_mem_.assign(
-        R * d * size_t(cfg_.layers + 1) + size_t(cfg_.layers) * per_layer + R * (d + 2 + 2 * C),
-        T(0));
-    T* p = act_mem_.data();
+    const size_t nres = shared ? 2 : size_t(cfg.layers + 1), nlay = shared ? 1 : size_t(cfg.layers);
+    mem.assign(R * d * nres + nlay * per_layer + R * (d + 2 + 2 * C), T(0));
+    T* p = mem.data();
     auto take = [&](size_t n) {
       T* q = p;
       p += n;
       return q;
     };
-    for (int l = 0; l <= cfg_.layers; ++l) act_.res.push_back(take(R * d));
-    for (int l = 0; l < cfg_.layers; ++l) {
+    act.res.clear();
+    act.l.clear();
+    for (size_t l = 0; l < nres; ++l) act.res.push_back(take(R * d));
+    for (int l = shared ? 2 : int(nres); l <= cfg.layers; ++l) act.res.push_back(act.res[l % 2]);
+    for (int l = 0; l < cfg.layers; ++l) {
+      if (shared && l > 0) {
+        act.l.push_back(act.l[0]);
+        continue;
+      }
       typename Activations::L a;
       a.ln1 = take(R * d);
       a.ln1_mean = take(R);
@@ -628,14 +728,14 @@ class Model {
       a.h = take(R * f);
       a.g = take(R * f);
       a.M = take(R * d);
-      if (!cfg_.mlp) a.M = nullptr;
-      act_.l.push_back(a);
+      if (!cfg.mlp) a.M = nullptr;
+      act.l.push_back(a);
     }
-    act_.lnf = take(R * d);
-    act_.lnf_mean = take(R);
-    act_.lnf_rstd = take(R);
-    act_.logits = take(R * C);
-    act_.probs = take(R * C);
+    act.lnf = take(R * d);
+    act.lnf_mean = take(R);
+    act.lnf_rstd = take(R);
+    act.logits = take(R * C);
+    act.probs = take(R * C);
   }
   template <class F>
   void run_chunks(int nb, F&& f) {
@@ -678,19 +778,25 @@ class Model {
   // Sequences [b0, b0 + nb): fills their activation rows; returns the summed cross-entropy.
   // With `for_backward`, the activations backward_chunk needs (GELU'(u) in h).
   double forward_chunk(const int32_t* seq, int b0, int nb, bool for_backward) {
+    return forward_rows(act_, size_t(b0), seq, b0, nb, for_backward, 0.0, nullptr);
+  }
+  // Sequences [b0, b0 + nb) through the model with their activations in `a` from sequence slot
+  // `slot` on; returns loss0 + their summed cross-entropy. logp: see unembed_xent_forward.
+  double forward_rows(const Activations& act, size_t slot, const int32_t* seq, int b0, int nb,
+                      bool for_backward, double loss0, double* logp) {
     const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn), N = size_t(cfg_.N), C = size_t(cfg_.C),
-                 R = size_t(nb) * N, r0 = size_t(b0) * N, NN = size_t(cfg_.heads) * N * N;
-    embedding_forward(act_.res[0] + r0 * d, seq, b0, nb);
+                 R = size_t(nb) * N, r0 = slot * N, NN = size_t(cfg_.heads) * N * N;
+    embedding_forward(act.res[0] + r0 * d, seq, b0, nb);
     for (int l = 0; l < cfg_.layers; ++l) {
       const auto& W = P.l[size_t(l)];
-      const auto& a = act_.l[size_t(l)];
-      const T* x = act_.res[size_t(l)] + r0 * d;
+      const auto& a = act.l[size_t(l)];
+      const T* x = act.res[size_t(l)] + r0 * d;
       const T* ln1 =
           layernorm_forward(a.ln1 + r0 * d, a.ln1_mean + r0, a.ln1_rstd + r0, x, W.ln1g, W.ln1b, R);
       qkv_forward(a.qkv + r0 * 3 * d, ln1, W, nb);
-      attention_forward(a.A + r0 * d, a.atty + r0 * d, a.pattern + size_t(b0) * NN,
-                        a.qkv + r0 * 3 * d, W, nb);
-      T* xn = act_.res[size_t(l) + 1] + r0 * d;
+      attention_forward(a.A + r0 * d, a.atty + r0 * d, a.pattern + slot * NN, a.qkv + r0 * 3 * d, W,
+                        nb);
+      T* xn = act.res[size_t(l) + 1] + r0 * d;
       if (!cfg_.mlp) {  // x_{l+1} = x_l + A_l
         residual_forward(xn, x, a.A + r0 * d, R);
         continue;
@@ -702,10 +808,11 @@ class Model {
       mlp_forward(a.M + r0 * d, a.h + r0 * f, a.g + r0 * f, ln2, W, R, for_backward);
       residual_forward(xn, y, a.M + r0 * d, R);
     }
-    const T* xL = act_.res[size_t(cfg_.layers)] + r0 * d;
-    const T* lnf = layernorm_forward(act_.lnf + r0 * d, act_.lnf_mean + r0, act_.lnf_rstd + r0, xL,
+    const T* xL = act.res[size_t(cfg_.layers)] + r0 * d;
+    const T* lnf = layernorm_forward(act.lnf + r0 * d, act.lnf_mean + r0, act.lnf_rstd + r0, xL,
                                      P.lnfg, P.lnfb, R);
-    return unembed_xent_forward(act_.logits + r0 * C, act_.probs + r0 * C, lnf, seq, b0, nb);
+    return unembed_xent_forward(act.logits + r0 * C, act.probs + r0 * C, lnf, seq, b0, nb, loss0,
+                                logp);
   }
 
   // Mirror of forward_chunk: accumulates scale * d(sum loss)/d(params) into g.
@@ -744,8 +851,13 @@ class Model {
   Layout lay_;
   Ops<T> ops_;
   int B_, chunks_;
+  // Sequences per step of forward_log_probs' stream: 256 rows at N = 64, whose activations
+  // (about 0.6 MB at d = 32) stay in L2.
+  static constexpr int kEvalSeqs = 4;
   std::vector<T> act_mem_, rope_cs;
   Activations act_;
+  std::vector<Activations> eval_acts_;  // per chunk: kEvalSeqs sequences, layers sharing buffers
+  std::vector<std::vector<T>> eval_mem_;
   std::vector<Scratch> scratch;
   std::vector<double> chunk_loss;
 };

@@ -28,6 +28,45 @@ struct PredictorScratch {
   }
 };
 
+namespace detail {
+// out = sum_k (w_k / z) T_k[cur, :], and out2 = sum_k (w_k / z) pi_k unless null; k in order.
+// CC > 0: C == CC known here, so the sums stay in registers.
+template <int CC>
+void mix_rows(const Chains& ch, int K, int c_rt, const double* w, double z, int cur, double* out,
+              double* out2) {
+  constexpr int kMax = CC > 0 ? CC : 1;
+  const int C = CC > 0 ? CC : c_rt;
+  if (CC == 0) {
+    for (int j = 0; j < C; ++j) out[j] = 0;
+    if (out2)
+      for (int j = 0; j < C; ++j) out2[j] = 0;
+    for (int k = 0; k < K; ++k) {
+      const double wk = w[k] / z;
+      const double* row = ch.t(k) + size_t(cur) * C;
+      for (int j = 0; j < C; ++j) out[j] += wk * row[j];
+      if (out2) {
+        const double* pk = ch.p(k);
+        for (int j = 0; j < C; ++j) out2[j] += wk * pk[j];
+      }
+    }
+    return;
+  }
+  double a[kMax] = {}, b[kMax] = {};
+  for (int k = 0; k < K; ++k) {
+    const double wk = w[k] / z;
+    const double* row = ch.t(k) + size_t(cur) * C;
+    for (int j = 0; j < kMax; ++j) a[j] += wk * row[j];
+    if (out2) {
+      const double* pk = ch.p(k);
+      for (int j = 0; j < kMax; ++j) b[j] += wk * pk[j];
+    }
+  }
+  for (int j = 0; j < kMax; ++j) out[j] = a[j];
+  if (out2)
+    for (int j = 0; j < kMax; ++j) out2[j] = b[j];
+}
+}  // namespace detail
+
 // q[(n * kNumPred + a) * C + j] for n = 0..len-1 (prefix x_0..x_n). chains may be null (or
 // K = 0): the Mem and hybrid predictors are then not defined and written as NaN.
 inline void predict(const Chains* chains, const int32_t* x, int len, int C, double alpha,
@@ -35,17 +74,20 @@ inline void predict(const Chains* chains, const int32_t* x, int len, int C, doub
   const int K = chains ? chains->K : 0;
   s.size(C, K);
   for (int k = 0; k < K; ++k) s.lw2[k] = s.lw1[k] = -std::log(double(K));  // log rho_k
-  // softmax of log-weights into s.w, then q = sum_k w_k row_k
-  auto mix = [&](const std::vector<double>& lw, bool rows_T, int cur, double* out) {
+  // softmax of log-weights into s.w: the weights w_k z, returns z
+  auto weights = [&](const std::vector<double>& lw) {
     double mx = -INFINITY, z = 0;
     for (int k = 0; k < K; ++k) mx = std::max(mx, lw[k]);
     for (int k = 0; k < K; ++k) z += (s.w[k] = std::exp(lw[k] - mx));
-    for (int j = 0; j < C; ++j) out[j] = 0;
-    for (int k = 0; k < K; ++k) {
-      const double wk = s.w[k] / z;
-      const double* row = rows_T ? chains->t(k) + size_t(cur) * C : chains->p(k);
-      for (int j = 0; j < C; ++j) out[j] += wk * row[j];
-    }
+    return z;
+  };
+  // q = sum_k w_k row_k into out (rows of T after `cur`), and with out2 != null the same weights
+  // over the rows of pi into out2 (the 1-Mem and hybrid predictors share their weights).
+  auto mix = [&](double z, int cur, double* out, double* out2) {
+    // the shipped configs' C with the sums in registers (the same operations in the same order)
+    if (C == 10) return detail::mix_rows<10>(*chains, K, C, s.w.data(), z, cur, out, out2);
+    if (C == 3) return detail::mix_rows<3>(*chains, K, C, s.w.data(), z, cur, out, out2);
+    detail::mix_rows<0>(*chains, K, C, s.w.data(), z, cur, out, out2);
   };
   for (int n = 0; n < len; ++n) {
     const int cur = x[n];
@@ -64,9 +106,8 @@ inline void predict(const Chains* chains, const int32_t* x, int len, int C, doub
       qn[kGen1 * C + j] = (s.unigram[j] + alpha1) / (double(n + 1) + C * alpha1);
     }
     if (K > 0) {
-      mix(s.lw2, true, cur, qn + kMem2 * C);
-      mix(s.lw1, false, cur, qn + kMem1 * C);
-      mix(s.lw1, true, cur, qn + kHybrid * C);
+      mix(weights(s.lw2), cur, qn + kMem2 * C, nullptr);
+      mix(weights(s.lw1), cur, qn + kHybrid * C, qn + kMem1 * C);
     } else {
       for (int a = kMem2; a < kNumPred; ++a)
         for (int j = 0; j < C; ++j) qn[a * C + j] = NAN;

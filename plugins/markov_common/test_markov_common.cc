@@ -176,6 +176,52 @@ TEST_CASE("markov_icl: residual stream is the sum of the exposed components") {
   CHECK(worst < 1e-12);
 }
 
+TEST_CASE("markov_icl: the streamed evaluation pass gives forward()'s loss and log-probabilities") {
+  // forward_log_probs streams a chunk's sequences a few at a time through buffers shared by the
+  // layers; the loss and log-probabilities must be those of forward() + log_probs() bit for bit
+  // (nb = 11 in 3 chunks: chunks of 3 and 4 sequences, streamed in pieces of 4 and fewer), and
+  // the double model's to float rounding.
+  for (const char* target : {"", "scalar"}) {
+    for (int variant = 0; variant < 5; ++variant) {
+      const std::string tname = *target ? target : "best", vname = variant_name(variant);
+      CAPTURE(tname);
+      CAPTURE(vname);
+      pl::markov::ModelConfig cfg = tiny(variant);
+      cfg.N = 17;
+      cfg.d = 16;
+      cfg.ffn = 32;
+      cfg.C = 5;
+      const int batch = 12, nb = 11;
+      const pl_kernel_table t = table(target);
+      pl::markov::Model<float> mf(cfg, &t, batch, 3);
+      pl::markov::Model<double> md(cfg, nullptr, batch, 3);
+      const auto z = normals(mf.num_params(), 13);
+      mf.init_from_normals(z.data());
+      for (size_t i = 0; i < mf.num_params(); ++i) mf.params[i] += 0.2f * z[(i * 7919) % z.size()];
+      for (size_t i = 0; i < mf.num_params(); ++i) md.params[i] = mf.params[i];
+      const auto x = tokens(nb, cfg.N, cfg.C, 17);
+      const size_t n = size_t(nb) * cfg.N * cfg.C;
+      std::vector<double> lp_ref(n), lp(n, NAN), lp_d(n);
+      const double loss_ref = mf.forward(x.data(), nb);
+      mf.log_probs(nb, lp_ref.data());
+      const double loss = mf.forward_log_probs(x.data(), nb, lp.data());
+      CHECK(std::memcmp(&loss, &loss_ref, sizeof loss) == 0);
+      CHECK(std::memcmp(lp.data(), lp_ref.data(), n * sizeof(double)) == 0);
+      const double loss_d = md.forward_log_probs(x.data(), nb, lp_d.data());
+      CHECK(close(loss, loss_d, 1e-5, 1e-5));
+      int bad = 0;
+      for (size_t i = 0; i < n; ++i) bad += !close(lp[i], lp_d[i], 1e-5, 1e-5);
+      CHECK(bad == 0);
+      // the double model's streamed pass against its own forward()
+      std::vector<double> lp_d2(n);
+      const double loss_d2 = md.forward(x.data(), nb);
+      md.log_probs(nb, lp_d2.data());
+      CHECK(loss_d == loss_d2);
+      CHECK(lp_d == lp_d2);
+    }
+  }
+}
+
 TEST_CASE("markov_icl: gradients are bit-identical for 1 and 2 threads") {
   pl::markov::ModelConfig cfg = tiny(0);
   cfg.N = 32;

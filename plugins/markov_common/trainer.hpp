@@ -333,11 +333,14 @@ class Trainer {
 
   // Losses and KL(q_A || p_net) averaged over sequences and positions (and the late window).
   EvalResult evaluate() {
-    return data_.evaluate([&](const int32_t* seq, int nb, double* logp) {
-      const double loss = model_.forward(seq, nb);
-      model_.log_probs(nb, logp);
-      return loss;
+    return evaluate_with([&](const int32_t* seq, int nb, double* logp) {
+      return model_.forward_log_probs(seq, nb, logp);
     });
+  }
+  // The same with the model's run given (MarkovData::evaluate), e.g. to time its parts.
+  template <class Run>
+  EvalResult evaluate_with(Run&& run) {
+    return data_.evaluate(run);
   }
 
  private:
