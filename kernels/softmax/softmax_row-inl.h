@@ -16,7 +16,7 @@
 //   would cost |t| u relative, up to 6e-6 at t = -100); e^t = Exp(t_hi) (1 + t_lo) with
 //   Highway's hn::Exp (<= 1 ULP); the row sum in double, its reciprocal rounded once. Backward:
 //   s in double, subtracted as the float pair s_hi + s_lo. Measured (AVX2, AVX-512; rows of 1 to
-//   2048, |t| up to 120): forward <= 3.4 u |ref|, backward <= 1.8 u mag. Pinned by the harness
+//   2048, |t| up to ~100): forward <= 3.4 u |ref|, backward <= 1.8 u mag. Pinned by the harness
 //   cases of cases_softmax.cc at the 1e-6 budget.
 // Accuracy::kFast (attention, attention_bwd). t = fl(scale * x - m) (one FMA, one rounding),
 //   e^t by exp-inl.h's ExpVec (<= 2 ULP), float row sum, reciprocal 1 / sum in float. Backward:
@@ -28,15 +28,18 @@
 //   The sqrt(n) term is the float row sum, whose error grows with the terms per lane: a simulation
 //   of this recipe with one lane reached (|t| + 15) u at n = 512 (it is a measured bound, not a
 //   proof; float sums of adversarial rows can do worse).
-// Why attention takes kFast: its probabilities only enter O = P V and the backward GEMMs, whose
-// own float rounding (budget (1e-5 + 1e-5 |ref|) sqrt(K), docs/kernels.md) is orders of magnitude
-// above these bounds, while kAccurate made attention.hwy.avx512 about 8% slower (n = 128..256,
-// d = 64; bench/phaselab_bench, see the commit that introduced this header for the numbers).
+// Why attention takes kFast: its probabilities only enter O = P V and the backward GEMMs, float
+// sums over n products that round at the same ~sqrt(n) u level as kFast's row sum, so kAccurate
+// would not change the order of attention's error, and its budget ((1e-5 + 1e-5 |ref|) sqrt(K),
+// docs/kernels.md) is ~100 times either bound. kAccurate would cost attention.hwy (forward
+// +3..23%, median +17%; backward -4..+11%, median +3%, i.e. within the noise; n = 128..256,
+// d = 64, avx2 and avx512, medians of 3 alternating rounds of phaselab_bench on a loaded machine).
 //
-// Two exponentials, on purpose: kAccurate keeps hn::Exp (1 ULP, its measured 3.4 u forward bound
-// and bit-exact results depend on it), kFast keeps ExpVec (exp_poly.inc, the polynomial shared
-// with the intrinsics and xsimd backends; faster: one integer add where hn::Exp converts and
-// scales twice). Switching either would change results.
+// Two exponentials: the policy needs both as long as results must not change. kFast uses ExpVec
+// (exp_poly.inc, the one polynomial of the Highway, intrinsics and xsimd backends; faster: one
+// integer add where hn::Exp converts and scales twice). kAccurate uses Highway's hn::Exp (<= 1
+// ULP), with which its bounds above were measured; moving it to ExpVec (<= 2 ULP) would change
+// softmax_rows' results and needs its own accuracy and speed check (not done here).
 //
 // NaN inputs: results unspecified (the row maximum depends on how lanes are combined).
 #if defined(PHASELAB_KERNELS_SOFTMAX_ROW_INL_H_) == defined(HWY_TARGET_TOGGLE)
