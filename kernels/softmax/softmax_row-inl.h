@@ -18,10 +18,11 @@
 //   s in double, subtracted as the float pair s_hi + s_lo. Measured (AVX2, AVX-512; rows of 1 to
 //   2048, |t| up to ~100): forward <= 3.4 u |ref|, backward <= 1.8 u mag. Pinned by the harness
 //   cases of cases_softmax.cc at the 1e-6 budget.
-// Accuracy::kFast (attention, attention_bwd). t = fl(scale * x - m) (one FMA, one rounding),
-//   e^t by exp-inl.h's ExpVec (<= 2 ULP), float row sum, reciprocal 1 / sum in float. Backward:
-//   s as a float FMA sum. Documented bound, pinned by test_attention.cc for every attention
-//   variant (the intrinsics ones follow the same recipe) on rows of 1 to 512:
+// Accuracy::kFast (attention, attention_bwd). t = fl(z - m) for the float score z = fl(scale x)
+//   (attention's GEMM has scaled already: scale = 1, z = x; the bounds are against the softmax
+//   of z), e^t by exp-inl.h's ExpVec (<= 2 ULP), float row sum, reciprocal 1 / sum in float.
+//   Backward: s as a float FMA sum. Documented bound, pinned by test_attention.cc for every
+//   attention variant (the intrinsics ones follow the same recipe) on rows of 1 to 512:
 //     forward  rtol = (|t| + 6 + sqrt(n)) u,   backward rtol = (4 + sqrt(n)) u of mag.
 //   Measured on AVX2 and AVX-512: forward (|t| + 5.1) u, backward 3.0 u. The |t| u term is the
 //   rounding of t, so for |t| > ~12 the fast row misses softmax_rows' budget (5e-6 at t = -80).
@@ -78,7 +79,9 @@ inline size_t ActiveLength(size_t r, size_t cols, int causal) {
 template <Accuracy kAcc, class D, class V = hn::Vec<D>>
 HWY_INLINE V ExpShifted(D d, V x, V vscale, V neg_m) {
   if constexpr (kAcc == Accuracy::kFast) {
-    return exp_detail::ExpVec(d, hn::MulAdd(vscale, x, neg_m));
+    // Two roundings when scale != 1 (attention passes scores already scaled, scale = 1, and the
+    // compiler drops the multiply; an FMA would not fold and costs a register copy per vector).
+    return exp_detail::ExpVec(d, hn::Add(hn::Mul(vscale, x), neg_m));
   } else {
     const V p = hn::Mul(vscale, x);
     const V p_lo = hn::MulSub(vscale, x, p);  // exact: scale * x = p + p_lo
