@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Highway e^x shared by exp_hwy.cc and attention_hwy.cc: one copy per Highway target
-// (per-target include guard, the "-inl.h" convention of Highway). <= 2 ULP against double exp
-// where the result is a normal float; the reduction and polynomial are exp_poly.inc's, shared with
-// exp_vec of kernels/common/xsimd_arch.hpp and exp of kernels/common/intrin_ops.hpp.
+// Highway e^x shared by exp_hwy.cc and kernels/softmax/softmax_row-inl.h (attention's fast row
+// softmax): one copy per Highway target (per-target include guard, the "-inl.h" convention of
+// Highway). <= 2 ULP against double exp where the result is a normal float; the reduction and
+// polynomial are exp_poly.inc's, shared with exp_vec of kernels/common/xsimd_arch.hpp and exp of
+// kernels/common/intrin_ops.hpp.
 //
 // Why not hn::Exp: it rounds with a float -> int32 conversion (Highway fixes up the overflow
 // lanes of cvttps2dq: several extra operations per vector), converts back, and scales with two
