@@ -10,63 +10,11 @@
 #include <cstring>
 
 #include "kernels/gemm/gemm_intrin.hpp"
+#include "kernels/softmax/softmax_intrin.hpp"
 
 namespace pl::PL_INTRIN_NS {
 
 namespace {
-
-// x[0:len) = softmax(x[0:len)) in place (the scale is already in x): stable (subtracts the row
-// max), exp of kernels/common/intrin_ops.hpp and a float row sum. Attention's budget (1e-5 scaled
-// by sqrt(n)) does not need softmax_rows' compensated exponent and double sum.
-void softmax_row_fast(float* x, size_t len) {
-  V m0 = set1(-__builtin_inff()), m1 = m0;
-  size_t c = 0;
-  for (; c + 2 * kW <= len; c += 2 * kW) {
-    m0 = max(m0, load(x + c));
-    m1 = max(m1, load(x + c + kW));
-  }
-  for (; c < len; c += kW)
-    m0 = max(m0, mask_after(c + kW <= len ? load(x + c) : load_n(x + c, len - c), c, len - 1,
-                            set1(-__builtin_inff())));
-  const V vm = set1(reduce_max(max(m0, m1)));
-  V s0 = zero(), s1 = zero();
-  for (c = 0; c + 2 * kW <= len; c += 2 * kW) {
-    const V e0 = exp(sub(load(x + c), vm)), e1 = exp(sub(load(x + c + kW), vm));
-    store(x + c, e0);
-    store(x + c + kW, e1);
-    s0 = add(s0, e0);
-    s1 = add(s1, e1);
-  }
-  for (; c < len; c += kW) {
-    const size_t w = len - c < kW ? len - c : kW;
-    const V e = mask_after(exp(sub(load_n(x + c, w), vm)), c, len - 1, zero());
-    store_n(x + c, e, w);
-    s0 = add(s0, e);
-  }
-  const V inv = set1(1.0f / reduce_add(add(s0, s1)));
-  for (c = 0; c + kW <= len; c += kW) store(x + c, mul(load(x + c), inv));
-  if (c < len) store_n(x + c, mul(load_n(x + c, len - c), inv), len - c);
-}
-
-// ds[0:len) = scale * p .* (ds - <p, ds>)  (softmax backward; ds holds dP on entry)
-void softmax_bwd_row(const float* p, float* ds, size_t len, float scale) {
-  V d0 = zero(), d1 = zero();
-  size_t c = 0;
-  for (; c + 2 * kW <= len; c += 2 * kW) {
-    d0 = fma(load(p + c), load(ds + c), d0);
-    d1 = fma(load(p + c + kW), load(ds + c + kW), d1);
-  }
-  for (; c < len; c += kW) {
-    const size_t w = len - c < kW ? len - c : kW;
-    d0 = fma(load_n(p + c, w), load_n(ds + c, w), d0);
-  }
-  const V vdot = set1(reduce_add(add(d0, d1))), vs = set1(scale);
-  for (c = 0; c + kW <= len; c += kW)
-    store(ds + c, mul(mul(load(p + c), vs), sub(load(ds + c), vdot)));
-  if (c < len)
-    store_n(ds + c, mul(mul(load_n(p + c, len - c), vs), sub(load_n(ds + c, len - c), vdot)),
-            len - c);
-}
 
 void scale_row(float* x, size_t len, float s) {
   const V vs = set1(s);
@@ -112,7 +60,7 @@ void AttentionBwd(const float* q, size_t ldq, const float* k, size_t ldk, const 
   for (size_t r = 0; r < n; ++r) {
     const size_t len = causal ? r + 1 : n;
     if (!linear)
-      softmax_bwd_row(p + r * n, ds + r * n, len, scale);
+      softmax_bwd_row_fast(p + r * n, ds + r * n, len, scale);
     else
       scale_row(ds + r * n, len, scale);
     std::fill(ds + r * n + len, ds + (r + 1) * n, 0.0f);

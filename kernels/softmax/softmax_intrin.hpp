@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Shared by the intrinsics variants of softmax_rows and attention (same ISA, same namespace).
+// The rows the intrinsics softmax family lends attention.intrin (same ISA, same namespace): the
+// fast policy of kernels/softmax/softmax_row-inl.h (exp of intrin_ops.hpp, float row sum) for
+// attention's budget; softmax_rows keeps its accurate row to itself (softmax_intrin.cc).
 #pragma once
 
 #include <cstddef>
@@ -8,7 +10,9 @@
 
 namespace pl::PL_INTRIN_NS {
 
-// y[0:len) = softmax(scale * x[0:len)); x may alias y.
-void softmax_row(const float* x, float* y, size_t len, float scale);
+// x[0:len) = softmax(x[0:len)) in place (the scale is already in x), stable.
+void softmax_row_fast(float* x, size_t len);
+// ds[0:len) = scale * p .* (ds - <p, ds>) (softmax backward; ds holds dP on entry).
+void softmax_bwd_row_fast(const float* p, float* ds, size_t len, float scale);
 
 }  // namespace pl::PL_INTRIN_NS
