@@ -24,6 +24,8 @@
 #include <cstring>
 #include <vector>
 
+#include "phaselab/hwy_part-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace pl {
 namespace HWY_NAMESPACE {
@@ -107,22 +109,6 @@ inline void PackB(bool tb, const float* b, size_t ldb, size_t p0, size_t kc, siz
   }
 }
 
-// The first `valid` (< lanes) elements at p as a vector (zeros after), and the converse
-// store. Through a stack buffer, because Highway's MaskedLoad/BlendedStore read the whole
-// vector on some targets (NEON, EMU128), which may cross the end of the array.
-template <class D>
-HWY_INLINE hn::VFromD<D> LoadPart(D d, const float* p, size_t valid) {
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
-  std::memcpy(buf, p, valid * sizeof(float));
-  return hn::Load(d, buf);
-}
-template <class D>
-HWY_INLINE void StorePart(D d, hn::VFromD<D> v, float* p, size_t valid) {
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
-  hn::Store(v, d, buf);
-  std::memcpy(p, buf, valid * sizeof(float));
-}
-
 // Stores one accumulator vector into C: c = alpha * acc + beta * c (beta == 0: c not read),
 // for the first `valid` lanes.
 template <class D, class V>
@@ -133,9 +119,9 @@ HWY_INLINE void StoreC(D d, V acc, V valpha, V vbeta, bool read_c, float* c, siz
         read_c ? hn::MulAdd(acc, valpha, hn::Mul(hn::LoadU(d, c), vbeta)) : hn::Mul(acc, valpha);
     hn::StoreU(r, d, c);
   } else if (valid > 0) {
-    const V r = read_c ? hn::MulAdd(acc, valpha, hn::Mul(LoadPart(d, c, valid), vbeta))
+    const V r = read_c ? hn::MulAdd(acc, valpha, hn::Mul(part::Load(d, c, valid), vbeta))
                        : hn::Mul(acc, valpha);
-    StorePart(d, r, c, valid);
+    part::Store(d, r, c, valid);
   }
 }
 

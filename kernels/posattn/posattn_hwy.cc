@@ -31,8 +31,6 @@ namespace pl {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 namespace posattn_detail {
-using gemm_detail::LoadPart;
-using gemm_detail::StorePart;
 
 constexpr size_t kMaxSmallL = 64;
 // The V == 4 path needs whole 128-bit blocks (not the one-lane HWY_SCALAR fallback target).
@@ -47,14 +45,14 @@ inline float* Buffer(size_t n) {
 // Loads/stores the `valid` leading floats of one vector (whole vector when valid >= lanes).
 template <class D>
 HWY_INLINE hn::VFromD<D> LoadRows(D d, const float* p, size_t valid) {
-  return valid >= hn::Lanes(d) ? hn::LoadU(d, p) : LoadPart(d, p, valid);
+  return valid >= hn::Lanes(d) ? hn::LoadU(d, p) : part::Load(d, p, valid);
 }
 template <class D>
 HWY_INLINE void StoreRows(D d, hn::VFromD<D> v, float* p, size_t valid) {
   if (valid >= hn::Lanes(d)) {
     hn::StoreU(v, d, p);
   } else if (valid > 0) {
-    StorePart(d, v, p, valid);
+    part::Store(d, v, p, valid);
   }
 }
 
