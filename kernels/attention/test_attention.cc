@@ -53,6 +53,24 @@ std::vector<float> leading_identity(size_t n, size_t m) {
 
 const size_t kRowLengths[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 129, 256, 512};
 
+// Calls f(variant, n, causal, scores, m) over the sweep of the two bound tests below: every
+// runnable variant of `kernel`, every row length, causal or not, every score range; rows 0..m-1 are
+// checked.
+template <class F>
+void for_each_bound_case(pl::KernelId kernel, F&& f) {
+  for (const auto* var : runnable(kernel)) {
+    CAPTURE(var->name);
+    for (size_t n : kRowLengths)
+      for (int causal : {0, 1})
+        for (const Scores& sc : kScores) {
+          CAPTURE(n);
+          CAPTURE(causal);
+          CAPTURE(sc.lo);
+          f(var, n, causal, sc, std::min<size_t>(n, 16));
+        }
+  }
+}
+
 }  // namespace
 
 // The bound documented in kernels/softmax/softmax_row-inl.h for Accuracy::kFast, which
@@ -60,96 +78,80 @@ const size_t kRowLengths[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 129
 // |p - ref| <= FLT_MIN + (|t| + 6 + sqrt(len)) u |ref|, t = scale q.k - row max, against the
 // double softmax of the same (exact) scores.
 TEST_CASE("attention: softmax rows within the fast policy's documented bound") {
-  for (const auto* var : runnable(pl::KernelId::attention)) {
-    CAPTURE(var->name);
-    for (size_t n : kRowLengths)
-      for (int causal : {0, 1})
-        for (const Scores& sc : kScores) {
-          CAPTURE(n);
-          CAPTURE(causal);
-          CAPTURE(sc.lo);
-          const size_t m = std::min<size_t>(n, 16);
-          const auto q = leading_identity(n, m);
-          const auto k = pl::test::uniform(n * m, sc.lo, sc.hi, uint32_t(n * 3 + causal));
-          const auto v = pl::test::uniform(n, -1.f, 1.f, 5);
-          std::vector<float> o(n), p(n * n);
-          pl::as<AttFn> (*var)(q.data(), m, k.data(), m, v.data(), 1, o.data(), 1, p.data(), n, m,
-                               1, kScale, causal, 0);
-          std::vector<double> ref(m * n, 0.0), mag(m * n, 0.0);
-          bool masked_zero = true;
-          for (size_t r = 0; r < m; ++r) {
-            const size_t len = causal ? r + 1 : n;
-            double mx = -INFINITY, sum = 0;
-            for (size_t c = 0; c < len; ++c) mx = std::max(mx, double(kScale) * k[c * m + r]);
-            for (size_t c = 0; c < len; ++c) sum += std::exp(double(kScale) * k[c * m + r] - mx);
-            for (size_t c = 0; c < len; ++c) {
-              const double t = double(kScale) * k[c * m + r] - mx;
-              ref[r * n + c] = std::exp(t) / sum;
-              mag[r * n + c] = ref[r * n + c] * (std::fabs(t) + 6 + std::sqrt(double(len)));
-            }
-            for (size_t c = len; c < n; ++c) masked_zero &= p[r * n + c] == 0.f;
-          }
-          pl::test::check_output("P rows 0..m-1",
-                                 pl::test::out("P", p.data(), ref.data(), m * n).scaled(mag.data()),
-                                 kFltMin, kU);
-          CHECK(masked_zero);
-        }
-  }
+  for_each_bound_case(pl::KernelId::attention, [](const pl::Variant* var, size_t n, int causal,
+                                                  const Scores& sc, size_t m) {
+    const auto q = leading_identity(n, m);
+    const auto k = pl::test::uniform(n * m, sc.lo, sc.hi, uint32_t(n * 3 + causal));
+    const auto v = pl::test::uniform(n, -1.f, 1.f, 5);
+    std::vector<float> o(n), p(n * n);
+    pl::as<AttFn> (*var)(q.data(), m, k.data(), m, v.data(), 1, o.data(), 1, p.data(), n, m, 1,
+                         kScale, causal, 0);
+    std::vector<double> ref(m * n, 0.0), mag(m * n, 0.0);
+    bool masked_zero = true;
+    for (size_t r = 0; r < m; ++r) {
+      const size_t len = causal ? r + 1 : n;
+      double mx = -INFINITY, sum = 0;
+      for (size_t c = 0; c < len; ++c) mx = std::max(mx, double(kScale) * k[c * m + r]);
+      for (size_t c = 0; c < len; ++c) sum += std::exp(double(kScale) * k[c * m + r] - mx);
+      for (size_t c = 0; c < len; ++c) {
+        const double t = double(kScale) * k[c * m + r] - mx;
+        ref[r * n + c] = std::exp(t) / sum;
+        mag[r * n + c] = ref[r * n + c] * (std::fabs(t) + 6 + std::sqrt(double(len)));
+      }
+      for (size_t c = len; c < n; ++c) masked_zero &= p[r * n + c] == 0.f;
+    }
+    pl::test::check_output("P rows 0..m-1",
+                           pl::test::out("P", p.data(), ref.data(), m * n).scaled(mag.data()),
+                           kFltMin, kU);
+    CHECK(masked_zero);
+  });
 }
 
 // Backward: |dS - ref| <= FLT_MIN + (4 + sqrt(len)) u mag, mag = |ref| + |scale p| sum_c |p dP|
 // (the terms that cancel in dP - <p, dP>). dO = [I_m; 0] and V make dP's rows 0..m-1 the columns of
 // V, and Q = [I_m; 0] makes dK = dS^T Q hold dS's rows 0..m-1 exactly.
 TEST_CASE("attention_bwd: softmax backward rows within the fast policy's documented bound") {
-  for (const auto* var : runnable(pl::KernelId::attention_bwd)) {
-    CAPTURE(var->name);
-    for (size_t n : kRowLengths)
-      for (int causal : {0, 1})
-        for (const Scores& sc : kScores) {
-          CAPTURE(n);
-          CAPTURE(causal);
-          CAPTURE(sc.lo);
-          const size_t m = std::min<size_t>(n, 16);
-          const auto q = leading_identity(n, m);  // also dO
-          const auto k = pl::test::uniform(n * m, -1.f, 1.f, 9);
-          const auto v = pl::test::uniform(n * m, -1.f, 1.f, uint32_t(n * 5 + causal));
-          // p: the double softmax of scores in [lo, hi], rounded to float; uniform rows past m.
-          const auto s = pl::test::uniform(n * n, sc.lo, sc.hi, uint32_t(n * 7 + causal));
-          std::vector<float> p(n * n, 0.f);
-          for (size_t r = 0; r < n; ++r) {
-            const size_t len = causal ? r + 1 : n;
-            double mx = -INFINITY, sum = 0;
-            for (size_t c = 0; c < len; ++c) mx = std::max(mx, double(kScale) * s[r * n + c]);
-            for (size_t c = 0; c < len; ++c) sum += std::exp(double(kScale) * s[r * n + c] - mx);
-            for (size_t c = 0; c < len; ++c)
-              p[r * n + c] = float(std::exp(double(kScale) * s[r * n + c] - mx) / sum);
-          }
-          std::vector<float> dq(n * m), dk(n * m), dv(n * m), scratch(n * n);
-          pl::as<AttBwdFn> (*var)(q.data(), m, k.data(), m, v.data(), m, p.data(), q.data(), m,
-                                  dq.data(), m, dk.data(), m, dv.data(), m, scratch.data(), n, m, m,
-                                  kScale, causal, 0);
-          // dS rows 0..m-1, transposed out of dK (n x m): dS[r][c] = dK[c][r].
-          std::vector<float> ds(m * n);
-          std::vector<double> ref(m * n, 0.0), mag(m * n, 0.0);
-          for (size_t r = 0; r < m; ++r) {
-            const size_t len = causal ? r + 1 : n;
-            double dot = 0, dot_mag = 0;
-            for (size_t c = 0; c < len; ++c) {
-              dot += double(p[r * n + c]) * v[c * m + r];
-              dot_mag += std::fabs(double(p[r * n + c]) * v[c * m + r]);
-            }
-            for (size_t c = 0; c < n; ++c) {
-              ds[r * n + c] = dk[c * m + r];
-              if (c >= len) continue;
-              const double ps = double(kScale) * p[r * n + c];
-              ref[r * n + c] = ps * (v[c * m + r] - dot);
-              mag[r * n + c] = (std::fabs(ref[r * n + c]) + std::fabs(ps) * dot_mag) *
-                               (4 + std::sqrt(double(len)));
-            }
-          }
-          pl::test::check_output(
-              "dS rows 0..m-1",
-              pl::test::out("dS", ds.data(), ref.data(), m * n).scaled(mag.data()), kFltMin, kU);
-        }
-  }
+  for_each_bound_case(pl::KernelId::attention_bwd, [](const pl::Variant* var, size_t n, int causal,
+                                                      const Scores& sc, size_t m) {
+    const auto q = leading_identity(n, m);  // also dO
+    const auto k = pl::test::uniform(n * m, -1.f, 1.f, 9);
+    const auto v = pl::test::uniform(n * m, -1.f, 1.f, uint32_t(n * 5 + causal));
+    // p: the double softmax of scores in [lo, hi], rounded to float; uniform rows past m.
+    const auto s = pl::test::uniform(n * n, sc.lo, sc.hi, uint32_t(n * 7 + causal));
+    std::vector<float> p(n * n, 0.f);
+    for (size_t r = 0; r < n; ++r) {
+      const size_t len = causal ? r + 1 : n;
+      double mx = -INFINITY, sum = 0;
+      for (size_t c = 0; c < len; ++c) mx = std::max(mx, double(kScale) * s[r * n + c]);
+      for (size_t c = 0; c < len; ++c) sum += std::exp(double(kScale) * s[r * n + c] - mx);
+      for (size_t c = 0; c < len; ++c)
+        p[r * n + c] = float(std::exp(double(kScale) * s[r * n + c] - mx) / sum);
+    }
+    std::vector<float> dq(n * m), dk(n * m), dv(n * m), scratch(n * n);
+    pl::as<AttBwdFn> (*var)(q.data(), m, k.data(), m, v.data(), m, p.data(), q.data(), m, dq.data(),
+                            m, dk.data(), m, dv.data(), m, scratch.data(), n, m, m, kScale, causal,
+                            0);
+    // dS rows 0..m-1, transposed out of dK (n x m): dS[r][c] = dK[c][r].
+    std::vector<float> ds(m * n);
+    std::vector<double> ref(m * n, 0.0), mag(m * n, 0.0);
+    for (size_t r = 0; r < m; ++r) {
+      const size_t len = causal ? r + 1 : n;
+      double dot = 0, dot_mag = 0;
+      for (size_t c = 0; c < len; ++c) {
+        dot += double(p[r * n + c]) * v[c * m + r];
+        dot_mag += std::fabs(double(p[r * n + c]) * v[c * m + r]);
+      }
+      for (size_t c = 0; c < n; ++c) {
+        ds[r * n + c] = dk[c * m + r];
+        if (c >= len) continue;
+        const double ps = double(kScale) * p[r * n + c];
+        ref[r * n + c] = ps * (v[c * m + r] - dot);
+        mag[r * n + c] =
+            (std::fabs(ref[r * n + c]) + std::fabs(ps) * dot_mag) * (4 + std::sqrt(double(len)));
+      }
+    }
+    pl::test::check_output("dS rows 0..m-1",
+                           pl::test::out("dS", ds.data(), ref.data(), m * n).scaled(mag.data()),
+                           kFltMin, kU);
+  });
 }

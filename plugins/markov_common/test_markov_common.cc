@@ -59,6 +59,16 @@ pl::markov::ModelConfig tiny(int variant) {
   return c;
 }
 
+// tiny(variant) at sizes past one vector and with ragged tails: N 17, d 16, ffn 32, C 5.
+pl::markov::ModelConfig small(int variant) {
+  pl::markov::ModelConfig c = tiny(variant);
+  c.N = 17;
+  c.d = 16;
+  c.ffn = 32;
+  c.C = 5;
+  return c;
+}
+
 const char* variant_name(int v) {
   static const char* const n[] = {"pre-LN learned untied", "rope tied", "attention-only", "no LN",
                                   "2 heads 3 layers"};
@@ -109,11 +119,7 @@ TEST_CASE("markov_icl: float model on the kernel table matches the double model"
       const std::string tname = *target ? target : "best", vname = variant_name(variant);
       CAPTURE(tname);
       CAPTURE(vname);
-      pl::markov::ModelConfig cfg = tiny(variant);
-      cfg.N = 17;
-      cfg.d = 16;
-      cfg.ffn = 32;
-      cfg.C = 5;
+      const pl::markov::ModelConfig cfg = small(variant);
       const int nb = 4;
       const pl_kernel_table t = table(target);
       pl::markov::Model<float> mf(cfg, &t, nb, 3);
@@ -186,11 +192,7 @@ TEST_CASE("markov_icl: the streamed evaluation pass gives forward()'s loss and l
       const std::string tname = *target ? target : "best", vname = variant_name(variant);
       CAPTURE(tname);
       CAPTURE(vname);
-      pl::markov::ModelConfig cfg = tiny(variant);
-      cfg.N = 17;
-      cfg.d = 16;
-      cfg.ffn = 32;
-      cfg.C = 5;
+      const pl::markov::ModelConfig cfg = small(variant);
       const int batch = 12, nb = 11;
       const pl_kernel_table t = table(target);
       pl::markov::Model<float> mf(cfg, &t, batch, 3);
