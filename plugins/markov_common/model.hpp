@@ -289,7 +289,8 @@ struct LogSumExp {
 template <class T>
 LogSumExp logsumexp(const T* u, size_t n) {
   double mx = -INFINITY, z = 0;
-  for (size_t j = 0; j < n; ++j) mx = std::fmax(mx, double(u[j]));
+  // (u > mx ? u : mx) is std::fmax here (a NaN u is skipped by both) without its libm call.
+  for (size_t j = 0; j < n; ++j) mx = double(u[j]) > mx ? double(u[j]) : mx;
   for (size_t j = 0; j < n; ++j) z += std::exp(double(u[j]) - mx);
   return {mx, std::log(z)};
 }
@@ -664,8 +665,9 @@ class Model {
       for (size_t t = 0; t < N; ++t) {
         const size_t r = b * N + t;
         const size_t tgt = size_t(seq[(size_t(b0) + b) * (N + 1) + t + 1]);
-        for (size_t j = 0; j < C; ++j)
-          s.dlog[r * C + j] = scale * (probs[r * C + j] - (j == tgt ? T(1) : T(0)));
+        // scale (p - 0) is scale p exactly: one vectorisable loop, then the target's entry.
+        for (size_t j = 0; j < C; ++j) s.dlog[r * C + j] = scale * probs[r * C + j];
+        s.dlog[r * C + tgt] = scale * (probs[r * C + tgt] - T(1));
       }
     ops_.gemm(1, 0, C, d, R, T(1), s.dlog, C, ln, d, T(1), g.wu, d);   // dWu += dU^T ln
     ops_.gemm(0, 0, R, d, C, T(1), s.dlog, C, P.wu, d, T(0), dln, d);  // dln = dU Wu
