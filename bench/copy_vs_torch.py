@@ -20,7 +20,8 @@ and two phaselab paths: `stats` (posattn_gram_sse, the default for this shape) a
 timed separately for both (it is not part of the training loop of either).
 JAX (`pip install "jax[cpu]"`, skipped with --no-jax) runs the same three forms, the whole loop of
 `steps` Adam steps under one jax.jit (lax.fori_loop), one XLA thread (XLA_FLAGS=
-"--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"), compile time excluded.
+"--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1", the process held to one
+core), compile time excluded.
 """
 import argparse
 import os
@@ -86,6 +87,10 @@ def torch_times(L, V, P, steps, reps, attention, form, hp):
 def jax_times(L, V, P, steps, reps, attention, form, hp):
     """The same objective, Adam and forms in JAX: jax.jit over the whole training loop
     (lax.fori_loop of `steps` Adam steps), float32, one XLA thread. Compile time excluded."""
+    # XLA keeps runtime threads beside its one compute thread: the process (phaselab and PyTorch
+    # are done by now) is held to one core, so that CPU time compares one core with one core.
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])
     os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     import jax

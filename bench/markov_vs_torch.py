@@ -12,9 +12,10 @@ bench/markov_step.cc, which times phaselab's step (batch sampling included).
 
 JAX (`pip install "jax[cpu]"`) runs the same model and AdamW step under one jax.jit, float32, in
 its own process per thread count (XLA_FLAGS="--xla_cpu_multi_thread_eigen=false
-intra_op_parallelism_threads=1" for one thread), starting from the weights and batch PyTorch
-starts from: the training losses of the first steps are printed for both and must agree to a
-few digits (float32 rounding). --no-jax skips it.
+intra_op_parallelism_threads=1" for one thread; the process held to as many cores as threads,
+since XLA's runtime threads otherwise add CPU time beside the compute thread), starting from the
+weights and batch PyTorch starts from: the training losses of the first steps are printed for
+both and must agree to a few digits (float32 rounding). --no-jax skips it.
 
 Prints medians per implementation and thread count, the ratios peer/phaselab, the FLOP count
 (matrix products only; attention counts the causal half) and the rate as % of the single-core
@@ -117,6 +118,11 @@ def jax_worker(args):
     model and AdamW step as torch_step_ms, jax.jit over the whole step, from the weights and batch
     torch saved. Prints one line of key=value pairs."""
     t = args.threads[0]
+    # XLA keeps runtime threads of its own beside the compute threads the flags set (one thread
+    # used 1.7 CPU seconds per second): the process is held to t cores, as phaselab and PyTorch
+    # are by their thread counts.
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:t])
     os.environ["XLA_FLAGS"] = JAX_FLAGS.get(
         t, f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={t}")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
