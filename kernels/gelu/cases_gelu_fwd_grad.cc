@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // gelu_fwd_grad: harness cases (kernels/harness/harness.hpp) at the sizes of cases_gelu.cc,
-// 4096 elements (in L1) and 8192 x 64 (model-sized MLP activations), so phaselab_bench times it
-// beside gelu and gelu_bwd. Budget as cases_gelu.cc: y rtol 1e-6; gelu' atol 2e-6 (terms'
+// 4096 elements (in L1), 512 x 128 (the Markov model's call) and 8192 x 64, so phaselab_bench
+// times it beside gelu and gelu_bwd. Budget as cases_gelu.cc: y rtol 1e-6; gelu' atol 2e-6 (terms'
 // magnitude <= 1.13) + rtol 1e-6.
 #include "kernels/gelu/gelu_ref.hpp"
 #include "kernels/harness/harness.hpp"
@@ -17,7 +17,7 @@ struct FwdGrad {
 
 PL_KERNEL_CASES {
   using pl::test::Output;
-  for (size_t n : {size_t(4096), size_t(8192 * 64)}) {
+  for (size_t n : {size_t(4096), size_t(512 * 128), size_t(8192 * 64)}) {
     pl::test::add_case<FwdGrad>(
         {pl::KernelId::gelu_fwd_grad,
          "n:" + std::to_string(n),
