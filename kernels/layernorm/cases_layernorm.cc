@@ -260,11 +260,14 @@ PL_KERNEL_CASES {
     float offset, halfwidth;
   };
   const Inputs inputs[] = {{0.f, 3.f}, {95.f, 5.f}, {1e4f, 1.f}};
-  for (size_t d : pl::test::sizes_around_widths(512))
-    for (const Inputs& k : inputs)
-      add_forward("rows:3/d:" + std::to_string(d) + "/x:" + num(k.offset) + "+-" + num(k.halfwidth),
-                  3, d, k.offset - k.halfwidth, k.offset + k.halfwidth, true, uint32_t(d * 5 + 1),
-                  uint32_t(d), pl::test::Use::test);
+  // 3 rows, and 9: blocks of 2 and 4 rows (layernorm_hwy.cc) and one more.
+  for (size_t rows : {size_t(3), size_t(9)})
+    for (size_t d : pl::test::sizes_around_widths(512))
+      for (const Inputs& k : inputs)
+        add_forward("rows:" + std::to_string(rows) + "/d:" + std::to_string(d) +
+                        "/x:" + num(k.offset) + "+-" + num(k.halfwidth),
+                    rows, d, k.offset - k.halfwidth, k.offset + k.halfwidth, true,
+                    uint32_t(d * 5 + rows - 2), uint32_t(d), pl::test::Use::test);
   // 1030: wider than layernorm_hwy.cc's fused dgamma/dbeta buffer (1024), the other code path.
   auto widths = pl::test::sizes_around_widths(512);
   widths.push_back(1030);

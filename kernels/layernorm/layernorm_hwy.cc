@@ -26,45 +26,123 @@ namespace hn = hwy::HWY_NAMESPACE;
 namespace {
 
 // Rows of exactly NV full vectors (d = NV lanes-widths, e.g. d = 32 or 64 on AVX-512): the same
-// operations in the same order as the general loops below (so the same bits), with the row held
-// in registers and every loop unrolled; the model's d_model 16-64 rows are this case.
+// operations in the same order as the general loops below (so the same bits), with the rows held
+// in registers and every loop unrolled; the model's d_model 16-64 rows are this case. KR rows at a
+// time, each step on every row in turn: one row is a long chain of dependent operations (two
+// horizontal sums, a square root, a division), and the rows' chains then overlap.
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 constexpr size_t kSmallMaxAcc = HWY_MAX_BYTES >= 64 ? 16 : 8;  // double accumulators in registers
-template <size_t NV, class DF>
-HWY_INLINE void LayernormSmall(DF df, const float* x, const float* gamma, const float* beta,
-                               float* y, float* mean, float* rstd, size_t rows, float eps) {
+
+// Rows per block of the forward pass for rows of NV vectors.
+template <size_t NV>
+constexpr size_t FwdRows() {
+  return NV <= 2 ? 4 : 2;
+}
+
+// KR rows at x, y (row stride NV lanes-widths); gam, bet: gamma and beta.
+template <size_t NV, size_t KR, class DF, class V = hn::Vec<DF>>
+HWY_INLINE void LayernormRowsSmall(DF df, const float* x, const V* gam, const V* bet, float* y,
+                                   float* mean, float* rstd, float eps) {
   const hn::Repartition<double, DF> dd;
-  using V = hn::Vec<DF>;
+  using VD = hn::Vec<decltype(dd)>;
   const size_t N = hn::Lanes(df), d = NV * N;
-  for (size_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
-    float* yr = y + r * d;
-    V xv[NV];
-    for (size_t v = 0; v < NV; ++v) xv[v] = hn::LoadU(df, xr + v * N);
-    auto sum_lo = hn::Zero(dd), sum_hi = hn::Zero(dd);
-    for (size_t v = 0; v < NV; ++v) WideAdd(df, xv[v], sum_lo, sum_hi);
-    const double m = WideTotal(dd, sum_lo, sum_hi) / double(d);
+  V xv[KR][NV];
+  VD sum_lo[KR], sum_hi[KR];
+  for (size_t k = 0; k < KR; ++k) {
+    sum_lo[k] = sum_hi[k] = hn::Zero(dd);
+    for (size_t v = 0; v < NV; ++v) {
+      xv[k][v] = hn::LoadU(df, x + k * d + v * N);
+      WideAdd(df, xv[k][v], sum_lo[k], sum_hi[k]);
+    }
+  }
+  V c[KR][NV];
+  VD ss_lo[KR], ss_hi[KR];
+  for (size_t k = 0; k < KR; ++k) {
+    const double m = WideTotal(dd, sum_lo[k], sum_hi[k]) / double(d);
     const float m_hi_f = static_cast<float>(m);
     const V m_hi = hn::Set(df, m_hi_f), m_lo = hn::Set(df, static_cast<float>(m - m_hi_f));
-    V c[NV];
-    auto ss_lo = hn::Zero(dd), ss_hi = hn::Zero(dd);
+    mean[k] = m_hi_f;
+    ss_lo[k] = ss_hi[k] = hn::Zero(dd);
     for (size_t v = 0; v < NV; ++v) {
-      c[v] = hn::Sub(hn::Sub(xv[v], m_hi), m_lo);
-      WideAddProduct(df, c[v], c[v], ss_lo, ss_hi);
+      c[k][v] = hn::Sub(hn::Sub(xv[k][v], m_hi), m_lo);
+      WideAddProduct(df, c[k][v], c[k][v], ss_lo[k], ss_hi[k]);
     }
-    const double rs = 1 / std::sqrt(WideTotal(dd, ss_lo, ss_hi) / double(d) + double(eps));
-    mean[r] = m_hi_f;
-    rstd[r] = static_cast<float>(rs);
-    const V vrs = hn::Set(df, rstd[r]);
+  }
+  for (size_t k = 0; k < KR; ++k) {
+    const double rs = 1 / std::sqrt(WideTotal(dd, ss_lo[k], ss_hi[k]) / double(d) + double(eps));
+    rstd[k] = static_cast<float>(rs);
+  }
+  for (size_t k = 0; k < KR; ++k) {
+    const V vrs = hn::Set(df, rstd[k]);
     for (size_t v = 0; v < NV; ++v)
-      hn::StoreU(
-          hn::MulAdd(hn::Mul(c[v], vrs), hn::LoadU(df, gamma + v * N), hn::LoadU(df, beta + v * N)),
-          df, yr + v * N);
+      hn::StoreU(hn::MulAdd(hn::Mul(c[k][v], vrs), gam[v], bet[v]), df, y + k * d + v * N);
   }
 }
 
-// The backward of LayernormSmall: dgamma, dbeta summed over rows in double registers (the
-// general path keeps them in a stack buffer, loaded and stored once per row).
+template <size_t NV, class DF>
+HWY_INLINE void LayernormSmall(DF df, const float* x, const float* gamma, const float* beta,
+                               float* y, float* mean, float* rstd, size_t rows, float eps) {
+  using V = hn::Vec<DF>;
+  constexpr size_t KR = FwdRows<NV>();
+  const size_t N = hn::Lanes(df), d = NV * N;
+  V gam[NV], bet[NV];
+  for (size_t v = 0; v < NV; ++v) {
+    gam[v] = hn::LoadU(df, gamma + v * N);
+    bet[v] = hn::LoadU(df, beta + v * N);
+  }
+  size_t r = 0;
+  for (; r + KR <= rows; r += KR)
+    LayernormRowsSmall<NV, KR>(df, x + r * d, gam, bet, y + r * d, mean + r, rstd + r, eps);
+  for (; r < rows; ++r)
+    LayernormRowsSmall<NV, 1>(df, x + r * d, gam, bet, y + r * d, mean + r, rstd + r, eps);
+}
+
+// Rows per block of the backward pass.
+template <size_t NV>
+constexpr size_t BwdRows() {
+  return NV <= 2 ? 2 : 1;
+}
+
+// The backward of LayernormSmall for KR rows at dy, x, dx: dgamma, dbeta summed over rows, in
+// row order, in double registers (ag_*, ab_*; the general path keeps them in a stack buffer,
+// loaded and stored once per row).
+template <size_t NV, size_t KR, class DF, class V = hn::Vec<DF>,
+          class VD = hn::Vec<hn::Repartition<double, DF>>>
+HWY_INLINE void LayernormBwdRowsSmall(DF df, const float* dy, const float* x, const V* gam,
+                                      const float* mean, const float* rstd, float* dx, VD* ag_lo,
+                                      VD* ag_hi, VD* ab_lo, VD* ab_hi) {
+  const hn::Repartition<double, DF> dd;
+  const size_t N = hn::Lanes(df), d = NV * N;
+  V xhat[KR][NV], g[KR][NV];
+  VD sg_lo[KR], sg_hi[KR], sgx_lo[KR], sgx_hi[KR];
+  for (size_t k = 0; k < KR; ++k) {
+    const V vm = hn::Set(df, mean[k]), vrs = hn::Set(df, rstd[k]);
+    sg_lo[k] = sg_hi[k] = sgx_lo[k] = sgx_hi[k] = hn::Zero(dd);
+    for (size_t v = 0; v < NV; ++v) {
+      const V dyv = hn::LoadU(df, dy + k * d + v * N);
+      xhat[k][v] = hn::Mul(hn::Sub(hn::LoadU(df, x + k * d + v * N), vm), vrs);
+      g[k][v] = hn::Mul(dyv, gam[v]);
+      WideAdd(df, g[k][v], sg_lo[k], sg_hi[k]);
+      WideAddProduct(df, g[k][v], xhat[k][v], sgx_lo[k], sgx_hi[k]);
+      WideAddProduct(df, dyv, xhat[k][v], ag_lo[v], ag_hi[v]);
+      WideAdd(df, dyv, ab_lo[v], ab_hi[v]);
+    }
+  }
+  float mg[KR], mgx[KR];
+  for (size_t k = 0; k < KR; ++k) {
+    mg[k] = static_cast<float>(WideTotal(dd, sg_lo[k], sg_hi[k]) / double(d));
+    mgx[k] = static_cast<float>(WideTotal(dd, sgx_lo[k], sgx_hi[k]) / double(d));
+  }
+  for (size_t k = 0; k < KR; ++k) {
+    const V vrs = hn::Set(df, rstd[k]), vmg = hn::Set(df, mg[k]), vmgx = hn::Set(df, mgx[k]);
+    for (size_t v = 0; v < NV; ++v) {
+      float* p = dx + k * d + v * N;
+      const V inner = hn::Sub(hn::NegMulAdd(xhat[k][v], vmgx, g[k][v]), vmg);
+      hn::StoreU(hn::MulAdd(vrs, inner, hn::LoadU(df, p)), df, p);
+    }
+  }
+}
+
 template <size_t NV, class DF>
 HWY_INLINE void LayernormBwdSmall(DF df, const float* dy, const float* x, const float* gamma,
                                   const float* mean, const float* rstd, float* dx, float* dgamma,
@@ -72,6 +150,7 @@ HWY_INLINE void LayernormBwdSmall(DF df, const float* dy, const float* x, const 
   const hn::Repartition<double, DF> dd;
   using V = hn::Vec<DF>;
   using VD = hn::Vec<decltype(dd)>;
+  constexpr size_t KR = BwdRows<NV>();
   const size_t N = hn::Lanes(df), d = NV * N, NH = hn::Lanes(dd);
   VD ag_lo[NV], ag_hi[NV], ab_lo[NV], ab_hi[NV];
   V gam[NV];
@@ -79,28 +158,43 @@ HWY_INLINE void LayernormBwdSmall(DF df, const float* dy, const float* x, const 
     ag_lo[v] = ag_hi[v] = ab_lo[v] = ab_hi[v] = hn::Zero(dd);
     gam[v] = hn::LoadU(df, gamma + v * N);
   }
-  for (size_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
-    const float* dyr = dy + r * d;
-    float* dxr = dx + r * d;
-    const V vm = hn::Set(df, mean[r]), vrs = hn::Set(df, rstd[r]);
-    V dyv[NV], xhat[NV], g[NV];
-    auto sg_lo = hn::Zero(dd), sg_hi = hn::Zero(dd);
-    auto sgx_lo = hn::Zero(dd), sgx_hi = hn::Zero(dd);
+  size_t r = 0;
+  if constexpr (4 * NV <= kSmallMaxAcc) {
+    for (; r + KR <= rows; r += KR)
+      LayernormBwdRowsSmall<NV, KR>(df, dy + r * d, x + r * d, gam, mean + r, rstd + r, dx + r * d,
+                                    ag_lo, ag_hi, ab_lo, ab_hi);
+    for (; r < rows; ++r)
+      LayernormBwdRowsSmall<NV, 1>(df, dy + r * d, x + r * d, gam, mean + r, rstd + r, dx + r * d,
+                                   ag_lo, ag_hi, ab_lo, ab_hi);
+  } else {
+    // Too many accumulators for the registers: kept in a stack buffer, loaded and stored once per
+    // block of rows (the same additions in the same order).
+    double buf[4 * NV * HWY_MAX_BYTES / sizeof(double)];
+    auto block = [&](auto kr) HWY_ATTR {
+      VD g_lo[NV], g_hi[NV], b_lo[NV], b_hi[NV];
+      for (size_t v = 0; v < NV; ++v) {
+        g_lo[v] = hn::LoadU(dd, buf + (4 * v + 0) * NH);
+        g_hi[v] = hn::LoadU(dd, buf + (4 * v + 1) * NH);
+        b_lo[v] = hn::LoadU(dd, buf + (4 * v + 2) * NH);
+        b_hi[v] = hn::LoadU(dd, buf + (4 * v + 3) * NH);
+      }
+      LayernormBwdRowsSmall<NV, decltype(kr)::value>(df, dy + r * d, x + r * d, gam, mean + r,
+                                                     rstd + r, dx + r * d, g_lo, g_hi, b_lo, b_hi);
+      for (size_t v = 0; v < NV; ++v) {
+        hn::StoreU(g_lo[v], dd, buf + (4 * v + 0) * NH);
+        hn::StoreU(g_hi[v], dd, buf + (4 * v + 1) * NH);
+        hn::StoreU(b_lo[v], dd, buf + (4 * v + 2) * NH);
+        hn::StoreU(b_hi[v], dd, buf + (4 * v + 3) * NH);
+      }
+    };
+    for (size_t i = 0; i < 4 * NV * NH; ++i) buf[i] = 0.0;
+    for (; r + KR <= rows; r += KR) block(std::integral_constant<size_t, KR>());
+    for (; r < rows; ++r) block(std::integral_constant<size_t, 1>());
     for (size_t v = 0; v < NV; ++v) {
-      dyv[v] = hn::LoadU(df, dyr + v * N);
-      xhat[v] = hn::Mul(hn::Sub(hn::LoadU(df, xr + v * N), vm), vrs);
-      g[v] = hn::Mul(dyv[v], gam[v]);
-      WideAdd(df, g[v], sg_lo, sg_hi);
-      WideAddProduct(df, g[v], xhat[v], sgx_lo, sgx_hi);
-      WideAddProduct(df, dyv[v], xhat[v], ag_lo[v], ag_hi[v]);
-      WideAdd(df, dyv[v], ab_lo[v], ab_hi[v]);
-    }
-    const V mg = hn::Set(df, static_cast<float>(WideTotal(dd, sg_lo, sg_hi) / double(d)));
-    const V mgx = hn::Set(df, static_cast<float>(WideTotal(dd, sgx_lo, sgx_hi) / double(d)));
-    for (size_t v = 0; v < NV; ++v) {
-      const V inner = hn::Sub(hn::NegMulAdd(xhat[v], mgx, g[v]), mg);
-      hn::StoreU(hn::MulAdd(vrs, inner, hn::LoadU(df, dxr + v * N)), df, dxr + v * N);
+      ag_lo[v] = hn::LoadU(dd, buf + (4 * v + 0) * NH);
+      ag_hi[v] = hn::LoadU(dd, buf + (4 * v + 1) * NH);
+      ab_lo[v] = hn::LoadU(dd, buf + (4 * v + 2) * NH);
+      ab_hi[v] = hn::LoadU(dd, buf + (4 * v + 3) * NH);
     }
   }
   double acc[2 * HWY_MAX_BYTES / sizeof(double)];
@@ -115,8 +209,7 @@ HWY_INLINE void LayernormBwdSmall(DF df, const float* dy, const float* x, const 
   }
 }
 
-// Calls f(integral_constant<NV>) when d = NV lanes-widths for NV in 1..4 with the accumulators
-// fitting in registers; false otherwise.
+// Calls f(integral_constant<NV>) when d = NV lanes-widths for NV in 1, 2, 4; false otherwise.
 template <class DF, class F>
 HWY_INLINE bool DispatchSmall(DF df, size_t d, F&& f) {
   const size_t N = hn::Lanes(df);
@@ -129,7 +222,6 @@ HWY_INLINE bool DispatchSmall(DF df, size_t d, F&& f) {
       f(std::integral_constant<size_t, 2>());
       return true;
     case 4:
-      if (4 * 4 > kSmallMaxAcc) return false;
       f(std::integral_constant<size_t, 4>());
       return true;
     default:
