@@ -9,6 +9,10 @@
 // On x86, 1 / (1 + e) is the approximate reciprocal (rcp14 / rcpps, >= 11 bits) refined by one
 // Newton step (>= 22 bits, about 3 ULP at worst) instead of a division (vdivps is the slowest
 // instruction of the loop); other targets divide.
+// Speed: one vector's sigmoid is a chain of ~70 dependent operations, so the main loops of the
+// fixed-width targets take 4 vectors per iteration (2 on AVX2, 16 registers) and run each step of
+// the sigmoid on all of them in turn; the operations per element are those of one vector, so the
+// results do not depend on where a vector falls (block, single vector or tail).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gelu/gelu_hwy.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -133,11 +137,7 @@ HWY_INLINE void GeluAndGradV(D d, V x, V& y, V& dydx) {
 #if !HWY_HAVE_SCALABLE
 // Vectors per iteration of the unrolled loops: one sigmoid is a chain of ~70 operations, several
 // chains side by side keep the FMA units busy. x86 AVX2 has 16 vector registers, the others 32.
-#ifndef PL_GELU_K
 constexpr size_t kUnroll = HWY_ARCH_X86 && HWY_MAX_BYTES <= 32 ? 2 : 4;
-#else
-constexpr size_t kUnroll = PL_GELU_K;
-#endif
 
 // Sigmoid of x[0..K), each step on all K vectors in turn.
 template <size_t K, class D, class V = hn::Vec<D>>

@@ -5,7 +5,9 @@
 // mean(g), mean(g xhat)) are accumulated in double, the variance in a second pass over
 // x - mean; x - mean is formed against the mean as a float pair (mean_hi + mean_lo), so rows with
 // |mean| >> std (inputs in [90, 100]) keep full relative accuracy. dgamma and dbeta are summed over
-// all rows in double per column block, then added once.
+// all rows in double per column block, then added once. Rows of 1, 2 or 4 full vectors (the
+// model's d_model 16-64) are held in registers and processed in blocks of 2 or 4 rows, each step
+// on every row of the block in turn, with the operations and their order of the general loops.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/layernorm/layernorm_hwy.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
