@@ -3,7 +3,9 @@
 // with the intrinsics of kernels/common/intrin_ops.hpp. Compiled once per ISA (AVX2, AVX-512,
 // NEON); the tile is kMr rows x kNrv vectors of C held in registers for the whole of k.
 //   op(B) is packed once per call into column panels of NRV * kW floats (k x NRV * kW each,
-//   zero-padded), so the micro-kernel's loads of B are contiguous whatever trans_b is; the panel
+//   zero-padded), so the micro-kernel's loads of B are contiguous whatever trans_b is (a
+//   row-major B is read in place when it has one or two row tiles to serve, or is already one
+//   panel wide and contiguous); the panel
 //   width is kNrv vectors, and for the last n mod (kNrv * kW) columns the narrowest of 1, 2 or kNrv
 //   vectors that holds them, the tile's rows growing as it narrows;
 //   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a.
@@ -165,8 +167,12 @@ void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_
     const size_t kc = std::min(KC, k - pc);
     const float* bk = trans_b ? b + pc : b + pc * ldb;
     // With one or two row tiles, op(B) is read about once: packing it would cost as much as the
-    // product, so full panels of a row-major B are read in place (rows at stride ldb).
-    const bool direct_b = !trans_b && m <= 2 * size_t(MR);
+    // product, so full panels of a row-major B are read in place (rows at stride ldb). A
+    // row-major B that is exactly one panel wide (n == ldb == nrw: the weight gradients' X at
+    // d = 32 and 64 on AVX-512) already has the packed layout, and is read in place too: the
+    // copy cost up to a fifth of such a product (k = 512, n = 32), and rows read in place at
+    // 16 bytes past a cache line were no slower than the aligned copy.
+    const bool direct_b = !trans_b && (m <= 2 * size_t(MR) || (n == nrw && ldb == nrw));
     const size_t n_direct = direct_b ? n / nrw * nrw : 0;
     if (n_direct < n) {
       const size_t p0 = n_direct / nrw;
