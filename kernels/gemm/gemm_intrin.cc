@@ -169,10 +169,14 @@ void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_
     // With one or two row tiles, op(B) is read about once: packing it would cost as much as the
     // product, so full panels of a row-major B are read in place (rows at stride ldb). A
     // row-major B that is exactly one panel wide (n == ldb == nrw: the weight gradients' X at
-    // d = 32 and 64 on AVX-512) already has the packed layout, and is read in place too: the
-    // copy cost up to a fifth of such a product (k = 512, n = 32), and rows read in place at
-    // 16 bytes past a cache line were no slower than the aligned copy.
-    const bool direct_b = !trans_b && (m <= 2 * size_t(MR) || (n == nrw && ldb == nrw));
+    // d = 32 and 64 on AVX-512) already has the packed layout and is read in place too when it
+    // is 64-byte aligned, or, when it is not, for up to 128 rows of C: there the copy cost up to
+    // a fifth of the product (m = 32, n = 32, k = 512), while a B reused by many more row tiles
+    // is worth an aligned copy (loads that split cache lines cost ~10% at m = 8192).
+    const bool direct_b =
+        !trans_b &&
+        (m <= 2 * size_t(MR) ||
+         (n == nrw && ldb == nrw && (m <= 128 || reinterpret_cast<uintptr_t>(b) % 64 == 0)));
     const size_t n_direct = direct_b ? n / nrw * nrw : 0;
     if (n_direct < n) {
       const size_t p0 = n_direct / nrw;
