@@ -280,6 +280,32 @@ inline void add(double* out, const double* x, const double* f, size_t n) { add_l
 inline void mul_into(double* y, const double* x, size_t n) { mul_loop(y, x, n); }
 }  // namespace detail
 
+// Buffers carved from one std::vector, each starting on a 64-byte boundary (its length padded
+// to whole cache lines), so that the kernels' full-vector loads and stores of a row (d = 16..64
+// floats) never split a cache line; malloc gives 16 bytes. `takes` bounds the number of take()
+// calls, for the padding reserved.
+template <class T>
+class Carver {
+ public:
+  static constexpr size_t kLine = 64 / sizeof(T) > 0 ? 64 / sizeof(T) : 1;
+  static size_t padded(size_t n) { return (n + kLine - 1) / kLine * kLine; }
+  Carver(std::vector<T>& mem, size_t elems, size_t takes) {
+    mem.assign(elems + (takes + 1) * kLine, T(0));
+    const uintptr_t a = reinterpret_cast<uintptr_t>(mem.data());
+    p_ = mem.data() + (((a + 63) & ~uintptr_t{63}) - a) / sizeof(T);
+    end_ = mem.data() + mem.size();
+  }
+  T* take(size_t n) {
+    T* q = p_;
+    p_ += padded(n);
+    if (p_ > end_) throw std::logic_error("markov model: buffer layout larger than reserved");
+    return q;
+  }
+
+ private:
+  T *p_, *end_;
+};
+
 // log sum_j exp(u_j) of one row, as max + log(sum exp(u - max)) (kept apart so that
 // log-probabilities u_j - max - log_sum round exactly as they always have).
 struct LogSumExp {
@@ -365,12 +391,13 @@ class Model {
     if (cfg.rope && cfg.dh() % 2) throw std::invalid_argument("rope needs an even head width");
     params.assign(lay_.total, T(0));
     grads.assign(lay_.total, T(0));
-    chunk_grads.assign(lay_.total * size_t(chunks_), T(0));
+    chunk_stride_ = Carver<T>::padded(lay_.total);
+    cg_base_ = Carver<T>(chunk_grads, chunk_stride_ * size_t(chunks_), 1)
+                   .take(chunk_stride_ * size_t(chunks_));
+    for (int c = 0; c < chunks_; ++c) CG.push_back(views(cg_base_ + size_t(c) * chunk_stride_));
     chunk_loss.assign(size_t(chunks_), 0.0);
     P = views(params.data());
     G = views(grads.data());
-    for (int c = 0; c < chunks_; ++c)
-      CG.push_back(views(chunk_grads.data() + size_t(c) * lay_.total));
     alloc_acts(cfg_, size_t(B_), false, act_, act_mem_);
     eval_acts_.resize(size_t(chunks_));
     eval_mem_.resize(size_t(chunks_));
@@ -382,13 +409,8 @@ class Model {
     scratch.resize(size_t(chunks_));
     for (auto& s : scratch) {
       const size_t f = size_t(cfg.ffn);
-      s.buf.assign(rc * (d + d + 3 * d + d + f + size_t(cfg.C)) + Nn * Nn, T(0));
-      T* p = s.buf.data();
-      auto take = [&](size_t n) {
-        T* q = p;
-        p += n;
-        return q;
-      };
+      Carver<T> cv(s.buf, rc * (d + d + 3 * d + d + f + size_t(cfg.C)) + Nn * Nn, 7);
+      auto take = [&](size_t n) { return cv.take(n); };
       s.dres = take(rc * d);
       s.dln = take(rc * d);
       s.dqkv = take(rc * 3 * d);
@@ -473,8 +495,8 @@ class Model {
   double forward_backward(const int32_t* seq, int nb) {
     const T scale = T(1.0 / (double(nb) * cfg_.N));
     run_chunks(nb, [&](int c, int b0, int n) {
-      std::fill(chunk_grads.begin() + std::ptrdiff_t(size_t(c) * lay_.total),
-                chunk_grads.begin() + std::ptrdiff_t(size_t(c + 1) * lay_.total), T(0));
+      T* cg = cg_base_ + size_t(c) * chunk_stride_;
+      std::fill(cg, cg + lay_.total, T(0));
       chunk_loss[size_t(c)] = forward_chunk(seq, b0, n, true);
       backward_chunk(seq, b0, n, CG[size_t(c)], scratch[size_t(c)], scale);
     });
@@ -483,8 +505,9 @@ class Model {
     tbb::parallel_for(tbb::blocked_range<size_t>(0, P_, 4096),
                       [&](const tbb::blocked_range<size_t>& r) {
                         for (size_t i = r.begin(); i < r.end(); ++i) {
-                          T s = chunk_grads[i];
-                          for (int c = 1; c < chunks_; ++c) s += chunk_grads[size_t(c) * P_ + i];
+                          T s = cg_base_[i];
+                          for (int c = 1; c < chunks_; ++c)
+                            s += cg_base_[size_t(c) * chunk_stride_ + i];
                           grads[i] = s;
                         }
                       });
@@ -673,7 +696,8 @@ class Model {
     ops_.gemm(0, 0, R, d, C, T(1), s.dlog, C, P.wu, d, T(0), dln, d);  // dln = dU Wu
   }
 
-  std::vector<T> params, grads, chunk_grads;
+  std::vector<T> params, grads;
+  std::vector<T> chunk_grads;  // chunk c's gradients: chunk_stride_ elements from cg_base_
   Views P, G;
   std::vector<Views> CG;
 
@@ -699,13 +723,8 @@ class Model {
                  NN = seqs * cfg.heads * cfg.N * cfg.N, C = size_t(cfg.C);
     const size_t per_layer = R * (d + 2 + 3 * d + d + d + d + d + 2 + f + f + d) + NN;
     const size_t nres = shared ? 2 : size_t(cfg.layers + 1), nlay = shared ? 1 : size_t(cfg.layers);
-    mem.assign(R * d * nres + nlay * per_layer + R * (d + 2 + 2 * C), T(0));
-    T* p = mem.data();
-    auto take = [&](size_t n) {
-      T* q = p;
-      p += n;
-      return q;
-    };
+    Carver<T> cv(mem, R * d * nres + nlay * per_layer + R * (d + 2 + 2 * C), nres + nlay * 14 + 5);
+    auto take = [&](size_t n) { return cv.take(n); };
     act.res.clear();
     act.l.clear();
     for (size_t l = 0; l < nres; ++l) act.res.push_back(take(R * d));
@@ -853,6 +872,8 @@ class Model {
   Layout lay_;
   Ops<T> ops_;
   int B_, chunks_;
+  size_t chunk_stride_ = 0;  // elements from one chunk's gradients to the next's
+  T* cg_base_ = nullptr;     // chunk 0's gradients in chunk_grads (64-byte aligned)
   // Sequences per step of forward_log_probs' stream: 256 rows at N = 64, whose activations
   // (about 0.6 MB at d = 32) stay in L2.
   static constexpr int kEvalSeqs = 4;
