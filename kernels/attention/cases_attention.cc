@@ -3,8 +3,8 @@
 // and analytic backward written here, and on small shapes the backward also against central
 // finite differences of that forward (objective sum(dO .* O)). |err| <= (1e-5 + 1e-5 |ref|)
 // sqrt(largest dimension). Shapes around the vector widths, softmax and linear, causal or not,
-// padded row strides (every output's padding must be kept). Benchmarks: one head, n = 128 and
-// 256 positions, d = 64, causal or not.
+// padded row strides (every output's padding must be kept). Benchmarks: one head, (n, d) = (64, 32)
+// and (128, 64) causal or not, and (256, 64).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -280,8 +280,16 @@ PL_KERNEL_CASES {
   for (Shape s : {Shape{1, 1, 1}, Shape{3, 2, 5}, Shape{8, 8, 8}, Shape{9, 17, 3}, Shape{17, 5, 9}})
     for (int causal = 0; causal < 2; ++causal)
       for (int linear = 0; linear < 2; ++linear) add(s, causal, linear, 1, true);
-  // The benchmark shapes: one head, d_k = d_v = 64, tight strides, scale 1/8.
-  for (auto [n, causal] : {std::pair<size_t, bool>{128, false}, {128, true}, {256, false}})
-    add_attention("n:" + std::to_string(n) + "/d:64" + (causal ? "/causal" : ""), {n, 64, 64},
-                  causal, false, 0, 1, 0.125f, false, Use::test_and_bench);
+  // The benchmark shapes: one head, tight strides, scale 1/sqrt(d): the Markov model's heads
+  // (n = 64, d = 32: markov_default; n = 128, d = 64) causal and dense, and n = 256, d = 64.
+  struct Bench {
+    size_t n, d;
+    bool causal;
+  };
+  for (Bench b : {Bench{64, 32, false}, Bench{64, 32, true}, Bench{128, 64, false},
+                  Bench{128, 64, true}, Bench{256, 64, false}})
+    add_attention(
+        "n:" + std::to_string(b.n) + "/d:" + std::to_string(b.d) + (b.causal ? "/causal" : ""),
+        {b.n, b.d, b.d}, b.causal, false, 0, 1, float(1.0 / std::sqrt(double(b.d))), false,
+        Use::test_and_bench);
 }
