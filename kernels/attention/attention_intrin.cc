@@ -1,13 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
-// attention.intrin.<isa>, attention_bwd.intrin.<isa>: one head, the intrinsics GEMM
-// (gemm_intrin.cc) of the same ISA around a row softmax. With a causal mask every product
-// skips the register tiles of the zero upper triangle (GemmTri): S = scale Q K^T and
-// dP = dO V^T compute only tiles on or left of the diagonal, O = P V and dQ = dS K stop each
-// row's sum at its tile's diagonal, dV = P^T dO and dK = dS^T Q start it there. Operands are
-// packed once per product (row blocks would repack K and V once per block), so the causal pass
-// does about half the dense work.
+// attention.intrin.<isa>, attention_bwd.intrin.<isa>: one head, written with the intrinsics of
+// kernels/common/intrin_ops.hpp.
+// Short sequences (n <= 8 vectors, d_k and d_v whole vectors: the Markov model's heads) take a
+// fused path written here: K^T (forward) or V^T (backward) is packed once, and for each tile of
+// rows the scores (or dP) of the whole row stay in registers through the row softmax (or its
+// backward), so the rows of a tile interleave and no pass over P runs row by row; causal tiles
+// compute only the vectors up to their last row's diagonal. The products with P and dS (O = P V,
+// dQ = dS K, dV = P^T dO, dK = dS^T Q) run on register tiles that read their operands in place
+// and stop (or, transposed, start) each depth sum at the tile's diagonal.
+// Other shapes: the intrinsics GEMM (gemm_intrin.cc) of the same ISA around the rows of
+// softmax_intrin.hpp, with the causal tiles skipped by GemmTri.
+// Both paths sum every product in the same order (an FMA chain over the depth index from zero,
+// the masked terms skipped are exact zeros) and take the same softmax steps, so their outputs
+// are bit-identical.
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "kernels/gemm/gemm_intrin.hpp"
 #include "kernels/softmax/softmax_intrin.hpp"
@@ -23,6 +35,371 @@ void scale_row(float* x, size_t len, float s) {
   if (c < len) store_n(x + c, mul(load_n(x + c, len - c), vs), len - c);
 }
 
+// ---- The fused path for short sequences ----
+
+// Accumulators a register tile may hold (24 of 32 vector registers, 12 of 16 on AVX2).
+constexpr int kAcc = kMr * kNrv;
+constexpr size_t kFusedMaxVecs = 8;  // rows of the scores up to 8 vectors (n <= 128 on AVX-512)
+
+constexpr int tile_rows(int vecs) {
+  return kAcc / vecs > 8 ? 8 : (kAcc / vecs < 1 ? 1 : kAcc / vecs);
+}
+
+// bt[t * ldbt + j] = b[j * ldb + t] for t < d, j < n; zero for n <= j < ldbt.
+void pack_transposed(const float* b, size_t ldb, size_t n, size_t d, float* bt, size_t ldbt) {
+  for (size_t t = 0; t < d; ++t) std::fill(bt + t * ldbt + n, bt + (t + 1) * ldbt, 0.0f);
+  size_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    size_t t = 0;
+    for (; t + 4 <= d; t += 4) transpose4x4(b + j * ldb + t, ldb, bt + t * ldbt + j, ldbt);
+    for (; t < d; ++t)
+      for (size_t r = 0; r < 4; ++r) bt[t * ldbt + j + r] = b[(j + r) * ldb + t];
+  }
+  for (; j < n; ++j)
+    for (size_t t = 0; t < d; ++t) bt[t * ldbt + j] = b[j * ldb + t];
+}
+
+// c[i, 0:NB kW) = sum over p in [lo(i0), hi(i0)) of A[i, p] b[p, 0:NB kW) for the rows i0 + i,
+// i < mr, of one tile; A[i, p] = a[i * lda + p] (TA false) or a[p * lda + i] (TA true), a
+// pointing at the tile's first row (column). The sum runs in order from zero (as the GEMM's).
+// Rows past mr repeat the last row and are not stored (no branch in the loop).
+template <int NB, bool TA>
+void prod_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t lo, size_t hi,
+               size_t mr, float* c, size_t ldc) {
+  constexpr int MR = tile_rows(NB);
+  V acc[MR][NB];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < NB; ++v) acc[i][v] = zero();
+  const auto run = [&](auto row) {
+#pragma GCC unroll 4
+    for (size_t p = lo; p < hi; ++p) {
+      V bv[NB];
+#pragma GCC unroll 8
+      for (int v = 0; v < NB; ++v) bv[v] = load(b + p * ldb + v * kW);
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const V ai = set1(TA ? a[p * lda + row(i)] : a[row(i) * lda + p]);
+#pragma GCC unroll 8
+        for (int v = 0; v < NB; ++v) acc[i][v] = fma(ai, bv[v], acc[i][v]);
+      }
+    }
+  };
+  if (mr == size_t(MR))
+    run([](int i) { return size_t(i); });
+  else
+    run([mr](int i) { return std::min<size_t>(i, mr - 1); });
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    if (size_t(i) >= mr) break;
+#pragma GCC unroll 8
+    for (int v = 0; v < NB; ++v) store(c + i * ldc + v * kW, acc[i][v]);
+  }
+}
+
+using ProdFn = void (*)(const float*, size_t, const float*, size_t, size_t, size_t, size_t, float*,
+                        size_t);
+
+template <bool TA, int... NB>
+constexpr std::array<ProdFn, sizeof...(NB)> prod_table(std::integer_sequence<int, NB...>) {
+  return {&prod_tile<NB + 1, TA>...};
+}
+
+// C (n x d, d a multiple of kW) = op(A) B with op(A) = A (n x n, row-major at stride n) or A^T
+// and B n x d at stride ldb. Causal: op(A) is lower triangular (A = P or dS: the sum for row i
+// stops after its tile's last row) or, transposed, upper triangular (it starts at the tile's
+// first row).
+template <bool TA>
+void prod(const float* a, const float* b, size_t ldb, float* c, size_t ldc, size_t n, size_t d,
+          bool causal) {
+  static constexpr auto kTable = prod_table<TA>(std::make_integer_sequence<int, kNrv>());
+  const size_t vecs = d / kW;
+  for (size_t v0 = 0; v0 < vecs; v0 += kNrv) {
+    const size_t nb = std::min<size_t>(kNrv, vecs - v0);
+    const size_t rows = size_t(tile_rows(int(nb)));
+    const ProdFn fn = kTable[nb - 1];
+    for (size_t i0 = 0; i0 < n; i0 += rows) {
+      const size_t mr = std::min(rows, n - i0);
+      const size_t lo = TA && causal ? i0 : 0, hi = !TA && causal ? i0 + mr : n;
+      fn(TA ? a + i0 : a + i0 * n, n, b + v0 * kW, ldb, lo, hi, mr, c + i0 * ldc + v0 * kW, ldc);
+    }
+  }
+}
+
+// acc[i, 0:NVA kW) = sum over t < d of a[row(i) * lda + t] bt[t, 0:NVA kW), in order from zero.
+template <int MR, int NVA>
+inline void row_scores(const float* a, size_t lda, const float* bt, size_t ldbt, size_t d,
+                       size_t mr, V (&acc)[MR][NVA]) {
+  const float* ar[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    ar[i] = a + std::min<size_t>(i, mr - 1) * lda;
+#pragma GCC unroll 8
+    for (int v = 0; v < NVA; ++v) acc[i][v] = zero();
+  }
+#pragma GCC unroll 4
+  for (size_t t = 0; t < d; ++t) {
+    V bv[NVA];
+#pragma GCC unroll 8
+    for (int v = 0; v < NVA; ++v) bv[v] = load(bt + t * ldbt + v * kW);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const V ai = set1(ar[i][t]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NVA; ++v) acc[i][v] = fma(ai, bv[v], acc[i][v]);
+    }
+  }
+}
+
+// Row r of x (n floats) = the NVA vectors y, lanes at or past len zero, zeros past them.
+template <int NVA>
+inline void store_row(float* x, const V (&y)[NVA], size_t n) {
+#pragma GCC unroll 8
+  for (int v = 0; v < NVA; ++v) {
+    const size_t c = size_t(v) * kW;
+    if (c >= n) break;
+    if (c + kW <= n)
+      store(x + c, y[v]);
+    else
+      store_n(x + c, y[v], n - c);
+  }
+  for (size_t c = size_t(NVA) * kW; c < n; c += kW) {
+    if (c + kW <= n)
+      store(x + c, zero());
+    else
+      store_n(x + c, zero(), n - c);
+  }
+}
+
+// Whether vector v of a row of length len goes to the second partial sum: softmax_row_fast and
+// softmax_bwd_row_fast sum the pairs of whole vectors into two accumulators (even, odd) and the
+// vectors after the last pair into the first; the same order here.
+inline bool second_sum(int v, size_t len) { return (v & 1) && size_t(v + 1) <= len / (2 * kW) * 2; }
+
+// Which lanes of vector v of a row are before its length: computed once per row and vector
+// (mask_after decides it again, with a branch, at every use).
+#if PL_INTRIN_AVX512
+using Keep = __mmask16;
+inline Keep keep_lanes(int v, size_t len) {
+  const size_t c = size_t(v) * kW;
+  return first_n(len > c ? len - c : 0);
+}
+inline V select(Keep k, V x, V fill) { return _mm512_mask_blend_ps(k, fill, x); }
+#elif PL_INTRIN_AVX2
+using Keep = __m256;
+inline Keep keep_lanes(int v, size_t len) {
+  const size_t c = size_t(v) * kW;
+  return _mm256_castsi256_ps(first_n(len > c ? std::min(len - c, kW) : 0));
+}
+inline V select(Keep k, V x, V fill) { return _mm256_blendv_ps(fill, x, k); }
+#else
+using Keep = uint32x4_t;
+inline Keep keep_lanes(int v, size_t len) {
+  const size_t c = size_t(v) * kW;
+  const uint32x4_t idx = {0, 1, 2, 3};
+  return vcltq_u32(idx, vdupq_n_u32(static_cast<uint32_t>(len > c ? std::min(len - c, kW) : 0)));
+}
+inline V select(Keep k, V x, V fill) { return vbslq_f32(k, x, fill); }
+#endif
+
+// The NVA vectors of row x (n floats: lanes past n read as zero).
+template <int NVA>
+inline void load_row(const float* x, size_t n, V (&y)[NVA]) {
+#pragma GCC unroll 8
+  for (int v = 0; v < NVA; ++v) {
+    const size_t c = size_t(v) * kW;
+    y[v] = c + kW <= n ? load(x + c) : load_n(x + c, c < n ? n - c : 0);
+  }
+}
+
+// x[0:len) = softmax(x[0:len)) (as softmax_row_fast: the same steps and sums, so the same
+// bits) or x[0:len) itself (linear), zero from len to n; len <= NVA kW.
+template <int NVA>
+inline void softmax_row(float* x, size_t len, size_t n, bool linear) {
+  V y[NVA];
+  Keep keep[NVA];
+  load_row<NVA>(x, n, y);
+#pragma GCC unroll 8
+  for (int v = 0; v < NVA; ++v) keep[v] = keep_lanes(v, len);
+  if (linear) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NVA; ++v) y[v] = select(keep[v], y[v], zero());
+    return store_row<NVA>(x, y, n);
+  }
+  const V neg_inf = set1(-__builtin_inff());
+  V m = neg_inf;
+#pragma GCC unroll 8
+  for (int v = 0; v < NVA; ++v) m = max(m, select(keep[v], y[v], neg_inf));
+  const V vm = set1(reduce_max(m));
+  V s0 = zero(), s1 = zero();
+#pragma GCC unroll 8
+  for (int v = 0; v < NVA; ++v) {
+    // lanes past len: e^0, then 0 (no lane sends exp down its out-of-range path)
+    y[v] = select(keep[v], exp(sub(select(keep[v], y[v], vm), vm)), zero());
+    if (second_sum(v, len))
+      s1 = add(s1, y[v]);
+    else
+      s0 = add(s0, y[v]);
+  }
+  const V inv = set1(1.0f / reduce_add(add(s0, s1)));
+#pragma GCC unroll 8
+  for (int v = 0; v < NVA; ++v) y[v] = mul(y[v], inv);
+  store_row<NVA>(x, y, n);
+}
+
+// ds[0:len) = scale p .* (ds - <p, ds>) (as softmax_bwd_row_fast) or scale ds (linear), zero
+// from len to n; ds holds dP on entry, p is zero from len on; len <= NVA kW.
+template <int NVA>
+inline void softmax_bwd_row(const float* p, float* ds, size_t len, size_t n, float scale,
+                            bool linear) {
+  const V vs = set1(scale);
+  V y[NVA];
+  Keep keep[NVA];
+  load_row<NVA>(ds, n, y);
+#pragma GCC unroll 8
+  for (int v = 0; v < NVA; ++v) keep[v] = keep_lanes(v, len);
+  if (linear) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NVA; ++v) y[v] = select(keep[v], mul(y[v], vs), zero());
+    return store_row<NVA>(ds, y, n);
+  }
+  V pv[NVA];
+  load_row<NVA>(p, len, pv);
+  V d0 = zero(), d1 = zero();
+#pragma GCC unroll 8
+  for (int v = 0; v < NVA; ++v) {
+    // products past len are exact zeros (p is zero there): adding them changes nothing
+    const V dp = select(keep[v], y[v], zero());
+    if (second_sum(v, len))
+      d1 = fma(pv[v], dp, d1);
+    else
+      d0 = fma(pv[v], dp, d0);
+  }
+  const V vdot = set1(reduce_add(add(d0, d1)));
+#pragma GCC unroll 8
+  for (int v = 0; v < NVA; ++v)
+    y[v] = select(keep[v], mul(mul(pv[v], vs), sub(y[v], vdot)), zero());
+  store_row<NVA>(ds, y, n);
+}
+
+struct FwdArgs {
+  const float* q;
+  size_t ldq;
+  const float* kt;  // K^T: d_k rows of ceil(n / kW) kW floats
+  size_t ldkt;
+  float* p;
+  size_t n, d_k;
+  float scale;
+  bool causal, linear;
+};
+
+// Rows [i0, i0 + mr) of P: the scores of their first NVA vectors (a register tile, stored to p),
+// then row by row the softmax (or the scores themselves), zero past each row's length.
+template <int MR, int NVA>
+void fwd_tile(const FwdArgs& f, size_t i0, size_t mr) {
+  V acc[MR][NVA];
+  row_scores<MR, NVA>(f.q + i0 * f.ldq, f.ldq, f.kt, f.ldkt, f.d_k, mr, acc);
+  const V vs = set1(f.scale);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    if (size_t(i) >= mr) break;
+#pragma GCC unroll 8
+    for (int v = 0; v < NVA; ++v) acc[i][v] = mul(acc[i][v], vs);
+    store_row<NVA>(f.p + (i0 + i) * f.n, acc[i], f.n);
+  }
+#pragma GCC unroll 1
+  for (size_t i = 0; i < mr; ++i)
+    softmax_row<NVA>(f.p + (i0 + i) * f.n, f.causal ? i0 + i + 1 : f.n, f.n, f.linear);
+}
+
+struct BwdArgs {
+  const float* d_o;
+  size_t lddo;
+  const float* vt;  // V^T: d_v rows of ceil(n / kW) kW floats
+  size_t ldvt;
+  const float* p;
+  float* ds;
+  size_t n, d_v;
+  float scale;
+  bool causal, linear;
+};
+
+// Rows [i0, i0 + mr) of dS: dP = dO V^T of their first NVA vectors (a register tile, stored to
+// ds), then row by row the softmax backward (or the scaling), zero past each row's length.
+template <int MR, int NVA>
+void bwd_tile(const BwdArgs& b, size_t i0, size_t mr) {
+  V acc[MR][NVA];
+  row_scores<MR, NVA>(b.d_o + i0 * b.lddo, b.lddo, b.vt, b.ldvt, b.d_v, mr, acc);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    if (size_t(i) >= mr) break;
+    store_row<NVA>(b.ds + (i0 + i) * b.n, acc[i], b.n);
+  }
+#pragma GCC unroll 1
+  for (size_t i = 0; i < mr; ++i) {
+    const size_t r = i0 + i;
+    softmax_bwd_row<NVA>(b.p + r * b.n, b.ds + r * b.n, b.causal ? r + 1 : b.n, b.n, b.scale,
+                         b.linear);
+  }
+}
+
+template <typename Args>
+using TileFn = void (*)(const Args&, size_t, size_t);
+
+template <int NV, int... NVA>
+constexpr std::array<TileFn<FwdArgs>, sizeof...(NVA)> fwd_table(
+    std::integer_sequence<int, NVA...>) {
+  return {&fwd_tile<tile_rows(NV), NVA + 1>...};
+}
+template <int NV, int... NVA>
+constexpr std::array<TileFn<BwdArgs>, sizeof...(NVA)> bwd_table(
+    std::integer_sequence<int, NVA...>) {
+  return {&bwd_tile<tile_rows(NV), NVA + 1>...};
+}
+
+// Every row tile of P (or dS) for rows of at most NV vectors; causal tiles compute the vectors
+// up to their last row only.
+template <int NV, typename Args>
+void row_tiles(const Args& args, size_t n, bool causal) {
+  static constexpr auto kTable = [] {
+    if constexpr (std::is_same_v<Args, FwdArgs>)
+      return fwd_table<NV>(std::make_integer_sequence<int, NV>());
+    else
+      return bwd_table<NV>(std::make_integer_sequence<int, NV>());
+  }();
+  constexpr size_t rows = size_t(tile_rows(NV));
+  for (size_t i0 = 0; i0 < n; i0 += rows) {
+    const size_t mr = std::min(rows, n - i0), cols = causal ? i0 + mr : n;
+    kTable[(cols + kW - 1) / kW - 1](args, i0, mr);
+  }
+}
+
+template <typename Args>
+void all_row_tiles(const Args& args, size_t n, bool causal) {
+  const size_t nv = (n + kW - 1) / kW;
+  if (nv <= 1) return row_tiles<1>(args, n, causal);
+  if (nv <= 2) return row_tiles<2>(args, n, causal);
+  if (nv <= 4) return row_tiles<4>(args, n, causal);
+  return row_tiles<8>(args, n, causal);
+}
+
+// The fused path: rows of at most kFusedMaxVecs vectors, heads of whole vectors up to 128 (one
+// depth block of the GEMM, whose sums are then single FMA chains as here).
+bool fused(size_t n, size_t d_k, size_t d_v) {
+  return n <= kFusedMaxVecs * kW && d_k % kW == 0 && d_v % kW == 0 && d_k > 0 && d_v > 0 &&
+         d_k <= 128 && d_v <= 128;
+}
+
+// Packed K^T or V^T: d rows of ceil(n / kW) kW floats, 64-byte aligned.
+float* transposed_scratch(size_t n, size_t d, size_t& ld) {
+  thread_local std::vector<float> storage;
+  ld = (n + kW - 1) / kW * kW;
+  if (storage.size() < d * ld + 16) storage.resize(d * ld + 16);
+  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) &
+                                  ~uintptr_t{63});
+}
+
 }  // namespace
 
 // q, k: n x d_k; v, o: n x d_v; p: n x n (written, kept for the backward pass).
@@ -30,6 +407,15 @@ void Attention(const float* q, size_t ldq, const float* k, size_t ldk, const flo
                float* o, size_t ldo, float* p, size_t n, size_t d_k, size_t d_v, float scale,
                int causal, int linear) {
   if (n == 0) return;
+  if (fused(n, d_k, d_v)) {
+    size_t ldkt = 0;
+    float* kt = transposed_scratch(n, d_k, ldkt);
+    pack_transposed(k, ldk, n, d_k, kt, ldkt);
+    all_row_tiles(FwdArgs{q, ldq, kt, ldkt, p, n, d_k, scale, causal != 0, linear != 0}, n,
+                  causal != 0);
+    prod<false>(p, v, ldv, o, ldo, n, d_v, causal != 0);  // O = P V
+    return;
+  }
   // S = scale Q K^T, straight into p (causal: tiles right of the diagonal skipped)
   GemmTri(causal ? kTriLowerC : kTriNone, 0, 1, n, n, d_k, scale, q, ldq, k, ldk, 0.0f, p, n);
   for (size_t r = 0; r < n; ++r) {
@@ -43,13 +429,24 @@ void Attention(const float* q, size_t ldq, const float* k, size_t ldk, const flo
 
 // dV = P^T dO; dP = dO V^T; dS = scale P .* (dP - rowsum(P .* dP)) (or scale dP), zero where
 // masked; dQ = dS K; dK = dS^T Q. scratch (n x n) holds dS. Causal: every product skips the
-// tiles of the zero upper triangle of P and dS (GemmTri), which halves the work.
+// tiles of the zero upper triangle of P and dS, which halves the work.
 void AttentionBwd(const float* q, size_t ldq, const float* k, size_t ldk, const float* v,
                   size_t ldv, const float* p, const float* d_o, size_t lddo, float* dq, size_t lddq,
                   float* dk, size_t lddk, float* dv, size_t lddv, float* scratch, size_t n,
                   size_t d_k, size_t d_v, float scale, int causal, int linear) {
   if (n == 0) return;
   float* ds = scratch;
+  if (fused(n, d_k, d_v)) {
+    const bool c = causal != 0;
+    prod<true>(p, d_o, lddo, dv, lddv, n, d_v, c);  // dV = P^T dO
+    size_t ldvt = 0;
+    float* vt = transposed_scratch(n, d_v, ldvt);
+    pack_transposed(v, ldv, n, d_v, vt, ldvt);
+    all_row_tiles(BwdArgs{d_o, lddo, vt, ldvt, p, ds, n, d_v, scale, c, linear != 0}, n, c);
+    prod<false>(ds, k, ldk, dq, lddq, n, d_k, c);  // dQ = dS K
+    prod<true>(ds, q, ldq, dk, lddk, n, d_k, c);   // dK = dS^T Q
+    return;
+  }
   const int lower = causal ? kTriLowerC : kTriNone;
   const int upto = causal ? kTriDepthUpTo : kTriNone;  // op(A) = P or dS: zero right of diagonal
   const int from = causal ? kTriDepthFrom : kTriNone;  // op(A) = P^T or dS^T: zero left of it
