@@ -39,6 +39,8 @@ void scale_row(float* x, size_t len, float s) {
 
 // Accumulators a register tile may hold (24 of 32 vector registers, 12 of 16 on AVX2).
 constexpr int kAcc = kMr * kNrv;
+// The helpers of a tile are inlined into it (GCC otherwise calls some, spilling the tile).
+#define PL_ATTN_INLINE inline __attribute__((always_inline))
 constexpr size_t kFusedMaxVecs = 8;  // rows of the scores up to 8 vectors (n <= 128 on AVX-512)
 
 constexpr int tile_rows(int vecs) {
@@ -129,8 +131,8 @@ void prod(const float* a, const float* b, size_t ldb, float* c, size_t ldc, size
 
 // acc[i, 0:NVA kW) = sum over t < d of a[row(i) * lda + t] bt[t, 0:NVA kW), in order from zero.
 template <int MR, int NVA>
-inline void row_scores(const float* a, size_t lda, const float* bt, size_t ldbt, size_t d,
-                       size_t mr, V (&acc)[MR][NVA]) {
+PL_ATTN_INLINE void row_scores(const float* a, size_t lda, const float* bt, size_t ldbt, size_t d,
+                               size_t mr, V (&acc)[MR][NVA]) {
   const float* ar[MR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
@@ -154,7 +156,7 @@ inline void row_scores(const float* a, size_t lda, const float* bt, size_t ldbt,
 
 // Row r of x (n floats) = the NVA vectors y, lanes at or past len zero, zeros past them.
 template <int NVA>
-inline void store_row(float* x, const V (&y)[NVA], size_t n) {
+PL_ATTN_INLINE void store_row(float* x, const V (&y)[NVA], size_t n) {
 #pragma GCC unroll 8
   for (int v = 0; v < NVA; ++v) {
     const size_t c = size_t(v) * kW;
@@ -175,37 +177,39 @@ inline void store_row(float* x, const V (&y)[NVA], size_t n) {
 // Whether vector v of a row of length len goes to the second partial sum: softmax_row_fast and
 // softmax_bwd_row_fast sum the pairs of whole vectors into two accumulators (even, odd) and the
 // vectors after the last pair into the first; the same order here.
-inline bool second_sum(int v, size_t len) { return (v & 1) && size_t(v + 1) <= len / (2 * kW) * 2; }
+PL_ATTN_INLINE bool second_sum(int v, size_t len) {
+  return (v & 1) && size_t(v + 1) <= len / (2 * kW) * 2;
+}
 
 // Which lanes of vector v of a row are before its length: computed once per row and vector
 // (mask_after decides it again, with a branch, at every use).
 #if PL_INTRIN_AVX512
 using Keep = __mmask16;
-inline Keep keep_lanes(int v, size_t len) {
+PL_ATTN_INLINE Keep keep_lanes(int v, size_t len) {
   const size_t c = size_t(v) * kW;
   return first_n(len > c ? len - c : 0);
 }
-inline V select(Keep k, V x, V fill) { return _mm512_mask_blend_ps(k, fill, x); }
+PL_ATTN_INLINE V select(Keep k, V x, V fill) { return _mm512_mask_blend_ps(k, fill, x); }
 #elif PL_INTRIN_AVX2
 using Keep = __m256;
-inline Keep keep_lanes(int v, size_t len) {
+PL_ATTN_INLINE Keep keep_lanes(int v, size_t len) {
   const size_t c = size_t(v) * kW;
   return _mm256_castsi256_ps(first_n(len > c ? std::min(len - c, kW) : 0));
 }
-inline V select(Keep k, V x, V fill) { return _mm256_blendv_ps(fill, x, k); }
+PL_ATTN_INLINE V select(Keep k, V x, V fill) { return _mm256_blendv_ps(fill, x, k); }
 #else
 using Keep = uint32x4_t;
-inline Keep keep_lanes(int v, size_t len) {
+PL_ATTN_INLINE Keep keep_lanes(int v, size_t len) {
   const size_t c = size_t(v) * kW;
   const uint32x4_t idx = {0, 1, 2, 3};
   return vcltq_u32(idx, vdupq_n_u32(static_cast<uint32_t>(len > c ? std::min(len - c, kW) : 0)));
 }
-inline V select(Keep k, V x, V fill) { return vbslq_f32(k, x, fill); }
+PL_ATTN_INLINE V select(Keep k, V x, V fill) { return vbslq_f32(k, x, fill); }
 #endif
 
 // The NVA vectors of row x (n floats: lanes past n read as zero).
 template <int NVA>
-inline void load_row(const float* x, size_t n, V (&y)[NVA]) {
+PL_ATTN_INLINE void load_row(const float* x, size_t n, V (&y)[NVA]) {
 #pragma GCC unroll 8
   for (int v = 0; v < NVA; ++v) {
     const size_t c = size_t(v) * kW;
@@ -213,74 +217,108 @@ inline void load_row(const float* x, size_t n, V (&y)[NVA]) {
   }
 }
 
-// x[0:len) = softmax(x[0:len)) (as softmax_row_fast: the same steps and sums, so the same
-// bits) or x[0:len) itself (linear), zero from len to n; len <= NVA kW.
-template <int NVA>
-inline void softmax_row(float* x, size_t len, size_t n, bool linear) {
-  V y[NVA];
-  Keep keep[NVA];
-  load_row<NVA>(x, n, y);
+// Rows x + r n, r < R, of lengths len[r]: x[0:len) = softmax(x[0:len)) (as softmax_row_fast: the
+// same steps and sums, so the same bits) or x[0:len) itself (linear), zero from len to n;
+// len <= NVA kW. R rows at once: each row is a chain of dependent steps (max, reduction, exp,
+// sum, reduction, reciprocal), so that independent rows side by side keep the units busy.
+template <int NVA, int R>
+PL_ATTN_INLINE void softmax_rows(float* x, size_t n, const size_t (&len)[R], bool linear) {
+  V y[R][NVA];
+  Keep keep[R][NVA];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    load_row<NVA>(x + r * n, n, y[r]);
 #pragma GCC unroll 8
-  for (int v = 0; v < NVA; ++v) keep[v] = keep_lanes(v, len);
+    for (int v = 0; v < NVA; ++v) keep[r][v] = keep_lanes(v, len[r]);
+  }
   if (linear) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
-    for (int v = 0; v < NVA; ++v) y[v] = select(keep[v], y[v], zero());
-    return store_row<NVA>(x, y, n);
+      for (int v = 0; v < NVA; ++v) y[r][v] = select(keep[r][v], y[r][v], zero());
+      store_row<NVA>(x + r * n, y[r], n);
+    }
+    return;
   }
   const V neg_inf = set1(-__builtin_inff());
-  V m = neg_inf;
+  V vm[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    V m = neg_inf;
 #pragma GCC unroll 8
-  for (int v = 0; v < NVA; ++v) m = max(m, select(keep[v], y[v], neg_inf));
-  const V vm = set1(reduce_max(m));
-  V s0 = zero(), s1 = zero();
-#pragma GCC unroll 8
-  for (int v = 0; v < NVA; ++v) {
-    // lanes past len: e^0, then 0 (no lane sends exp down its out-of-range path)
-    y[v] = select(keep[v], exp(sub(select(keep[v], y[v], vm), vm)), zero());
-    if (second_sum(v, len))
-      s1 = add(s1, y[v]);
-    else
-      s0 = add(s0, y[v]);
+    for (int v = 0; v < NVA; ++v) m = max(m, select(keep[r][v], y[r][v], neg_inf));
+    vm[r] = set1(reduce_max(m));
   }
-  const V inv = set1(1.0f / reduce_add(add(s0, s1)));
+  V inv[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    V s0 = zero(), s1 = zero();
 #pragma GCC unroll 8
-  for (int v = 0; v < NVA; ++v) y[v] = mul(y[v], inv);
-  store_row<NVA>(x, y, n);
+    for (int v = 0; v < NVA; ++v) {
+      // lanes past len: e^0, then 0 (no lane sends exp down its out-of-range path)
+      y[r][v] = select(keep[r][v], exp(sub(select(keep[r][v], y[r][v], vm[r]), vm[r])), zero());
+      if (second_sum(v, len[r]))
+        s1 = add(s1, y[r][v]);
+      else
+        s0 = add(s0, y[r][v]);
+    }
+    inv[r] = set1(1.0f / reduce_add(add(s0, s1)));
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NVA; ++v) y[r][v] = mul(y[r][v], inv[r]);
+    store_row<NVA>(x + r * n, y[r], n);
+  }
 }
 
-// ds[0:len) = scale p .* (ds - <p, ds>) (as softmax_bwd_row_fast) or scale ds (linear), zero
-// from len to n; ds holds dP on entry, p is zero from len on; len <= NVA kW.
-template <int NVA>
-inline void softmax_bwd_row(const float* p, float* ds, size_t len, size_t n, float scale,
-                            bool linear) {
+// Rows ds + r n, r < R, of lengths len[r]: ds[0:len) = scale p .* (ds - <p, ds>) (as
+// softmax_bwd_row_fast) or scale ds (linear), zero from len to n; ds holds dP on entry, p (rows
+// p + r n) is zero from len on; len <= NVA kW. R rows at once, as softmax_rows.
+template <int NVA, int R>
+PL_ATTN_INLINE void softmax_bwd_rows(const float* p, float* ds, size_t n, const size_t (&len)[R],
+                                     float scale, bool linear) {
   const V vs = set1(scale);
-  V y[NVA];
-  Keep keep[NVA];
-  load_row<NVA>(ds, n, y);
+  V y[R][NVA];
+  Keep keep[R][NVA];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    load_row<NVA>(ds + r * n, n, y[r]);
 #pragma GCC unroll 8
-  for (int v = 0; v < NVA; ++v) keep[v] = keep_lanes(v, len);
+    for (int v = 0; v < NVA; ++v) keep[r][v] = keep_lanes(v, len[r]);
+  }
   if (linear) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
-    for (int v = 0; v < NVA; ++v) y[v] = select(keep[v], mul(y[v], vs), zero());
-    return store_row<NVA>(ds, y, n);
+      for (int v = 0; v < NVA; ++v) y[r][v] = select(keep[r][v], mul(y[r][v], vs), zero());
+      store_row<NVA>(ds + r * n, y[r], n);
+    }
+    return;
   }
-  V pv[NVA];
-  load_row<NVA>(p, len, pv);
-  V d0 = zero(), d1 = zero();
+  V pv[R][NVA], vdot[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    load_row<NVA>(p + r * n, len[r], pv[r]);
+    V d0 = zero(), d1 = zero();
 #pragma GCC unroll 8
-  for (int v = 0; v < NVA; ++v) {
-    // products past len are exact zeros (p is zero there): adding them changes nothing
-    const V dp = select(keep[v], y[v], zero());
-    if (second_sum(v, len))
-      d1 = fma(pv[v], dp, d1);
-    else
-      d0 = fma(pv[v], dp, d0);
+    for (int v = 0; v < NVA; ++v) {
+      // products past len are exact zeros (p is zero there): adding them changes nothing
+      const V dp = select(keep[r][v], y[r][v], zero());
+      if (second_sum(v, len[r]))
+        d1 = fma(pv[r][v], dp, d1);
+      else
+        d0 = fma(pv[r][v], dp, d0);
+    }
+    vdot[r] = set1(reduce_add(add(d0, d1)));
   }
-  const V vdot = set1(reduce_add(add(d0, d1)));
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
-  for (int v = 0; v < NVA; ++v)
-    y[v] = select(keep[v], mul(mul(pv[v], vs), sub(y[v], vdot)), zero());
-  store_row<NVA>(ds, y, n);
+    for (int v = 0; v < NVA; ++v)
+      y[r][v] = select(keep[r][v], mul(mul(pv[r][v], vs), sub(y[r][v], vdot[r])), zero());
+    store_row<NVA>(ds + r * n, y[r], n);
+  }
 }
 
 struct FwdArgs {
@@ -308,9 +346,17 @@ void fwd_tile(const FwdArgs& f, size_t i0, size_t mr) {
     for (int v = 0; v < NVA; ++v) acc[i][v] = mul(acc[i][v], vs);
     store_row<NVA>(f.p + (i0 + i) * f.n, acc[i], f.n);
   }
+  const auto len = [&](size_t i) { return f.causal ? i0 + i + 1 : f.n; };
+  size_t i = 0;
 #pragma GCC unroll 1
-  for (size_t i = 0; i < mr; ++i)
-    softmax_row<NVA>(f.p + (i0 + i) * f.n, f.causal ? i0 + i + 1 : f.n, f.n, f.linear);
+  for (; i + 2 <= mr; i += 2) {
+    const size_t lens[2] = {len(i), len(i + 1)};
+    softmax_rows<NVA, 2>(f.p + (i0 + i) * f.n, f.n, lens, f.linear);
+  }
+  if (i < mr) {
+    const size_t lens[1] = {len(i)};
+    softmax_rows<NVA, 1>(f.p + (i0 + i) * f.n, f.n, lens, f.linear);
+  }
 }
 
 struct BwdArgs {
@@ -336,11 +382,16 @@ void bwd_tile(const BwdArgs& b, size_t i0, size_t mr) {
     if (size_t(i) >= mr) break;
     store_row<NVA>(b.ds + (i0 + i) * b.n, acc[i], b.n);
   }
+  const auto len = [&](size_t i) { return b.causal ? i0 + i + 1 : b.n; };
+  size_t i = 0;
 #pragma GCC unroll 1
-  for (size_t i = 0; i < mr; ++i) {
-    const size_t r = i0 + i;
-    softmax_bwd_row<NVA>(b.p + r * b.n, b.ds + r * b.n, b.causal ? r + 1 : b.n, b.n, b.scale,
-                         b.linear);
+  for (; i + 2 <= mr; i += 2) {
+    const size_t lens[2] = {len(i), len(i + 1)}, r = i0 + i;
+    softmax_bwd_rows<NVA, 2>(b.p + r * b.n, b.ds + r * b.n, b.n, lens, b.scale, b.linear);
+  }
+  if (i < mr) {
+    const size_t lens[1] = {len(i)}, r = i0 + i;
+    softmax_bwd_rows<NVA, 1>(b.p + r * b.n, b.ds + r * b.n, b.n, lens, b.scale, b.linear);
   }
 }
 

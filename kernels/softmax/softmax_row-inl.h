@@ -127,9 +127,12 @@ HWY_INLINE void Row(const float* x, float* y, size_t n, size_t cols, float scale
     mx1 = hn::Max(mx1, hn::Mul(vscale, hn::LoadU(d, x + c + N)));
   }
   if (c < body) mx0 = hn::Max(mx0, hn::Mul(vscale, hn::LoadU(d, x + c)));
-  if (tail)
-    mx1 = hn::Max(mx1,
-                  hn::IfThenElse(mtail, hn::Mul(vscale, part::Load(d, x + body, tail)), neg_inf));
+  // The tail is loaded once and kept in registers through the three passes (a partial load
+  // or store costs a copy through a stack buffer, and reloading what was just stored there a
+  // store-forwarding stall: most of a short row's time when every row has a tail, as in causal
+  // attention).
+  const V xtail = tail ? part::Load(d, x + body, tail) : hn::Zero(d);
+  if (tail) mx1 = hn::Max(mx1, hn::IfThenElse(mtail, hn::Mul(vscale, xtail), neg_inf));
   const V neg_m = hn::Neg(hn::MaxOfLanes(d, hn::Max(mx0, mx1)));
 
   // Pass 2: y = e^(scale x - m) and the row sum (kAccurate: in double; kFast: in float).
@@ -144,15 +147,14 @@ HWY_INLINE void Row(const float* x, float* y, size_t n, size_t cols, float scale
       sum = hn::Add(sum, e);
     }
   }
+  V etail = hn::Zero(d);
   if (tail) {
     // Inactive lanes load 0, whose e^(-m) may be anything: zero them before summing.
-    const V e = hn::IfThenElseZero(
-        mtail, ExpShifted<kAcc>(d, part::Load(d, x + body, tail), vscale, neg_m));
-    part::Store(d, e, y + body, tail);
+    etail = hn::IfThenElseZero(mtail, ExpShifted<kAcc>(d, xtail, vscale, neg_m));
     if constexpr (kAcc == Accuracy::kAccurate) {
-      WideAdd(d, e, sum_lo, sum_hi);
+      WideAdd(d, etail, sum_lo, sum_hi);
     } else {
-      sum = hn::Add(sum, e);
+      sum = hn::Add(sum, etail);
     }
   }
 
@@ -164,7 +166,7 @@ HWY_INLINE void Row(const float* x, float* y, size_t n, size_t cols, float scale
     inv = hn::Div(hn::Set(d, 1.f), hn::SumOfLanes(d, sum));
   }
   for (c = 0; c < body; c += N) hn::StoreU(hn::Mul(hn::LoadU(d, y + c), inv), d, y + c);
-  if (tail) part::Store(d, hn::Mul(part::Load(d, y + body, tail), inv), y + body, tail);
+  if (tail) part::Store(d, hn::Mul(etail, inv), y + body, tail);
   FillZero(d, y + n, cols - n);
 }
 
@@ -192,12 +194,14 @@ HWY_INLINE void BwdRow(const float* y, const float* dy, float* dx, size_t n, siz
       acc = hn::MulAdd(hn::LoadU(d, y + c), hn::LoadU(d, dy + c), acc);
     }
   }
+  // The tails are loaded once (see Row).
+  const V ytail = tail ? part::Load(d, y + body, tail) : hn::Zero(d);
+  const V dytail = tail ? part::Load(d, dy + body, tail) : hn::Zero(d);
   if (tail) {
     if constexpr (kAcc == Accuracy::kAccurate) {
-      WideAddProduct(d, part::Load(d, dy + body, tail), part::Load(d, y + body, tail), acc_lo,
-                     acc_hi);
+      WideAddProduct(d, dytail, ytail, acc_lo, acc_hi);
     } else {
-      acc = hn::MulAdd(part::Load(d, y + body, tail), part::Load(d, dy + body, tail), acc);
+      acc = hn::MulAdd(ytail, dytail, acc);
     }
   }
   V s_hi = hn::Zero(d), s_lo = hn::Zero(d);
@@ -218,9 +222,9 @@ HWY_INLINE void BwdRow(const float* y, const float* dy, float* dx, size_t n, siz
     hn::StoreU(hn::Mul(hn::Mul(vscale, hn::LoadU(d, y + c)), g), d, dx + c);
   }
   if (tail) {
-    V g = hn::Sub(part::Load(d, dy + body, tail), s_hi);
+    V g = hn::Sub(dytail, s_hi);
     if constexpr (kAcc == Accuracy::kAccurate) g = hn::Sub(g, s_lo);
-    part::Store(d, hn::Mul(hn::Mul(vscale, part::Load(d, y + body, tail)), g), dx + body, tail);
+    part::Store(d, hn::Mul(hn::Mul(vscale, ytail), g), dx + body, tail);
   }
   FillZero(d, dx + n, cols - n);
 }
