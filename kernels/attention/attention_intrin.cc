@@ -41,11 +41,15 @@ void scale_row(float* x, size_t len, float s) {
 constexpr int kAcc = kMr * kNrv;
 // The helpers of a tile are inlined into it (GCC otherwise calls some, spilling the tile).
 #define PL_ATTN_INLINE inline __attribute__((always_inline))
-constexpr size_t kFusedMaxVecs = 8;  // rows of the scores up to 8 vectors (n <= 128 on AVX-512)
+// Rows of the scores up to 128 floats and 16 vectors (n <= 128 on AVX-512 and AVX2, 64 on NEON).
+constexpr size_t kFusedMaxVecs = 128 / kW < 16 ? 128 / kW : 16;
 
 constexpr int tile_rows(int vecs) {
   return kAcc / vecs > 8 ? 8 : (kAcc / vecs < 1 ? 1 : kAcc / vecs);
 }
+
+// Row tiles of the scores: as high as a register tile of min(NV, kNrv) vectors allows.
+constexpr int score_rows(int nv) { return tile_rows(nv < kNrv ? nv : kNrv); }
 
 // bt[t * ldbt + j] = b[j * ldb + t] for t < d, j < n; zero for n <= j < ldbt.
 void pack_transposed(const float* b, size_t ldb, size_t n, size_t d, float* bt, size_t ldbt) {
@@ -152,6 +156,33 @@ PL_ATTN_INLINE void row_scores(const float* a, size_t lda, const float* bt, size
       for (int v = 0; v < NVA; ++v) acc[i][v] = fma(ai, bv[v], acc[i][v]);
     }
   }
+}
+
+// Rows x + i n, i < mr, columns [V0 kW, NVA kW) (lanes past n not stored) = scale times the
+// scores of rows a + i lda against bt, in register tiles of up to kNrv vectors (the tile of the
+// GEMM: a whole row of scores would not fit AVX2's 16 registers).
+template <int MR, int NVA, int V0 = 0>
+PL_ATTN_INLINE void scores_to_rows(const float* a, size_t lda, const float* bt, size_t ldbt,
+                                   size_t d, size_t mr, float scale, float* x, size_t n) {
+  constexpr int CH = NVA - V0 < kNrv ? NVA - V0 : kNrv;
+  V acc[MR][CH];
+  row_scores<MR, CH>(a, lda, bt + V0 * kW, ldbt, d, mr, acc);
+  const V vs = set1(scale);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    if (size_t(i) >= mr) break;
+#pragma GCC unroll 8
+    for (int v = 0; v < CH; ++v) {
+      const size_t c = size_t(V0 + v) * kW;
+      if (c >= n) break;
+      if (c + kW <= n)
+        store(x + i * n + c, mul(acc[i][v], vs));
+      else
+        store_n(x + i * n + c, mul(acc[i][v], vs), n - c);
+    }
+  }
+  if constexpr (V0 + CH < NVA)
+    scores_to_rows<MR, NVA, V0 + CH>(a, lda, bt, ldbt, d, mr, scale, x, n);
 }
 
 // Row r of x (n floats) = the NVA vectors y, lanes at or past len zero, zeros past them.
@@ -321,6 +352,10 @@ PL_ATTN_INLINE void softmax_bwd_rows(const float* p, float* ds, size_t n, const 
   }
 }
 
+// Rows of NVA vectors go through the softmax two at a time where both fit in registers.
+template <int NVA>
+constexpr bool kPairs = 6 * NVA <= kAcc;
+
 struct FwdArgs {
   const float* q;
   size_t ldq;
@@ -336,24 +371,17 @@ struct FwdArgs {
 // then row by row the softmax (or the scores themselves), zero past each row's length.
 template <int MR, int NVA>
 void fwd_tile(const FwdArgs& f, size_t i0, size_t mr) {
-  V acc[MR][NVA];
-  row_scores<MR, NVA>(f.q + i0 * f.ldq, f.ldq, f.kt, f.ldkt, f.d_k, mr, acc);
-  const V vs = set1(f.scale);
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; ++i) {
-    if (size_t(i) >= mr) break;
-#pragma GCC unroll 8
-    for (int v = 0; v < NVA; ++v) acc[i][v] = mul(acc[i][v], vs);
-    store_row<NVA>(f.p + (i0 + i) * f.n, acc[i], f.n);
-  }
+  scores_to_rows<MR, NVA>(f.q + i0 * f.ldq, f.ldq, f.kt, f.ldkt, f.d_k, mr, f.scale, f.p + i0 * f.n,
+                          f.n);
   const auto len = [&](size_t i) { return f.causal ? i0 + i + 1 : f.n; };
   size_t i = 0;
 #pragma GCC unroll 1
-  for (; i + 2 <= mr; i += 2) {
+  for (; kPairs<NVA> && i + 2 <= mr; i += 2) {
     const size_t lens[2] = {len(i), len(i + 1)};
     softmax_rows<NVA, 2>(f.p + (i0 + i) * f.n, f.n, lens, f.linear);
   }
-  if (i < mr) {
+#pragma GCC unroll 1
+  for (; i < mr; ++i) {
     const size_t lens[1] = {len(i)};
     softmax_rows<NVA, 1>(f.p + (i0 + i) * f.n, f.n, lens, f.linear);
   }
@@ -375,21 +403,18 @@ struct BwdArgs {
 // ds), then row by row the softmax backward (or the scaling), zero past each row's length.
 template <int MR, int NVA>
 void bwd_tile(const BwdArgs& b, size_t i0, size_t mr) {
-  V acc[MR][NVA];
-  row_scores<MR, NVA>(b.d_o + i0 * b.lddo, b.lddo, b.vt, b.ldvt, b.d_v, mr, acc);
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; ++i) {
-    if (size_t(i) >= mr) break;
-    store_row<NVA>(b.ds + (i0 + i) * b.n, acc[i], b.n);
-  }
+  // dP unscaled (times 1: the same bits)
+  scores_to_rows<MR, NVA>(b.d_o + i0 * b.lddo, b.lddo, b.vt, b.ldvt, b.d_v, mr, 1.0f,
+                          b.ds + i0 * b.n, b.n);
   const auto len = [&](size_t i) { return b.causal ? i0 + i + 1 : b.n; };
   size_t i = 0;
 #pragma GCC unroll 1
-  for (; i + 2 <= mr; i += 2) {
+  for (; kPairs<NVA> && i + 2 <= mr; i += 2) {
     const size_t lens[2] = {len(i), len(i + 1)}, r = i0 + i;
     softmax_bwd_rows<NVA, 2>(b.p + r * b.n, b.ds + r * b.n, b.n, lens, b.scale, b.linear);
   }
-  if (i < mr) {
+#pragma GCC unroll 1
+  for (; i < mr; ++i) {
     const size_t lens[1] = {len(i)}, r = i0 + i;
     softmax_bwd_rows<NVA, 1>(b.p + r * b.n, b.ds + r * b.n, b.n, lens, b.scale, b.linear);
   }
@@ -401,12 +426,12 @@ using TileFn = void (*)(const Args&, size_t, size_t);
 template <int NV, int... NVA>
 constexpr std::array<TileFn<FwdArgs>, sizeof...(NVA)> fwd_table(
     std::integer_sequence<int, NVA...>) {
-  return {&fwd_tile<tile_rows(NV), NVA + 1>...};
+  return {&fwd_tile<score_rows(NV), NVA + 1>...};
 }
 template <int NV, int... NVA>
 constexpr std::array<TileFn<BwdArgs>, sizeof...(NVA)> bwd_table(
     std::integer_sequence<int, NVA...>) {
-  return {&bwd_tile<tile_rows(NV), NVA + 1>...};
+  return {&bwd_tile<score_rows(NV), NVA + 1>...};
 }
 
 // Every row tile of P (or dS) for rows of at most NV vectors; causal tiles compute the vectors
@@ -419,7 +444,7 @@ void row_tiles(const Args& args, size_t n, bool causal) {
     else
       return bwd_table<NV>(std::make_integer_sequence<int, NV>());
   }();
-  constexpr size_t rows = size_t(tile_rows(NV));
+  constexpr size_t rows = size_t(score_rows(NV));
   for (size_t i0 = 0; i0 < n; i0 += rows) {
     const size_t mr = std::min(rows, n - i0), cols = causal ? i0 + mr : n;
     kTable[(cols + kW - 1) / kW - 1](args, i0, mr);
@@ -432,7 +457,8 @@ void all_row_tiles(const Args& args, size_t n, bool causal) {
   if (nv <= 1) return row_tiles<1>(args, n, causal);
   if (nv <= 2) return row_tiles<2>(args, n, causal);
   if (nv <= 4) return row_tiles<4>(args, n, causal);
-  return row_tiles<8>(args, n, causal);
+  if (nv <= 8 || kFusedMaxVecs < 16) return row_tiles<8>(args, n, causal);
+  if constexpr (kFusedMaxVecs >= 16) row_tiles<16>(args, n, causal);
 }
 
 // The fused path: rows of at most kFusedMaxVecs vectors, heads of whole vectors up to 128 (one
