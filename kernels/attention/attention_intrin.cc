@@ -1,18 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // attention.intrin.<isa>, attention_bwd.intrin.<isa>: one head, written with the intrinsics of
 // kernels/common/intrin_ops.hpp.
-// Short sequences (n <= 8 vectors, d_k and d_v whole vectors: the Markov model's heads) take a
-// fused path written here: K^T (forward) or V^T (backward) is packed once, and for each tile of
-// rows the scores (or dP) of the whole row stay in registers through the row softmax (or its
-// backward), so the rows of a tile interleave and no pass over P runs row by row; causal tiles
-// compute only the vectors up to their last row's diagonal. The products with P and dS (O = P V,
-// dQ = dS K, dV = P^T dO, dK = dS^T Q) run on register tiles that read their operands in place
-// and stop (or, transposed, start) each depth sum at the tile's diagonal.
-// Other shapes: the intrinsics GEMM (gemm_intrin.cc) of the same ISA around the rows of
-// softmax_intrin.hpp, with the causal tiles skipped by GemmTri.
-// Both paths sum every product in the same order (an FMA chain over the depth index from zero,
-// the masked terms skipped are exact zeros) and take the same softmax steps, so their outputs
-// are bit-identical.
+// Short sequences (n <= 8 vectors: 128 on AVX-512, 64 on AVX2, 32 on NEON; d_k and d_v whole
+// vectors up to 128: the Markov model's heads) take a fused path written here. K^T (forward) or V^T
+// (backward) is packed once; each tile of rows computes its scores (or dP) in register tiles,
+// causal tiles only up to the vector that holds their last row's diagonal, stores them to P (dS)
+// and runs the row softmax (or its backward) on them while they are in L1: vector counts are
+// compile-time constants, each row's lane mask is computed once, and two rows go side by side where
+// they fit in registers (a row is one long chain of dependent steps). The products with P and dS (O
+// = P V, dQ = dS K, dV = P^T dO, dK = dS^T Q) run on register tiles that read their operands in
+// place and stop (transposed: start) each depth sum at the tile's diagonal. Other shapes: the
+// intrinsics GEMM (gemm_intrin.cc) of the same ISA around the rows of softmax_intrin.hpp, with the
+// causal tiles skipped by GemmTri. Both paths sum every product in the same order (an FMA chain
+// over the depth index from zero, the masked terms skipped are exact zeros) and take the same
+// softmax steps, so their outputs are bit-identical.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -41,8 +42,9 @@ void scale_row(float* x, size_t len, float s) {
 constexpr int kAcc = kMr * kNrv;
 // The helpers of a tile are inlined into it (GCC otherwise calls some, spilling the tile).
 #define PL_ATTN_INLINE inline __attribute__((always_inline))
-// Rows of the scores up to 128 floats and 16 vectors (n <= 128 on AVX-512 and AVX2, 64 on NEON).
-constexpr size_t kFusedMaxVecs = 128 / kW < 16 ? 128 / kW : 16;
+// Rows of the scores up to 8 vectors (n <= 128 on AVX-512, 64 on AVX2, 32 on NEON); longer rows
+// were no faster than the GEMM path (AVX2, n = 128, measured).
+constexpr size_t kFusedMaxVecs = 8;
 
 constexpr int tile_rows(int vecs) {
   return kAcc / vecs > 8 ? 8 : (kAcc / vecs < 1 ? 1 : kAcc / vecs);
@@ -185,7 +187,7 @@ PL_ATTN_INLINE void scores_to_rows(const float* a, size_t lda, const float* bt, 
     scores_to_rows<MR, NVA, V0 + CH>(a, lda, bt, ldbt, d, mr, scale, x, n);
 }
 
-// Row r of x (n floats) = the NVA vectors y, lanes at or past len zero, zeros past them.
+// Row x (n floats) = the NVA vectors y (lanes past n not stored), then zeros up to n.
 template <int NVA>
 PL_ATTN_INLINE void store_row(float* x, const V (&y)[NVA], size_t n) {
 #pragma GCC unroll 8
@@ -457,8 +459,7 @@ void all_row_tiles(const Args& args, size_t n, bool causal) {
   if (nv <= 1) return row_tiles<1>(args, n, causal);
   if (nv <= 2) return row_tiles<2>(args, n, causal);
   if (nv <= 4) return row_tiles<4>(args, n, causal);
-  if (nv <= 8 || kFusedMaxVecs < 16) return row_tiles<8>(args, n, causal);
-  if constexpr (kFusedMaxVecs >= 16) row_tiles<16>(args, n, causal);
+  row_tiles<8>(args, n, causal);
 }
 
 // The fused path: rows of at most kFusedMaxVecs vectors, heads of whole vectors up to 128 (one
