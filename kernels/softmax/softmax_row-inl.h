@@ -107,6 +107,28 @@ HWY_INLINE void FillZero(D d, float* y, size_t n) {
   for (; i < n; ++i) y[i] = 0.f;
 }
 
+// The first `valid` lanes at p, zeros in the others. With room (the row holds a whole vector
+// from p on, as a causal row's tail does until the last rows) one full load, masked; otherwise
+// part::Load, a copy through a stack buffer that costs several times more.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadTail(D d, const float* p, size_t valid, bool room) {
+  return room ? hn::IfThenElseZero(hn::FirstN(d, valid), hn::LoadU(d, p)) : part::Load(d, p, valid);
+}
+
+// y[0:valid) = v, then zeros up to y + len (v's lanes from `valid` on already zero where room:
+// one full store, then the rest).
+template <class D>
+HWY_INLINE void StoreTailAndZero(D d, hn::Vec<D> v, float* y, size_t valid, size_t len, bool room) {
+  const size_t N = hn::Lanes(d);
+  if (room) {
+    hn::StoreU(hn::IfThenElseZero(hn::FirstN(d, valid), v), d, y);
+    FillZero(d, y + N, len - N);
+  } else {
+    part::Store(d, v, y, valid);
+    FillZero(d, y + valid, len - valid);
+  }
+}
+
 // y[0:n) = softmax(scale * x[0:n)), y[n:cols) = 0. x may alias y.
 template <Accuracy kAcc>
 HWY_INLINE void Row(const float* x, float* y, size_t n, size_t cols, float scale) {
@@ -131,7 +153,8 @@ HWY_INLINE void Row(const float* x, float* y, size_t n, size_t cols, float scale
   // or store costs a copy through a stack buffer, and reloading what was just stored there a
   // store-forwarding stall: most of a short row's time when every row has a tail, as in causal
   // attention).
-  const V xtail = tail ? part::Load(d, x + body, tail) : hn::Zero(d);
+  const bool room = body + N <= cols;
+  const V xtail = tail ? LoadTail(d, x + body, tail, room) : hn::Zero(d);
   if (tail) mx1 = hn::Max(mx1, hn::IfThenElse(mtail, hn::Mul(vscale, xtail), neg_inf));
   const V neg_m = hn::Neg(hn::MaxOfLanes(d, hn::Max(mx0, mx1)));
 
@@ -166,8 +189,10 @@ HWY_INLINE void Row(const float* x, float* y, size_t n, size_t cols, float scale
     inv = hn::Div(hn::Set(d, 1.f), hn::SumOfLanes(d, sum));
   }
   for (c = 0; c < body; c += N) hn::StoreU(hn::Mul(hn::LoadU(d, y + c), inv), d, y + c);
-  if (tail) part::Store(d, hn::Mul(etail, inv), y + body, tail);
-  FillZero(d, y + n, cols - n);
+  if (tail)
+    StoreTailAndZero(d, hn::Mul(etail, inv), y + body, tail, cols - body, room);
+  else
+    FillZero(d, y + n, cols - n);
 }
 
 // dx[0:n) = scale * y .* (dy - s), s = sum_c dy[c] y[c] over [0:n); dx[n:cols) = 0. dx may alias
@@ -195,8 +220,9 @@ HWY_INLINE void BwdRow(const float* y, const float* dy, float* dx, size_t n, siz
     }
   }
   // The tails are loaded once (see Row).
-  const V ytail = tail ? part::Load(d, y + body, tail) : hn::Zero(d);
-  const V dytail = tail ? part::Load(d, dy + body, tail) : hn::Zero(d);
+  const bool room = body + N <= cols;
+  const V ytail = tail ? LoadTail(d, y + body, tail, room) : hn::Zero(d);
+  const V dytail = tail ? LoadTail(d, dy + body, tail, room) : hn::Zero(d);
   if (tail) {
     if constexpr (kAcc == Accuracy::kAccurate) {
       WideAddProduct(d, dytail, ytail, acc_lo, acc_hi);
@@ -224,9 +250,10 @@ HWY_INLINE void BwdRow(const float* y, const float* dy, float* dx, size_t n, siz
   if (tail) {
     V g = hn::Sub(dytail, s_hi);
     if constexpr (kAcc == Accuracy::kAccurate) g = hn::Sub(g, s_lo);
-    part::Store(d, hn::Mul(hn::Mul(vscale, ytail), g), dx + body, tail);
+    StoreTailAndZero(d, hn::Mul(hn::Mul(vscale, ytail), g), dx + body, tail, cols - body, room);
+  } else {
+    FillZero(d, dx + n, cols - n);
   }
-  FillZero(d, dx + n, cols - n);
 }
 
 // x, y: rows x cols; row r takes its first ActiveLength(r, cols, causal) columns. x may alias y.
