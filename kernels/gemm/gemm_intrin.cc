@@ -8,7 +8,10 @@
 //   panel wide and contiguous); the panel
 //   width is kNrv vectors, and for the last n mod (kNrv * kW) columns the narrowest of 1, 2 or kNrv
 //   vectors that holds them, the tile's rows growing as it narrows;
-//   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a.
+//   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a;
+//   a weight gradient with few rows and many columns (C = A^T B, tn 32 x 128 x 512) is computed
+//   as C^T = B^T A into a scratch C^T and transposed into C, with C's own depth blocks, so that
+//   every element is the same sum in the same order (same bits) on wider row tiles.
 #include "kernels/gemm/gemm_intrin.hpp"
 
 #include <algorithm>
@@ -141,10 +144,16 @@ constexpr std::array<MicroFn, sizeof...(MR)> micro_table(std::integer_sequence<i
 
 // The blocked product with panels of NRV vectors. tri (GemmTri) restricts it to a triangle;
 // col0 is the column of C where this call's columns start.
+// kc_fixed, when not 0, replaces the panel width's own depth block (the product C^T = B^T A,
+// computed for a C whose blocking is that of the other panel width: see GemmTri).
+template <int NRV>
+constexpr size_t depth_block() {
+  return std::max<size_t>(128, 8192 / (NRV * kW));
+}
 template <int NRV>
 void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_t n, size_t k,
                  float alpha, const float* a, size_t lda, const float* b, size_t ldb, float beta,
-                 float* c, size_t ldc) {
+                 float* c, size_t ldc, size_t kc_fixed = 0) {
   constexpr int MR = rows_for<NRV>();
   constexpr size_t nrw = NRV * kW;
   static constexpr auto kMicroN = micro_table<NRV, false>(std::make_integer_sequence<int, MR>());
@@ -155,7 +164,7 @@ void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_
   // Depth blocks of kc rows of op(B): one kc x nrw panel is 32 KiB at most, so it stays in L1
   // while every row tile of a row block streams it (a k = 8192 weight gradient would otherwise
   // stream a 2 MiB panel from L3 once per row tile). Later blocks accumulate onto the first.
-  const size_t KC = std::max<size_t>(128, 8192 / nrw);
+  const size_t KC = kc_fixed ? kc_fixed : depth_block<NRV>();
   const size_t kcmax = std::min(KC, k);
   constexpr size_t kMcRows = 96 / MR * MR;
   // 64-byte aligned, so that no load of a panel row splits across two cache lines.
@@ -226,6 +235,59 @@ void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_
   }
 }
 
+// The columns of C in full-width panels for the first n_main, then the narrowest panel that
+// holds the rest (n = 96 on AVX-512: one 64-column and one 32-column panel instead of two
+// 64-column ones); kc_fixed as in gemm_panels.
+void gemm_cols(int tri, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+               const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
+               size_t ldc, size_t kc_fixed) {
+  constexpr size_t nrw = kNrv * kW;
+  const size_t n_main = n / nrw * nrw;
+  if (n_main)
+    gemm_panels<kNrv>(tri, 0, trans_a, trans_b, m, n_main, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                      kc_fixed);
+  const size_t rest = n - n_main;
+  if (!rest) return;
+  const float* br = trans_b ? b + n_main * ldb : b + n_main;
+  float* cr = c + n_main;
+  if (kNrv > 1 && rest <= kW)
+    return gemm_panels<1>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta,
+                          cr, ldc, kc_fixed);
+  if (kNrv > 2 && rest <= 2 * kW)
+    return gemm_panels<(kNrv > 2 ? 2 : kNrv)>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a,
+                                              lda, br, ldb, beta, cr, ldc, kc_fixed);
+  gemm_panels<kNrv>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta, cr,
+                    ldc, kc_fixed);
+}
+
+// dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols.
+void transpose(const float* src, size_t lds, size_t rows, size_t cols, float* dst, size_t ldd) {
+  size_t i = 0;
+  for (; i + 4 <= rows; i += 4) {
+    size_t j = 0;
+    for (; j + 4 <= cols; j += 4) transpose4x4(src + i * lds + j, lds, dst + j * ldd + i, ldd);
+    for (; j < cols; ++j)
+      for (size_t r = i; r < i + 4; ++r) dst[j * ldd + r] = src[r * lds + j];
+  }
+  for (; i < rows; ++i)
+    for (size_t j = 0; j < cols; ++j) dst[j * ldd + i] = src[i * lds + j];
+}
+
+// Whether a weight gradient C (m x n) = op(A) B with op(A) = A^T (k x m stored) is computed as
+// C^T = B^T A: where C has few rows and many columns (tn 32 x 128 x 512: the 6-row tiles of
+// 4-vector panels need op(B) packed, 128 x 128 per depth block), its transpose has many rows
+// and is one narrow panel wide, A (k x m) being read in place as that panel. m must fill whole
+// vectors (no zero lanes in the swapped panels), and C must be cut into one panel width only, so
+// that its depth blocks are those of a single width (returned; 0: no swap).
+size_t swap_depth_block(size_t m, size_t n) {
+  if (m % kW != 0 || n < 2 * m || m > 4 * kNrv * kW) return 0;
+  constexpr size_t nrw = kNrv * kW;
+  if (n % nrw == 0) return depth_block<kNrv>();
+  if (n < nrw && kNrv > 1 && n <= kW) return depth_block<1>();
+  if (n < nrw && kNrv > 2 && n <= 2 * kW) return depth_block<(kNrv > 2 ? 2 : kNrv)>();
+  return 0;
+}
+
 }  // namespace
 
 // GemmTri with tri = kTriNone: C (m x n) = alpha op(A) op(B) + beta C; op(A): m x k, op(B):
@@ -257,24 +319,22 @@ void GemmTri(int tri, int trans_a, int trans_b, size_t m, size_t n, size_t k, fl
     return gemm_panels<kNarrow>(tri, 0, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                                 ldc);
   }
-  // Full-width panels for the first n_main columns, then the narrowest panel that holds the rest
-  // (n = 96 on AVX-512: one 64-column and one 32-column panel instead of two 64-column ones).
-  constexpr size_t nrw = kNrv * kW;
-  const size_t n_main = n / nrw * nrw;
-  if (n_main)
-    gemm_panels<kNrv>(tri, 0, trans_a, trans_b, m, n_main, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  const size_t rest = n - n_main;
-  if (!rest) return;
-  const float* br = trans_b ? b + n_main * ldb : b + n_main;
-  float* cr = c + n_main;
-  if (kNrv > 1 && rest <= kW)
-    return gemm_panels<1>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta,
-                          cr, ldc);
-  if (kNrv > 2 && rest <= 2 * kW)
-    return gemm_panels<(kNrv > 2 ? 2 : kNrv)>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a,
-                                              lda, br, ldb, beta, cr, ldc);
-  gemm_panels<kNrv>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta, cr,
-                    ldc);
+  // C^T = B^T A in a scratch copy of C^T (read in first when beta != 0), with the depth blocks
+  // of C's own panels: every element of C is the same sum, in the same order, with the same
+  // alpha / beta epilogue per depth block, as in the direct product, so the bits are the same.
+  if (tri == kTriNone && trans_a && !trans_b) {
+    if (const size_t kc = swap_depth_block(m, n)) {
+      thread_local std::vector<float> scratch;
+      if (scratch.size() < n * m + 16) scratch.resize(n * m + 16);
+      float* const ct = reinterpret_cast<float*>(
+          (reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t{63});
+      if (beta != 0.0f) transpose(c, ldc, m, n, ct, m);
+      gemm_cols(kTriNone, 1, 0, n, m, k, alpha, b, ldb, a, lda, beta, ct, m, kc);
+      transpose(ct, m, n, m, c, ldc);
+      return;
+    }
+  }
+  gemm_cols(tri, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 0);
 }
 
 }  // namespace pl::PL_INTRIN_NS
