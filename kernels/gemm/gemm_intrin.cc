@@ -277,10 +277,11 @@ void transpose(const float* src, size_t lds, size_t rows, size_t cols, float* ds
 // C^T = B^T A: where C has few rows and many columns (tn 32 x 128 x 512: the 6-row tiles of
 // 4-vector panels need op(B) packed, 128 x 128 per depth block), its transpose has many rows
 // and is one narrow panel wide, A (k x m) being read in place as that panel. m must fill whole
-// vectors (no zero lanes in the swapped panels), and C must be cut into one panel width only, so
+// vectors (no zero lanes in the swapped panels) and be at most two full panels (AVX2 tn 64 x 256
+// x 1024 was ~4% slower swapped; AVX-512 1.05x), and C must be cut into one panel width only, so
 // that its depth blocks are those of a single width (returned; 0: no swap).
 size_t swap_depth_block(size_t m, size_t n) {
-  if (m % kW != 0 || n < 2 * m || m > 4 * kNrv * kW) return 0;
+  if (m % kW != 0 || n < 2 * m || m > 2 * kNrv * kW) return 0;
   constexpr size_t nrw = kNrv * kW;
   if (n % nrw == 0) return depth_block<kNrv>();
   if (n < nrw && kNrv > 1 && n <= kW) return depth_block<1>();
