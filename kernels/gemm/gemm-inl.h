@@ -5,7 +5,10 @@
 // C (m x n) = alpha * op(A) op(B) + beta * C, row-major, GotoBLAS-style:
 //   for each column block jc (nc <= NC) and depth block pc (kc <= KC):
 //     pack op(B)[pc:pc+kc, jc:jc+nc] into panels of NR = NV * lanes columns (zero padded), so
-//     the micro-kernel streams one contiguous kc x NR panel that stays in L1;
+//     the micro-kernel streams one contiguous kc x NR panel that stays in L1 (a row-major B
+//     exactly one panel wide, n == ldb == NR, already has that layout and is read in place
+//     when it is 64-byte aligned or C has at most kInPlaceMaxRows rows: unaligned rows split
+//     cache lines, which costs more than the copy once the panel serves many row tiles);
 //     for each row block ic (MC rows), panel jr, row tile ir (MR rows):
 //       micro-kernel: MR x NV accumulator vectors, A broadcast straight from its storage
 //       (row-major or transposed, both stream sequentially), one FMA per (row, vector).
@@ -45,6 +48,7 @@ constexpr size_t kMaxNV = 4;
 constexpr size_t kPanelFloats = 8192;    // kc * NR: one packed B panel, 32 KiB (L1)
 constexpr size_t kPackedFloats = 65536;  // kc * nc: the packed B block, 256 KiB (L2)
 constexpr size_t kMC = 96;               // rows of A per block (kMC x kc from L2)
+constexpr size_t kInPlaceMaxRows = 128;  // unaligned one-panel B read in place up to this m
 
 // A growing, 64-byte aligned per-thread buffer: allocated once per thread and size class, so
 // the kernels do not allocate in steady state.
@@ -170,10 +174,10 @@ HWY_NOINLINE void Micro(size_t kc, const float* HWY_RESTRICT a, size_t lda,
   const float* ap = a;
   for (size_t p = 0; p < kc; ++p) {
     const float* bp = panel + p * NR;
-    const auto b0 = hn::Load(d, bp);
-    const auto b1 = NV > 1 ? hn::Load(d, bp + N) : z;
-    const auto b2 = NV > 2 ? hn::Load(d, bp + 2 * N) : z;
-    const auto b3 = NV > 3 ? hn::Load(d, bp + 3 * N) : z;
+    const auto b0 = hn::LoadU(d, bp);  // unaligned: the panel may be B itself
+    const auto b1 = NV > 1 ? hn::LoadU(d, bp + N) : z;
+    const auto b2 = NV > 2 ? hn::LoadU(d, bp + 2 * N) : z;
+    const auto b3 = NV > 3 ? hn::LoadU(d, bp + 3 * N) : z;
     PL_GEMM_ROW(0);
     PL_GEMM_ROW(1);
     PL_GEMM_ROW(2);
@@ -232,13 +236,20 @@ void GemmNV(bool tb, size_t m, size_t n, size_t k, float alpha, const float* a, 
   const hn::ScalableTag<float> d;
   const size_t NR = NV * hn::Lanes(d);
   const size_t KC = std::max<size_t>(16, kPanelFloats / NR);
+  // op(B) = B row-major with rows of exactly NR floats: every depth block is one packed panel.
+  const bool b_in_place = !tb && n == NR && ldb == NR &&
+                          (m <= kInPlaceMaxRows || reinterpret_cast<uintptr_t>(b) % 64 == 0);
   for (size_t pc = 0; pc < k; pc += KC) {
     const size_t kc = std::min(KC, k - pc);
     const size_t NC = std::max(NR, kPackedFloats / kc / NR * NR);
     for (size_t jc = 0; jc < n; jc += NC) {
       const size_t nc = std::min(NC, n - jc);
-      float* packed = PackBuffer(kc * ((nc + NR - 1) / NR) * NR);
-      PackB(tb, b, ldb, pc, kc, jc, nc, NR, packed);
+      const float* packed = b + pc * ldb;  // b_in_place: jc == 0, nc == NR
+      if (!b_in_place) {
+        float* buf = PackBuffer(kc * ((nc + NR - 1) / NR) * NR);
+        PackB(tb, b, ldb, pc, kc, jc, nc, NR, buf);
+        packed = buf;
+      }
       // The first depth block applies beta; later ones accumulate onto it.
       const float beta_eff = pc == 0 ? beta : 1.f;
       for (size_t ic = 0; ic < m; ic += kMC) {
