@@ -96,7 +96,8 @@ HWY_EXPORT(CheckPart);
 TEST_CASE("hwy_part: partial loads and stores touch only the valid elements, every target") {
   size_t targets = 0;
   for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
-    CAPTURE(hwy::TargetName(t));
+    const std::string target = hwy::TargetName(t);
+    CAPTURE(target);
     hwy::SetSupportedTargetsForTest(t);
     std::vector<std::string> failures;
     HWY_DYNAMIC_DISPATCH(pl::CheckPart)(&failures);
