@@ -262,6 +262,13 @@ class Run {
       : cfg_(cfg), plugin_(plugin), p_(plugin.entry), opt_(opt) {}
 
   int go() {
+    // Ctrl-C is caught from the start: one that comes while the folder is locked and the tables
+    // are made (before any point runs) ends the run as interrupted, with run.json saying so and
+    // the lock released, rather than killing the process with its lock left behind.
+    struct StopHandlers {
+      StopHandlers() { install_stop_handlers(); }
+      ~StopHandlers() { restore_stop_handlers(); }
+    } stop_handlers;
     if (int rc = plan_kernels()) return rc;
     if (int rc = plan_folder()) return rc;
     plan_points();
@@ -376,16 +383,13 @@ class Run {
       return s;
     });
     announce();
-    g_stop = 0;
     start_abort_watcher();
-    install_stop_handlers();
     progress_->start();
     if (mpi_size() > 1)
       run_mpi();
     else
       run_local();
     progress_->stop();
-    restore_stop_handlers();
     stop_abort_watcher();
   }
 
