@@ -146,6 +146,8 @@ TEST_CASE("markov_icl: float model on the kernel table matches the double model"
       const size_t R = size_t(nb) * cfg.N, d = size_t(cfg.d);
       double worst = 0;
       std::vector<double> lp(R * cfg.C);
+      // forward_backward streams chunks through per-thread buffers; the accessors see forward()
+      CHECK(md.forward(x.data(), nb) == ld);
       md.log_probs(nb, lp.data());
       for (size_t r = 0; r < R; ++r) {
         double s = 0;
