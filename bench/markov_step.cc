@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // Times one markov_icl training step (batch sampling, forward, backward, AdamW) on the kernel
 // table and prints one line of key=value pairs; bench/markov_vs_torch.py runs it beside PyTorch.
+// The step is timed as markov_icl runs it between checkpoints (all but 20 of 4000 steps in
+// markov_default): the gradients and the update, with the loss's log-sum-exp not summed
+// (Trainer::train_step(step, false)); --with-loss times the steps that report it.
 //   markov_step [--threads T] [--d 64] [--N 128] [--batch 64] [--heads 1] [--reps 20]
-//               [--chunks 8] [--target NAME] [--peak] [--breakdown]
+//               [--chunks 8] [--target NAME] [--peak] [--breakdown] [--with-loss]
 //               [--eval N_EVAL [--eval-forward]] [--K 64]
 // --breakdown (1 thread): where one step's time goes, phase by phase (GEMMs, attention,
 // LayerNorm, GELU, softmax of the loss, AdamW, batch sampling, and the model's own loops:
-// embedding, residual adds, the cross-entropy in double, the gradient reduction), in this
-// thread's CPU time per step, each kernel timed through a wrapped kernel table.
+// embedding, residual adds, the cross-entropy in double (--with-loss), the gradient reduction), in
+// this thread's CPU time per step, each kernel timed through a wrapped kernel table.
 // --eval N_EVAL (1 thread): the work of a run outside the training steps, in this thread's CPU
 // time: building the ID and OOD evaluation sets of N_EVAL sequences each (sampling and the exact
 // predictors, once per run) and one evaluation (every checkpoint), split into the model's forward
@@ -187,7 +190,7 @@ int eval_cost(pl::markov::TrainConfig tc, const pl_kernel_table& t, int n_eval, 
 int main(int argc, char** argv) {
   int threads = 1, reps = 20, batch = 64, chunks = 8;
   int n_eval = 0, K = 64;
-  bool peak = false, breakdown = false, eval_forward = false;
+  bool peak = false, breakdown = false, eval_forward = false, with_loss = false;
   std::string target;
   pl::markov::ModelConfig mc;
   mc.d = 64;
@@ -215,6 +218,8 @@ int main(int argc, char** argv) {
       peak = true;
     else if (a == "--breakdown")
       breakdown = true;
+    else if (a == "--with-loss")
+      with_loss = true;
     else if (a == "--eval")
       n_eval = next();
     else if (a == "--eval-forward")
@@ -224,8 +229,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: markov_step [--threads T] [--d D] [--N N] [--batch B] [--heads H] "
-                   "[--reps R] [--chunks C] [--target NAME] [--peak] [--breakdown] [--eval N_EVAL "
-                   "[--eval-forward]] [--K K]\n");
+                   "[--reps R] [--chunks C] [--target NAME] [--peak] [--breakdown] [--with-loss] "
+                   "[--eval N_EVAL [--eval-forward]] [--K K]\n");
       return 2;
     }
   }
@@ -262,12 +267,12 @@ int main(int argc, char** argv) {
       samp.push_back(thread_cpu_ns() - c0);
     }
     std::sort(samp.begin(), samp.end());
-    for (int s = 1; s <= 3; ++s) tr.train_step(s);  // warm-up
+    for (int s = 1; s <= 3; ++s) tr.train_step(s, with_loss);  // warm-up
     std::fill(g_kernel_ns, g_kernel_ns + kMaxKernels, 0.0);
     std::fill(g_kernel_calls, g_kernel_calls + kMaxKernels, int64_t(0));
     g_gemm_shapes.clear();
     const double c0 = thread_cpu_ns();
-    for (int s = 4; s < 4 + reps; ++s) tr.train_step(s);
+    for (int s = 4; s < 4 + reps; ++s) tr.train_step(s, with_loss);
     const double step = (thread_cpu_ns() - c0) / reps * 1e-6;  // ms
     const double sampling = samp[samp.size() / 2] * 1e-6;
     // Sampling's own kernel calls (random bits) are inside `sampling`.
@@ -337,7 +342,7 @@ int main(int argc, char** argv) {
   for (int s = 1; s <= reps + 3; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = cpu_now();
-    tr.train_step(s);
+    tr.train_step(s, with_loss);
     const double e =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (s > 3) ms.push_back(e), cpu.push_back(cpu_now() - c0);
@@ -347,9 +352,9 @@ int main(int argc, char** argv) {
   const double med = ms[ms.size() / 2], fl = flops_per_step(mc, batch);
   std::printf(
       "impl=phaselab threads=%d d=%d N=%d batch=%d heads=%d C=%d layers=%d median_ms=%.3f "
-      "min_ms=%.3f cpu_ms=%.3f flops=%.4g gflops=%.2f target=%s",
+      "min_ms=%.3f cpu_ms=%.3f flops=%.4g gflops=%.2f target=%s with_loss=%d",
       threads, mc.d, mc.N, batch, mc.heads, mc.C, mc.layers, med, ms.front(), cpu[cpu.size() / 2],
-      fl, fl / med * 1e-6, t.target ? t.target : "?");
+      fl, fl / med * 1e-6, t.target ? t.target : "?", int(with_loss));
   if (peak) {
     // The widest ISA's peak (what "% of peak" is quoted against), and every ISA's.
     const auto isas = pl::bench::peak_isas();

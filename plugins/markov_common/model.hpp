@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -487,7 +488,10 @@ class Model {
   // written cold every step: about 1.1x slower at d = 32, N = 64, 4 chunks, 1 thread). The slots
   // change where activations live, not what is computed: every chunk's loss and gradients are
   // the same bits for any S. The accessors E(), A(), ... do not see this pass.
-  double forward_backward(const int32_t* seq, int nb) {
+  // with_loss false: the cross-entropy is not summed (the gradients need only the softmax; its
+  // log-sum-exp in double costs ~4% of a step at d = 32): returns 0, or NaN when a logit is not
+  // finite (a finite row of logits always has a finite loss).
+  double forward_backward(const int32_t* seq, int nb, bool with_loss = true) {
     if (nb > B_) throw std::invalid_argument("batch larger than allocated");
     const T scale = T(1.0 / (double(nb) * cfg_.N));
     const int S = train_slots();
@@ -499,7 +503,7 @@ class Model {
         std::fill(cg, cg + lay_.total, T(0));
         chunk_loss[size_t(c)] = 0;
         if (b1 <= b0) continue;
-        chunk_loss[size_t(c)] = forward_rows(a, 0, seq, b0, b1 - b0, true, 0.0, nullptr);
+        chunk_loss[size_t(c)] = forward_rows(a, 0, seq, b0, b1 - b0, true, 0.0, nullptr, with_loss);
         backward_rows(a, seq, b0, b1 - b0, CG[size_t(c)], scratch[size_t(sl)], scale);
       }
     });
@@ -667,12 +671,19 @@ class Model {
   // unembedding + cross-entropy: U = ln Wu^T, probs = softmax(U); returns
   // loss0 + sum_rows logsumexp(U) - U[target] (in double, rows in order). With logp, the
   // log-probabilities U - logsumexp(U) (R x C, double) go there instead of probs (not written).
-  //   ln: R x d; U, probs: R x C
+  // sum_loss false (and no logp): no loss is summed; returns loss0, or NaN when some U is not
+  // finite.   ln: R x d; U, probs: R x C
   double unembed_xent_forward(T* U, T* probs, const T* ln, const int32_t* seq, int b0, int nb,
-                              double loss0 = 0, double* logp = nullptr) const {
+                              double loss0 = 0, double* logp = nullptr,
+                              bool sum_loss = true) const {
     const size_t d = size_t(cfg_.d), N = size_t(cfg_.N), C = size_t(cfg_.C), R = size_t(nb) * N;
     ops_.gemm(0, 1, R, C, d, T(1), ln, d, P.wu, d, T(0), U, C);
     if (!logp) ops_.softmax_rows(U, probs, R, C);
+    if (!sum_loss && !logp) {
+      bool finite = true;
+      for (size_t i = 0; i < R * C; ++i) finite &= std::fabs(U[i]) <= std::numeric_limits<T>::max();
+      return finite ? loss0 : NAN;
+    }
     double loss = loss0;
     for (size_t b = 0; b < size_t(nb); ++b)
       for (size_t t = 0; t < N; ++t) {
@@ -842,9 +853,10 @@ class Model {
   }
   // Sequences [b0, b0 + nb) through the model with their activations in `a` from sequence slot
   // `slot` on; returns loss0 + their summed cross-entropy. logp: see unembed_xent_forward. With
-  // `for_backward`, the activations backward_rows needs (GELU'(u) in h).
+  // `for_backward`, the activations backward_rows needs (GELU'(u) in h). sum_loss: see
+  // unembed_xent_forward.
   double forward_rows(const Activations& act, size_t slot, const int32_t* seq, int b0, int nb,
-                      bool for_backward, double loss0, double* logp) {
+                      bool for_backward, double loss0, double* logp, bool sum_loss = true) {
     const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn), N = size_t(cfg_.N), C = size_t(cfg_.C),
                  R = size_t(nb) * N, r0 = slot * N, NN = size_t(cfg_.heads) * N * N;
     embedding_forward(act.res[0] + r0 * d, seq, b0, nb);
@@ -873,7 +885,7 @@ class Model {
     const T* lnf = layernorm_forward(act.lnf + r0 * d, act.lnf_mean + r0, act.lnf_rstd + r0, xL,
                                      P.lnfg, P.lnfb, R);
     return unembed_xent_forward(act.logits + r0 * C, act.probs + r0 * C, lnf, seq, b0, nb, loss0,
-                                logp);
+                                logp, sum_loss);
   }
 
   // Mirror of forward_rows(act, 0, seq, b0, nb, true, ...) (the activations of sequences

@@ -247,6 +247,33 @@ TEST_CASE("markov_icl: gradients are bit-identical for 1 and 2 threads") {
   CHECK(std::memcmp(g[0].data(), g[1].data(), g[0].size() * sizeof(float)) == 0);
 }
 
+TEST_CASE("markov_icl: a step without the loss gives the same gradients; NaN logits are seen") {
+  pl::markov::ModelConfig cfg = tiny(0);
+  cfg.N = 16;
+  cfg.d = 32;
+  cfg.ffn = 128;
+  const int nb = 6;
+  const pl_kernel_table t = table();
+  pl::markov::Model<float> m(cfg, &t, nb, 3);
+  const auto z = normals(m.num_params(), 9);
+  m.init_from_normals(z.data());
+  const auto x = tokens(nb, cfg.N, cfg.C, 4);
+  const double loss = m.forward_backward(x.data(), nb);
+  const std::vector<float> g = m.grads;
+  CHECK(std::isfinite(loss));
+  CHECK(loss > 0);
+  CHECK(m.forward_backward(x.data(), nb, false) == 0.0);
+  CHECK(std::memcmp(g.data(), m.grads.data(), g.size() * sizeof(float)) == 0);
+  // a non-finite weight of the unembedding makes its logit column non-finite: both forms see it
+  const size_t wu = m.layout().wu;
+  for (const float bad : {NAN, INFINITY}) {
+    CAPTURE(bad);
+    m.params[wu + 3] = bad;
+    CHECK(std::isnan(m.forward_backward(x.data(), nb, false)));
+    CHECK_FALSE(std::isfinite(m.forward_backward(x.data(), nb)));
+  }
+}
+
 // ------------------------------------------------------------------ data
 TEST_CASE("markov_icl: stationary distribution solves pi T = pi and matches power iteration") {
   const pl_kernel_table t = table();

@@ -318,10 +318,11 @@ class Trainer {
   // Fills the batch for `step` (each sequence from its own stream (seed, step, b)).
   void make_batch(int64_t step) { data_.make_batch(stream_seed(tc_.seed, Stream::kBatches), step); }
 
-  // One AdamW step at 1-based `step`; returns the training loss of the batch.
-  double train_step(int64_t step) {
+  // One AdamW step at 1-based `step`; returns the training loss of the batch (with_loss false:
+  // 0, or NaN when a logit is not finite; see Model::forward_backward).
+  double train_step(int64_t step, bool with_loss = true) {
     make_batch(step);
-    const double loss = model_.forward_backward(data_.batch().data(), tc_.batch);
+    const double loss = model_.forward_backward(data_.batch().data(), tc_.batch, with_loss);
     double lr = tc_.lr;
     if (tc_.warmup > 0 && step <= tc_.warmup) lr *= double(step) / double(tc_.warmup);
     for (const auto& g : groups_)

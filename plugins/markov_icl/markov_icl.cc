@@ -157,12 +157,16 @@ class MarkovIcl {
     size_t next = 0;
     double loss_train = NAN;
     for (int64_t step = 0; step <= tc_.steps; ++step) {
+      // The training loss is reported at the checkpoints only; between them the step checks
+      // that the logits are finite (which a finite loss needs) instead of summing it.
+      const bool at_ckpt = next < ckpt_.size() && ckpt_[next] == step;
       if (step > 0) {
-        loss_train = tr.train_step(step);
+        loss_train = tr.train_step(step, at_ckpt);
         if (!std::isfinite(loss_train))
-          return cx.fail("non-finite training loss at step " + std::to_string(step));
+          return cx.fail(std::string(at_ckpt ? "non-finite training loss" : "non-finite logits") +
+                         " at step " + std::to_string(step));
       }
-      if (next < ckpt_.size() && ckpt_[next] == step) {
+      if (at_ckpt) {
         if (cx.cancelled()) return PL_CANCELLED;  // before an evaluation (n_eval sequences)
         ++next;
         const pl::markov::EvalResult r = tr.evaluate();
