@@ -53,8 +53,107 @@ constexpr int tile_rows(int vecs) {
 // Row tiles of the scores: as high as a register tile of min(NV, kNrv) vectors allows.
 constexpr int score_rows(int nv) { return tile_rows(nv < kNrv ? nv : kNrv); }
 
-// bt[t * ldbt + j] = b[j * ldb + t] for t < d, j < n; zero for n <= j < ldbt.
+#if PL_INTRIN_AVX512
+// Rows j and j + 8 of a 16 x 16 block, columns [c, c + 8), as the two halves of one vector; rows
+// at or past `rows` read as zeros (the padding of K^T / V^T, with no separate fill).
+PL_ATTN_INLINE V two_rows(const float* b, size_t ldb, size_t j, size_t c, size_t rows) {
+  const __m256 lo = j < rows ? _mm256_loadu_ps(b + j * ldb + c) : _mm256_setzero_ps();
+  const __m512d wide = _mm512_zextpd256_pd512(_mm256_castps_pd(lo));
+  if (j + 8 >= rows) return _mm512_castpd_ps(wide);
+  return _mm512_castpd_ps(
+      _mm512_insertf64x4(wide, _mm256_castps_pd(_mm256_loadu_ps(b + (j + 8) * ldb + c)), 1));
+}
+
+// x[k] holds rows k (low half) and k + 8 (high half) of 8 columns; on return x[c] holds column c
+// of all 16 rows: a transpose of 8 x 8 within each half (in-lane unpacks and shuffles, then one
+// two-source permute that joins the 128-bit lanes).
+PL_ATTN_INLINE void transpose_halves(V (&x)[8]) {
+  V t[8], u[8];
+#pragma GCC unroll 4
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = _mm512_unpacklo_ps(x[k], x[k + 1]);
+    t[k + 1] = _mm512_unpackhi_ps(x[k], x[k + 1]);
+  }
+#pragma GCC unroll 2
+  for (int g = 0; g < 8; g += 4) {
+    u[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
+    u[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
+    u[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+  }
+  // u[c] (c < 4): lane 0 column c of rows 0-3, lane 1 column c + 4, lanes 2, 3 rows 8-11; u[c + 4]
+  // the same for rows 4-7 and 12-15.
+  const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+  const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    x[c] = _mm512_permutex2var_ps(u[c], lo, u[c + 4]);
+    x[c + 4] = _mm512_permutex2var_ps(u[c], hi, u[c + 4]);
+  }
+}
+
+// bt[c * ldbt + r] = b[r * ldb + c] for c < kW and r < kW (zero for r >= rows).
+PL_ATTN_INLINE void transpose_block(const float* b, size_t ldb, size_t rows, float* bt,
+                                    size_t ldbt) {
+  V x[8], y[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    x[k] = two_rows(b, ldb, size_t(k), 0, rows);
+    y[k] = two_rows(b, ldb, size_t(k), 8, rows);
+  }
+  transpose_halves(x);
+  transpose_halves(y);
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    store(bt + c * ldbt, x[c]);
+    store(bt + (c + 8) * ldbt, y[c]);
+  }
+}
+#elif PL_INTRIN_AVX2
+// Rows j and j + 4 of an 8 x 8 block, columns [c, c + 4), as the two halves of one vector; rows
+// at or past `rows` read as zeros (the padding of K^T / V^T, with no separate fill).
+PL_ATTN_INLINE V two_rows(const float* b, size_t ldb, size_t j, size_t c, size_t rows) {
+  const __m128 lo = j < rows ? _mm_loadu_ps(b + j * ldb + c) : _mm_setzero_ps();
+  const __m128 hi = j + 4 < rows ? _mm_loadu_ps(b + (j + 4) * ldb + c) : _mm_setzero_ps();
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+}
+
+// x[k] holds rows k (low lane) and k + 4 (high lane) of 4 columns; on return x[c] holds column c
+// of all 8 rows: a 4 x 4 transpose within each 128-bit lane.
+PL_ATTN_INLINE void transpose_lanes(V (&x)[4]) {
+  const V t0 = _mm256_unpacklo_ps(x[0], x[1]), t1 = _mm256_unpackhi_ps(x[0], x[1]);
+  const V t2 = _mm256_unpacklo_ps(x[2], x[3]), t3 = _mm256_unpackhi_ps(x[2], x[3]);
+  x[0] = _mm256_shuffle_ps(t0, t2, 0x44);
+  x[1] = _mm256_shuffle_ps(t0, t2, 0xEE);
+  x[2] = _mm256_shuffle_ps(t1, t3, 0x44);
+  x[3] = _mm256_shuffle_ps(t1, t3, 0xEE);
+}
+
+// bt[c * ldbt + r] = b[r * ldb + c] for c < kW and r < kW (zero for r >= rows).
+PL_ATTN_INLINE void transpose_block(const float* b, size_t ldb, size_t rows, float* bt,
+                                    size_t ldbt) {
+  V x[4], y[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    x[k] = two_rows(b, ldb, size_t(k), 0, rows);
+    y[k] = two_rows(b, ldb, size_t(k), 4, rows);
+  }
+  transpose_lanes(x);
+  transpose_lanes(y);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    store(bt + c * ldbt, x[c]);
+    store(bt + (c + 4) * ldbt, y[c]);
+  }
+}
+#endif
+
+// bt[t * ldbt + j] = b[j * ldb + t] for t < d, j < n; zero for n <= j < ldbt. d is a multiple of
+// kW (the fused path's heads). AVX-512 and AVX2: one register transpose of kW x kW per block
+// (16 x 16, 8 x 8), the rows past n of the last block zeros in the same stores; NEON: 4 x 4
+// blocks (its full width) after a zero fill of the padding.
 void pack_transposed(const float* b, size_t ldb, size_t n, size_t d, float* bt, size_t ldbt) {
+#if PL_INTRIN_NEON
   for (size_t t = 0; t < d; ++t) std::fill(bt + t * ldbt + n, bt + (t + 1) * ldbt, 0.0f);
   size_t j = 0;
   for (; j + 4 <= n; j += 4) {
@@ -65,6 +164,18 @@ void pack_transposed(const float* b, size_t ldb, size_t n, size_t d, float* bt, 
   }
   for (; j < n; ++j)
     for (size_t t = 0; t < d; ++t) bt[t * ldbt + j] = b[j * ldb + t];
+#else
+  const size_t whole = n / kW * kW;
+  for (size_t j = 0; j < whole; j += kW)
+    for (size_t t = 0; t < d; t += kW)
+      transpose_block(b + j * ldb + t, ldb, kW, bt + t * ldbt + j, ldbt);
+  const size_t padded = whole < n ? whole + kW : whole;
+  if (whole < n)
+    for (size_t t = 0; t < d; t += kW)
+      transpose_block(b + whole * ldb + t, ldb, n - whole, bt + t * ldbt + whole, ldbt);
+  if (padded < ldbt)  // wider scratch rows than the rounded length (not used by the fused path)
+    for (size_t t = 0; t < d; ++t) std::fill(bt + t * ldbt + padded, bt + (t + 1) * ldbt, 0.0f);
+#endif
 }
 
 // c[i, 0:NB kW) = sum over p in [lo(i0), hi(i0)) of A[i, p] b[p, 0:NB kW) for the rows i0 + i,
