@@ -361,6 +361,19 @@ PL_ATTN_INLINE void load_row(const float* x, size_t n, V (&y)[NVA]) {
   }
 }
 
+// The preamble of a group of R rows (softmax_rows, softmax_bwd_rows): the NVA vectors of rows
+// x + r n and, per row and vector, the lanes before the row's length len[r].
+template <int NVA, int R>
+PL_ATTN_INLINE void load_rows(const float* x, size_t n, const size_t (&len)[R], V (&y)[R][NVA],
+                              Keep (&keep)[R][NVA]) {
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    load_row<NVA>(x + r * n, n, y[r]);
+#pragma GCC unroll 8
+    for (int v = 0; v < NVA; ++v) keep[r][v] = keep_lanes(v, len[r]);
+  }
+}
+
 // Rows x + r n, r < R, of lengths len[r]: x[0:len) = softmax(x[0:len)) (as softmax_row_fast: the
 // same steps and sums, so the same bits) or x[0:len) itself (linear), zero from len to n;
 // len <= NVA kW. R rows at once: each row is a chain of dependent steps (max, reduction, exp,
@@ -369,12 +382,7 @@ template <int NVA, int R>
 PL_ATTN_INLINE void softmax_rows(float* x, size_t n, const size_t (&len)[R], bool linear) {
   V y[R][NVA];
   Keep keep[R][NVA];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    load_row<NVA>(x + r * n, n, y[r]);
-#pragma GCC unroll 8
-    for (int v = 0; v < NVA; ++v) keep[r][v] = keep_lanes(v, len[r]);
-  }
+  load_rows<NVA, R>(x, n, len, y, keep);
   if (linear) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -425,12 +433,7 @@ PL_ATTN_INLINE void softmax_bwd_rows(const float* p, float* ds, size_t n, const 
   const V vs = set1(scale);
   V y[R][NVA];
   Keep keep[R][NVA];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    load_row<NVA>(ds + r * n, n, y[r]);
-#pragma GCC unroll 8
-    for (int v = 0; v < NVA; ++v) keep[r][v] = keep_lanes(v, len[r]);
-  }
+  load_rows<NVA, R>(ds, n, len, y, keep);
   if (linear) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -469,6 +472,26 @@ PL_ATTN_INLINE void softmax_bwd_rows(const float* p, float* ds, size_t n, const 
 template <int NVA>
 constexpr bool kPairs = 6 * NVA <= kAcc;
 
+// Rows [i0, i0 + mr) of a tile in groups of R rows: two at a time where kPairs<NVA>, then one.
+// rows(r, lens) gets a group's first row r and its rows' lengths (i + 1 for row i causal, else n)
+// as const size_t (&)[R].
+template <int NVA, typename Rows>
+PL_ATTN_INLINE void row_groups(size_t i0, size_t mr, size_t n, bool causal, Rows rows) {
+  const auto len = [&](size_t i) { return causal ? i + 1 : n; };
+  size_t i = i0;
+  const size_t end = i0 + mr;
+#pragma GCC unroll 1
+  for (; kPairs<NVA> && i + 2 <= end; i += 2) {
+    const size_t lens[2] = {len(i), len(i + 1)};
+    rows(i, lens);
+  }
+#pragma GCC unroll 1
+  for (; i < end; ++i) {
+    const size_t lens[1] = {len(i)};
+    rows(i, lens);
+  }
+}
+
 struct FwdArgs {
   const float* q;
   size_t ldq;
@@ -486,18 +509,10 @@ template <int MR, int NVA>
 void fwd_tile(const FwdArgs& f, size_t i0, size_t mr) {
   scores_to_rows<MR, NVA>(f.q + i0 * f.ldq, f.ldq, f.kt, f.ldkt, f.d_k, mr, f.scale, f.p + i0 * f.n,
                           f.n);
-  const auto len = [&](size_t i) { return f.causal ? i0 + i + 1 : f.n; };
-  size_t i = 0;
-#pragma GCC unroll 1
-  for (; kPairs<NVA> && i + 2 <= mr; i += 2) {
-    const size_t lens[2] = {len(i), len(i + 1)};
-    softmax_rows<NVA, 2>(f.p + (i0 + i) * f.n, f.n, lens, f.linear);
-  }
-#pragma GCC unroll 1
-  for (; i < mr; ++i) {
-    const size_t lens[1] = {len(i)};
-    softmax_rows<NVA, 1>(f.p + (i0 + i) * f.n, f.n, lens, f.linear);
-  }
+  row_groups<NVA>(i0, mr, f.n, f.causal, [&](size_t r, const auto& lens) {
+    constexpr int R = int(std::extent_v<std::remove_reference_t<decltype(lens)>>);
+    softmax_rows<NVA, R>(f.p + r * f.n, f.n, lens, f.linear);
+  });
 }
 
 struct BwdArgs {
@@ -519,18 +534,10 @@ void bwd_tile(const BwdArgs& b, size_t i0, size_t mr) {
   // dP unscaled (times 1: the same bits)
   scores_to_rows<MR, NVA>(b.d_o + i0 * b.lddo, b.lddo, b.vt, b.ldvt, b.d_v, mr, 1.0f,
                           b.ds + i0 * b.n, b.n);
-  const auto len = [&](size_t i) { return b.causal ? i0 + i + 1 : b.n; };
-  size_t i = 0;
-#pragma GCC unroll 1
-  for (; kPairs<NVA> && i + 2 <= mr; i += 2) {
-    const size_t lens[2] = {len(i), len(i + 1)}, r = i0 + i;
-    softmax_bwd_rows<NVA, 2>(b.p + r * b.n, b.ds + r * b.n, b.n, lens, b.scale, b.linear);
-  }
-#pragma GCC unroll 1
-  for (; i < mr; ++i) {
-    const size_t lens[1] = {len(i)}, r = i0 + i;
-    softmax_bwd_rows<NVA, 1>(b.p + r * b.n, b.ds + r * b.n, b.n, lens, b.scale, b.linear);
-  }
+  row_groups<NVA>(i0, mr, b.n, b.causal, [&](size_t r, const auto& lens) {
+    constexpr int R = int(std::extent_v<std::remove_reference_t<decltype(lens)>>);
+    softmax_bwd_rows<NVA, R>(b.p + r * b.n, b.ds + r * b.n, b.n, lens, b.scale, b.linear);
+  });
 }
 
 template <typename Args>
