@@ -3,7 +3,8 @@
 // kernels/common/intrin_ops.hpp.
 // Short sequences (n <= 8 vectors: 128 on AVX-512, 64 on AVX2, 32 on NEON; d_k and d_v whole
 // vectors up to 128: the Markov model's heads) take a fused path written here. K^T (forward) or V^T
-// (backward) is packed once; each tile of rows computes its scores (or dP) in register tiles,
+// (backward) is packed once (register transposes of a whole vector square, the padding past n
+// zeroed in the same stores); each tile of rows computes its scores (or dP) in register tiles,
 // causal tiles only up to the vector that holds their last row's diagonal, stores them to P (dS)
 // and runs the row softmax (or its backward) on them while they are in L1: vector counts are
 // compile-time constants, each row's lane mask is computed once, and two rows go side by side where
