@@ -544,29 +544,38 @@ void bwd_tile(const BwdArgs& b, size_t i0, size_t mr) {
 template <typename Args>
 using TileFn = void (*)(const Args&, size_t, size_t);
 
-template <int NV, int... NVA>
-constexpr std::array<TileFn<FwdArgs>, sizeof...(NVA)> fwd_table(
-    std::integer_sequence<int, NVA...>) {
-  return {&fwd_tile<score_rows(NV), NVA + 1>...};
+template <typename Args, int MR, int... NVA>
+constexpr std::array<TileFn<Args>, sizeof...(NVA)> tile_table(std::integer_sequence<int, NVA...>) {
+  if constexpr (std::is_same_v<Args, FwdArgs>)
+    return {&fwd_tile<MR, NVA + 1>...};
+  else
+    return {&bwd_tile<MR, NVA + 1>...};
 }
-template <int NV, int... NVA>
-constexpr std::array<TileFn<BwdArgs>, sizeof...(NVA)> bwd_table(
-    std::integer_sequence<int, NVA...>) {
-  return {&bwd_tile<score_rows(NV), NVA + 1>...};
-}
+
+// Causal tiles near the start hold few vectors: they go kTall rows high while a register tile of
+// kTall rows holds all their vectors (AVX-512 and NEON: the first 3 vectors, 48 and 12 columns;
+// AVX2: 1, 8 columns). Fewer columns past the rows' diagonals are computed, and the FMAs have
+// more independent accumulators. Every element is the same sum in either tiling.
+constexpr int kTall = 8;
+constexpr int kTallVecs = kAcc / kTall;
 
 // Every row tile of P (or dS) for rows of at most NV vectors; causal tiles compute the vectors
 // up to their last row only.
 template <int NV, typename Args>
 void row_tiles(const Args& args, size_t n, bool causal) {
-  static constexpr auto kTable = [] {
-    if constexpr (std::is_same_v<Args, FwdArgs>)
-      return fwd_table<NV>(std::make_integer_sequence<int, NV>());
-    else
-      return bwd_table<NV>(std::make_integer_sequence<int, NV>());
-  }();
+  static constexpr auto kTable =
+      tile_table<Args, score_rows(NV)>(std::make_integer_sequence<int, NV>());
   constexpr size_t rows = size_t(score_rows(NV));
-  for (size_t i0 = 0; i0 < n; i0 += rows) {
+  size_t i0 = 0;
+  if constexpr (score_rows(NV) < kTall && kTallVecs >= 1) {
+    constexpr int kVecs = kTallVecs < NV ? kTallVecs : NV;
+    static constexpr auto kTallTable =
+        tile_table<Args, kTall>(std::make_integer_sequence<int, kVecs>());
+    if (causal)
+      for (; i0 + kTall <= n && (i0 + kTall + kW - 1) / kW <= size_t(kVecs); i0 += kTall)
+        kTallTable[(i0 + kTall + kW - 1) / kW - 1](args, i0, kTall);
+  }
+  for (; i0 < n; i0 += rows) {
     const size_t mr = std::min(rows, n - i0), cols = causal ? i0 + mr : n;
     kTable[(cols + kW - 1) / kW - 1](args, i0, mr);
   }
