@@ -68,7 +68,7 @@ PL_ATTN_INLINE V two_rows(const float* b, size_t ldb, size_t j, size_t c, size_t
 // x[k] holds rows k (low half) and k + 8 (high half) of 8 columns; on return x[c] holds column c
 // of all 16 rows: a transpose of 8 x 8 within each half (in-lane unpacks and shuffles, then one
 // two-source permute that joins the 128-bit lanes).
-PL_ATTN_INLINE void transpose_halves(V (&x)[8]) {
+PL_ATTN_INLINE void transpose_halves(V (&x)[kW / 2]) {
   V t[8], u[8];
 #pragma GCC unroll 4
   for (int k = 0; k < 8; k += 2) {
@@ -92,24 +92,6 @@ PL_ATTN_INLINE void transpose_halves(V (&x)[8]) {
     x[c + 4] = _mm512_permutex2var_ps(u[c], hi, u[c + 4]);
   }
 }
-
-// bt[c * ldbt + r] = b[r * ldb + c] for c < kW and r < kW (zero for r >= rows).
-PL_ATTN_INLINE void transpose_block(const float* b, size_t ldb, size_t rows, float* bt,
-                                    size_t ldbt) {
-  V x[8], y[8];
-#pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k) {
-    x[k] = two_rows(b, ldb, size_t(k), 0, rows);
-    y[k] = two_rows(b, ldb, size_t(k), 8, rows);
-  }
-  transpose_halves(x);
-  transpose_halves(y);
-#pragma GCC unroll 8
-  for (int c = 0; c < 8; ++c) {
-    store(bt + c * ldbt, x[c]);
-    store(bt + (c + 8) * ldbt, y[c]);
-  }
-}
 #elif PL_INTRIN_AVX2
 // Rows j and j + 4 of an 8 x 8 block, columns [c, c + 4), as the two halves of one vector; rows
 // at or past `rows` read as zeros (the padding of K^T / V^T, with no separate fill).
@@ -121,7 +103,7 @@ PL_ATTN_INLINE V two_rows(const float* b, size_t ldb, size_t j, size_t c, size_t
 
 // x[k] holds rows k (low lane) and k + 4 (high lane) of 4 columns; on return x[c] holds column c
 // of all 8 rows: a 4 x 4 transpose within each 128-bit lane.
-PL_ATTN_INLINE void transpose_lanes(V (&x)[4]) {
+PL_ATTN_INLINE void transpose_halves(V (&x)[kW / 2]) {
   const V t0 = _mm256_unpacklo_ps(x[0], x[1]), t1 = _mm256_unpackhi_ps(x[0], x[1]);
   const V t2 = _mm256_unpacklo_ps(x[2], x[3]), t3 = _mm256_unpackhi_ps(x[2], x[3]);
   x[0] = _mm256_shuffle_ps(t0, t2, 0x44);
@@ -129,22 +111,26 @@ PL_ATTN_INLINE void transpose_lanes(V (&x)[4]) {
   x[2] = _mm256_shuffle_ps(t1, t3, 0x44);
   x[3] = _mm256_shuffle_ps(t1, t3, 0xEE);
 }
+#endif
 
-// bt[c * ldbt + r] = b[r * ldb + c] for c < kW and r < kW (zero for r >= rows).
+#if PL_INTRIN_AVX512 || PL_INTRIN_AVX2
+// bt[c * ldbt + r] = b[r * ldb + c] for c < kW and r < kW (zero for r >= rows): the block's
+// columns [0, kW / 2) and [kW / 2, kW), each as kW / 2 vectors of two half rows, transposed.
 PL_ATTN_INLINE void transpose_block(const float* b, size_t ldb, size_t rows, float* bt,
                                     size_t ldbt) {
-  V x[4], y[4];
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
+  constexpr int H = int(kW / 2);
+  V x[H], y[H];
+#pragma GCC unroll 8
+  for (int k = 0; k < H; ++k) {
     x[k] = two_rows(b, ldb, size_t(k), 0, rows);
-    y[k] = two_rows(b, ldb, size_t(k), 4, rows);
+    y[k] = two_rows(b, ldb, size_t(k), size_t(H), rows);
   }
-  transpose_lanes(x);
-  transpose_lanes(y);
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
+  transpose_halves(x);
+  transpose_halves(y);
+#pragma GCC unroll 8
+  for (int c = 0; c < H; ++c) {
     store(bt + c * ldbt, x[c]);
-    store(bt + (c + 4) * ldbt, y[c]);
+    store(bt + (c + H) * ldbt, y[c]);
   }
 }
 #endif
