@@ -425,8 +425,11 @@ class Model {
   size_t num_params() const { return lay_.total; }
   int batch() const { return B_; }
   int chunks() const { return chunks_; }
-  int chunk_begin(int c) const { return int(int64_t(B_) * c / chunks_); }
-  int chunk_end(int c) const { return int(int64_t(B_) * (c + 1) / chunks_); }
+  // The fixed partition of nb sequences into chunks (the same for every thread count): chunk c
+  // holds [chunk_start(nb, c), chunk_start(nb, c + 1)).
+  int chunk_start(int nb, int c) const { return int(int64_t(nb) * c / chunks_); }
+  int chunk_begin(int c) const { return chunk_start(B_, c); }
+  int chunk_end(int c) const { return chunk_start(B_, c + 1); }
 
   // GPT-2 style initialisation from N(0,1) samples z (num_params of them): matrices 0.02 z,
   // residual output projections 0.02 / sqrt(2 L) z, positions 0.01 z, LayerNorm gamma 1, beta 0.
@@ -498,7 +501,7 @@ class Model {
     tbb::parallel_for(0, S, [&](int sl) {
       const Activations& a = train_acts_[size_t(sl)];
       for (int c = sl; c < chunks_; c += S) {
-        const int b0 = int(int64_t(nb) * c / chunks_), b1 = int(int64_t(nb) * (c + 1) / chunks_);
+        const int b0 = chunk_start(nb, c), b1 = chunk_start(nb, c + 1);
         T* cg = cg_base_ + size_t(c) * chunk_stride_;
         std::fill(cg, cg + lay_.total, T(0));
         chunk_loss[size_t(c)] = 0;
@@ -812,9 +815,8 @@ class Model {
   template <class F>
   void run_chunks(int nb, F&& f) {
     if (nb > B_) throw std::invalid_argument("batch larger than allocated");
-    // fixed partition of the nb sequences into chunks_ ranges (the same for every thread count)
     tbb::parallel_for(0, chunks_, [&](int c) {
-      const int b0 = int(int64_t(nb) * c / chunks_), b1 = int(int64_t(nb) * (c + 1) / chunks_);
+      const int b0 = chunk_start(nb, c), b1 = chunk_start(nb, c + 1);
       if (b1 > b0)
         f(c, b0, b1 - b0);
       else
