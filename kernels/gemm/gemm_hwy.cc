@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // gemm.hwy.<isa>, gemm_batched.hwy.<isa>: the register-blocked GEMM of gemm-inl.h, all targets.
+// gemm_epilogue.hwy.<isa>: that GEMM, then the epilogue in one vector pass over C (not fused: the
+// intrinsics variants apply it in the micro-kernel's store).
 // foreach_target.h must follow HWY_TARGET_INCLUDE and precede the other includes.
 // clang-format off
 #undef HWY_TARGET_INCLUDE
@@ -23,6 +25,29 @@ void Gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, c
 
 namespace {
 namespace hn = hwy::HWY_NAMESPACE;
+}  // namespace
+
+// C = (alpha op(A) op(B)) .* E (epilogue 1) or alpha op(A) op(B) + E (2): Gemm's store, then one
+// multiply or add per element, row by row.
+void GemmEpilogue(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+                  const float* a, size_t lda, const float* b, size_t ldb, int epilogue,
+                  const float* e, size_t lde, float* c, size_t ldc) {
+  gemm_detail::Gemm(trans_a != 0, trans_b != 0, m, n, k, alpha, a, lda, b, ldb, 0.f, c, ldc);
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  for (size_t i = 0; i < m; ++i) {
+    float* ci = c + i * ldc;
+    const float* ei = e + i * lde;
+    size_t j = 0;
+    for (; j + L <= n; j += L) {
+      const auto x = hn::LoadU(d, ci + j), y = hn::LoadU(d, ei + j);
+      hn::StoreU(epilogue == 1 ? hn::Mul(x, y) : hn::Add(x, y), d, ci + j);
+    }
+    for (; j < n; ++j) ci[j] = epilogue == 1 ? ci[j] * ei[j] : ci[j] + ei[j];
+  }
+}
+
+namespace {
 
 // One small problem with n <= Lanes(d) (d: a capped tag, 4 or 8 lanes): each row of C is one
 // vector, C[i, :] = sum_p A[i, p] B[p, :], rows eight at a time (eight independent FMA chains

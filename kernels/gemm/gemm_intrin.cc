@@ -12,6 +12,9 @@
 //   a weight gradient with few rows and many columns (C = A^T B, tn 32 x 128 x 512) is computed
 //   as C^T = B^T A into a scratch C^T and transposed into C, with C's own depth blocks, so that
 //   every element is the same sum in the same order (same bits) on wider row tiles.
+// gemm_epilogue.intrin.<isa>: the same product with beta 0, and C = acc .* E or acc + E applied
+// to the accumulator registers in the micro-kernel's store of the last depth block (no swap:
+// the direct product has the same bits).
 #include "kernels/gemm/gemm_intrin.hpp"
 
 #include <algorithm>
@@ -29,6 +32,13 @@ namespace {
 // the unembedding's n = 10), so that no FMA multiplies zero padding of a too-wide panel while
 // the accumulator count stays the same: NRV vectors x MR rows.
 constexpr int kAcc = kMr * kNrv;
+// gemm_epilogue's elementwise step at the store of the last depth block: kind 0 none, 1
+// C = r .* E, 2 C = r + E, r the float the store would write; e points at the tile's E[0, 0].
+struct Epi {
+  int kind = 0;
+  const float* e = nullptr;
+  size_t lde = 0;
+};
 // Packed op(B) blocks up to this size (24 KiB) stay in L1 beside a row tile of A.
 constexpr size_t kL1PackedFloats = 6144;
 template <int NRV>
@@ -87,7 +97,7 @@ void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t n, size_t 
 // tile: it cost 15-20% on the model's short-depth 12-row AVX-512 tiles (n = 32, k <= 32).
 template <int MR, int NRV, bool TA>
 void micro(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, float* c, size_t ldc,
-           size_t nr, float alpha, float beta) {
+           size_t nr, float alpha, float beta, const Epi& ep) {
   constexpr size_t nrw = NRV * kW;
   V acc[MR][NRV];
 #pragma GCC unroll 12
@@ -107,10 +117,20 @@ void micro(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, f
     }
   }
   if (nr == nrw && alpha == 1.0f && beta == 0.0f) {  // the common case: a plain store
+    if (ep.kind == 0) {
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; ++i)
+      for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
-      for (int v = 0; v < NRV; ++v) store(c + i * ldc + v * kW, acc[i][v]);
+        for (int v = 0; v < NRV; ++v) store(c + i * ldc + v * kW, acc[i][v]);
+    } else {
+#pragma GCC unroll 12
+      for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+        for (int v = 0; v < NRV; ++v) {
+          const V e = load(ep.e + i * ep.lde + v * kW);
+          store(c + i * ldc + v * kW, ep.kind == 1 ? mul(acc[i][v], e) : add(acc[i][v], e));
+        }
+    }
     return;
   }
   const V va = set1(alpha), vb = set1(beta);
@@ -123,11 +143,14 @@ void micro(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, f
       float* cp = c + i * ldc + j;
       const size_t cols = nr - j;
       V r = mul(acc[i][v], va);
+      const float* ep_ij = ep.kind ? ep.e + i * ep.lde + j : nullptr;
       if (cols >= kW) {
         if (beta != 0.0f) r = fma(vb, load(cp), r);
+        if (ep.kind) r = ep.kind == 1 ? mul(r, load(ep_ij)) : add(r, load(ep_ij));
         store(cp, r);
       } else {
         if (beta != 0.0f) r = fma(vb, load_n(cp, cols), r);
+        if (ep.kind) r = ep.kind == 1 ? mul(r, load_n(ep_ij, cols)) : add(r, load_n(ep_ij, cols));
         store_n(cp, r, cols);
       }
     }
@@ -135,7 +158,7 @@ void micro(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, f
 }
 
 using MicroFn = void (*)(size_t, const float*, size_t, const float*, size_t, float*, size_t, size_t,
-                         float, float);
+                         float, float, const Epi&);
 
 template <int NRV, bool TA, int... MR>
 constexpr std::array<MicroFn, sizeof...(MR)> micro_table(std::integer_sequence<int, MR...>) {
@@ -145,7 +168,8 @@ constexpr std::array<MicroFn, sizeof...(MR)> micro_table(std::integer_sequence<i
 // The blocked product with panels of NRV vectors. tri (GemmTri) restricts it to a triangle;
 // col0 is the column of C where this call's columns start.
 // kc_fixed, when not 0, replaces the panel width's own depth block (the product C^T = B^T A,
-// computed for a C whose blocking is that of the other panel width: see GemmTri).
+// computed for a C whose blocking is that of the other panel width: see GemmTri). epi (kTriNone
+// only): gemm_epilogue's step, E at C's position, applied by the last depth block's stores.
 template <int NRV>
 constexpr size_t depth_block() {
   return std::max<size_t>(128, 8192 / (NRV * kW));
@@ -153,7 +177,7 @@ constexpr size_t depth_block() {
 template <int NRV>
 void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_t n, size_t k,
                  float alpha, const float* a, size_t lda, const float* b, size_t ldb, float beta,
-                 float* c, size_t ldc, size_t kc_fixed = 0) {
+                 float* c, size_t ldc, size_t kc_fixed = 0, const Epi& epi = Epi{}) {
   constexpr int MR = rows_for<NRV>();
   constexpr size_t nrw = NRV * kW;
   static constexpr auto kMicroN = micro_table<NRV, false>(std::make_integer_sequence<int, MR>());
@@ -193,6 +217,7 @@ void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_
              bpack + p0 * kc * nrw);
     }
     const float beta_eff = pc == 0 ? beta : 1.0f;
+    const bool last_block = pc + kc >= k;
     // When the whole packed block of op(B) fits in L1 (the model's narrow products: n <= 128
     // with a short depth), each row tile of A goes through every panel while it is in L1, and
     // A is streamed from memory exactly once. Otherwise blocks of 96 rows of A (96 x kc in
@@ -220,8 +245,10 @@ void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_
         const float* ai = trans_a ? a + (pc + lo) * lda + i0 : a + i0 * lda + pc + lo;
         const bool in_place = j0 < n_direct;
         const float* bt = in_place ? bk + j0 + lo * ldb : bpack + jp * kc * nrw + lo * nrw;
+        const Epi te =
+            last_block && epi.kind ? Epi{epi.kind, epi.e + i0 * epi.lde + j0, epi.lde} : Epi{};
         table[mr - 1](hi - lo, ai, lda, bt, in_place ? ldb : nrw, c + i0 * ldc + j0, ldc,
-                      std::min(nrw, n - j0), alpha, beta_eff);
+                      std::min(nrw, n - j0), alpha, beta_eff, te);
       };
       if (tile_outer) {
         for (size_t q = 0, i0 = ic; q < tiles; i0 += base + (q < extra), ++q)
@@ -240,24 +267,25 @@ void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_
 // 64-column ones); kc_fixed as in gemm_panels.
 void gemm_cols(int tri, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
                const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
-               size_t ldc, size_t kc_fixed) {
+               size_t ldc, size_t kc_fixed, const Epi& epi = Epi{}) {
   constexpr size_t nrw = kNrv * kW;
   const size_t n_main = n / nrw * nrw;
   if (n_main)
     gemm_panels<kNrv>(tri, 0, trans_a, trans_b, m, n_main, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                      kc_fixed);
+                      kc_fixed, epi);
   const size_t rest = n - n_main;
   if (!rest) return;
   const float* br = trans_b ? b + n_main * ldb : b + n_main;
   float* cr = c + n_main;
+  const Epi er = epi.kind ? Epi{epi.kind, epi.e + n_main, epi.lde} : Epi{};
   if (kNrv > 1 && rest <= kW)
     return gemm_panels<1>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta,
-                          cr, ldc, kc_fixed);
+                          cr, ldc, kc_fixed, er);
   if (kNrv > 2 && rest <= 2 * kW)
     return gemm_panels<(kNrv > 2 ? 2 : kNrv)>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a,
-                                              lda, br, ldb, beta, cr, ldc, kc_fixed);
+                                              lda, br, ldb, beta, cr, ldc, kc_fixed, er);
   gemm_panels<kNrv>(tri, n_main, trans_a, trans_b, m, rest, k, alpha, a, lda, br, ldb, beta, cr,
-                    ldc, kc_fixed);
+                    ldc, kc_fixed, er);
 }
 
 // dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols.
@@ -336,6 +364,24 @@ void GemmTri(int tri, int trans_a, int trans_b, size_t m, size_t n, size_t k, fl
     }
   }
   gemm_cols(tri, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 0);
+}
+
+// C = (alpha op(A) op(B)) .* E (epilogue 1) or alpha op(A) op(B) + E (2), fused into the store
+// of Gemm's direct product (beta 0). Gemm's C^T = B^T A path for a few-row weight gradient is
+// not taken: the direct product has the same bits (see GemmTri), and E stays read in C's order.
+void GemmEpilogue(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+                  const float* a, size_t lda, const float* b, size_t ldb, int epilogue,
+                  const float* e, size_t lde, float* c, size_t ldc) {
+  if (m == 0 || n == 0) return;
+  const int kind = epilogue == 1 ? 1 : 2;
+  if (k == 0) {  // op(A) op(B) is the zero matrix
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < n; ++j)
+        c[i * ldc + j] = kind == 1 ? 0.0f * e[i * lde + j] : 0.0f + e[i * lde + j];
+    return;
+  }
+  gemm_cols(kTriNone, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc, 0,
+            Epi{kind, e, lde});
 }
 
 }  // namespace pl::PL_INTRIN_NS

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// gemm.scalar, gemm_batched.scalar: the reference, plain loops with double accumulation.
+// gemm.scalar, gemm_batched.scalar, gemm_epilogue.scalar: the reference, plain loops with double
+// accumulation.
 #include "phaselab/kernels.hpp"
 
 namespace pl::scalar {
@@ -28,6 +29,19 @@ void GemmBatched(int trans_a, int trans_b, size_t m, size_t n, size_t k, float a
   for (size_t i = 0; i < batch; ++i)
     Gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
          c + i * stride_c, ldc);
+}
+
+// C = (alpha op(A) op(B)) .* E (epilogue 1) or alpha op(A) op(B) + E (2): Gemm's float result,
+// then one float multiply or add per element (the same bits as Gemm followed by the loop).
+void GemmEpilogue(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+                  const float* a, size_t lda, const float* b, size_t ldb, int epilogue,
+                  const float* e, size_t lde, float* c, size_t ldc) {
+  Gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.f, c, ldc);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      float& x = c[i * ldc + j];
+      x = epilogue == 1 ? x * e[i * lde + j] : x + e[i * lde + j];
+    }
 }
 
 }  // namespace pl::scalar
