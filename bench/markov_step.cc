@@ -99,12 +99,14 @@ void wrap_timed(pl_kernel_table* t) {
 #undef PL_KERNEL
 }
 
-// GEMM time by shape (trans_a, trans_b, m, n, k), wrapped around the timed gemm.
+// GEMM time by shape (trans_a, trans_b, m, n, k, gemm_epilogue's epilogue or 0 for gemm),
+// wrapped around the timed gemm and gemm_epilogue.
 struct GemmShape {
   int ta, tb;
   size_t m, n, k;
+  int epi;
   bool operator<(const GemmShape& o) const {
-    return std::tie(ta, tb, m, n, k) < std::tie(o.ta, o.tb, o.m, o.n, o.k);
+    return std::tie(ta, tb, m, n, k, epi) < std::tie(o.ta, o.tb, o.m, o.n, o.k, o.epi);
   }
 };
 std::map<GemmShape, std::pair<double, int64_t>> g_gemm_shapes;  // ns, calls
@@ -113,14 +115,24 @@ void gemm_by_shape(int ta, int tb, size_t m, size_t n, size_t k, float alpha, co
                    size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
   const double t0 = thread_cpu_ns();
   g_gemm_inner(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  auto& e = g_gemm_shapes[{ta, tb, m, n, k}];
+  auto& e = g_gemm_shapes[{ta, tb, m, n, k, 0}];
+  e.first += thread_cpu_ns() - t0;
+  ++e.second;
+}
+decltype(pl_kernel_table::gemm_epilogue) g_gemm_epi_inner = nullptr;
+void gemm_epi_by_shape(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float* a,
+                       size_t lda, const float* b, size_t ldb, int epi, const float* ep, size_t lde,
+                       float* c, size_t ldc) {
+  const double t0 = thread_cpu_ns();
+  g_gemm_epi_inner(ta, tb, m, n, k, alpha, a, lda, b, ldb, epi, ep, lde, c, ldc);
+  auto& e = g_gemm_shapes[{ta, tb, m, n, k, epi}];
   e.first += thread_cpu_ns() - t0;
   ++e.second;
 }
 
 // Which phase of the step a kernel belongs to.
 const char* phase_of(const std::string& k) {
-  if (k == "gemm" || k == "gemm_batched") return "GEMM";
+  if (k == "gemm" || k == "gemm_batched" || k == "gemm_epilogue") return "GEMM";
   if (k == "attention" || k == "attention_bwd") return "attention";
   if (k == "layernorm" || k == "layernorm_bwd") return "LayerNorm";
   if (k == "gelu" || k == "gelu_bwd" || k == "gelu_fwd_grad") return "GELU";
@@ -255,6 +267,8 @@ int main(int argc, char** argv) {
     wrap_timed(&t);
     g_gemm_inner = t.gemm;
     t.gemm = &gemm_by_shape;
+    g_gemm_epi_inner = t.gemm_epilogue;
+    t.gemm_epilogue = &gemm_epi_by_shape;
   }
   if (n_eval > 0) return eval_cost(tc, t, n_eval, reps, eval_forward);
   pl::markov::Trainer tr(tc, t);
@@ -317,11 +331,17 @@ int main(int argc, char** argv) {
         "attention FLOPs %.4g; at peak the step would take %.3f ms\n",
         isas.empty() ? "none" : isas[0].c_str(), pk, 100 * fl / step * 1e-6 / pk, fl - fa, fa,
         fl / pk * 1e-6);
-    std::printf("  GEMMs by shape (op(A) m x k times op(B) k x n; t = stored transposed):\n");
+    std::printf(
+        "  GEMMs by shape (op(A) m x k times op(B) k x n; t = stored transposed; .*E, +E: "
+        "gemm_epilogue):\n");
     for (const auto& [sh, v] : g_gemm_shapes)
-      std::printf("    %c%c m %5zu n %5zu k %5zu  calls/step %4.0f  %8.3f ms  %6.1f GFLOP/s\n",
-                  sh.ta ? 't' : 'n', sh.tb ? 't' : 'n', sh.m, sh.n, sh.k, double(v.second) / reps,
-                  v.first / reps * 1e-6, 2.0 * sh.m * sh.n * sh.k * double(v.second) / v.first);
+      std::printf("    %c%c m %5zu n %5zu k %5zu %3s calls/step %4.0f  %8.3f ms  %6.1f GFLOP/s\n",
+                  sh.ta ? 't' : 'n', sh.tb ? 't' : 'n', sh.m, sh.n, sh.k,
+                  sh.epi == 0   ? ""
+                  : sh.epi == 1 ? ".*E"
+                                : "+E",
+                  double(v.second) / reps, v.first / reps * 1e-6,
+                  2.0 * sh.m * sh.n * sh.k * double(v.second) / v.first);
     // A forced narrower target: also against that ISA's own peak.
     const std::string tgt = t.target ? t.target : "";
     if (!isas.empty() && tgt != isas[0] && std::find(isas.begin(), isas.end(), tgt) != isas.end()) {

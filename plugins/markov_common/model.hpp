@@ -134,6 +134,8 @@ inline bool in_group(const std::string& m, const std::string& g) {
 }
 
 // The kernels, by element type.
+// gemm_epilogue's epilogues (kernels.def): C = P .* E, C = P + E with P = alpha op(A) op(B).
+enum : int { kEpiMul = 1, kEpiAdd = 2 };
 template <class T>
 struct Ops;
 template <>
@@ -142,6 +144,16 @@ struct Ops<double> {
   void gemm(int ta, int tb, size_t m, size_t n, size_t k, double al, const double* a, size_t lda,
             const double* b, size_t ldb, double be, double* c, size_t ldc) const {
     ref::gemm<double>(ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
+  }
+  // C = P .* E (kEpiMul) or P + E (kEpiAdd), P = al op(A) op(B) (the float kernel's semantics).
+  void gemm_epilogue(int ta, int tb, size_t m, size_t n, size_t k, double al, const double* a,
+                     size_t lda, const double* b, size_t ldb, int epi, const double* e, size_t lde,
+                     double* c, size_t ldc) const {
+    ref::gemm<double>(ta, tb, m, n, k, al, a, lda, b, ldb, 0.0, c, ldc);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < n; ++j)
+        c[i * ldc + j] =
+            epi == kEpiMul ? c[i * ldc + j] * e[i * lde + j] : c[i * ldc + j] + e[i * lde + j];
   }
   void softmax_rows(const double* x, double* y, size_t r, size_t c) const {
     ref::softmax_rows<double>(x, y, r, c, 1.0, 0);
@@ -191,6 +203,11 @@ struct Ops<float> {
             const float* b, size_t ldb, float be, float* c, size_t ldc) const {
     k->gemm(ta, tb, m, n, kk, al, a, lda, b, ldb, be, c, ldc);
   }
+  void gemm_epilogue(int ta, int tb, size_t m, size_t n, size_t kk, float al, const float* a,
+                     size_t lda, const float* b, size_t ldb, int epi, const float* e, size_t lde,
+                     float* c, size_t ldc) const {
+    k->gemm_epilogue(ta, tb, m, n, kk, al, a, lda, b, ldb, epi, e, lde, c, ldc);
+  }
   void softmax_rows(const float* x, float* y, size_t r, size_t c) const {
     k->softmax_rows(x, y, r, c, 1.0f, 0);
   }
@@ -223,20 +240,16 @@ struct Ops<float> {
   }
 };
 
-// The model's own elementwise loops (residual adds, the GELU' product of the MLP backward). The
-// plugin is compiled for the base ISA, so on x86 the float loops are also compiled for AVX2 and
-// AVX-512 and picked by the CPU's features. One add or one multiply per element (nothing to
-// contract into an FMA): the same bits at every width.
+// The model's own elementwise loop: the residual adds of the evaluation and hooked forward passes
+// (the training forward and the MLP backward fuse theirs into gemm_epilogue's store). The plugin
+// is compiled for the base ISA, so on x86 the float loop is also compiled for AVX2 and AVX-512
+// and picked by the CPU's features. One add per element: the same bits at every width.
 namespace detail {
 // Always inlined, so the wide versions below compile the loop for their ISA.
 template <class T>
 __attribute__((always_inline)) inline void add_loop(T* out, const T* x, const T* f,
                                                     size_t n) {  // out may alias x or f
   for (size_t i = 0; i < n; ++i) out[i] = x[i] + f[i];
-}
-template <class T>
-__attribute__((always_inline)) inline void mul_loop(T* y, const T* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) y[i] *= x[i];
 }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PL_MARKOV_WIDE 1
@@ -247,12 +260,6 @@ __attribute__((target("avx512f"))) inline void add_avx512(float* o, const float*
 __attribute__((target("avx2"))) inline void add_avx2(float* o, const float* x, const float* f,
                                                      size_t n) {
   add_loop(o, x, f, n);
-}
-__attribute__((target("avx512f"))) inline void mul_avx512(float* y, const float* x, size_t n) {
-  mul_loop(y, x, n);
-}
-__attribute__((target("avx2"))) inline void mul_avx2(float* y, const float* x, size_t n) {
-  mul_loop(y, x, n);
 }
 // 2: AVX-512F, 1: AVX2, 0: neither.
 inline int wide_isa() {
@@ -271,18 +278,8 @@ inline void add(float* out, const float* x, const float* f, size_t n) {
 #endif
   add_loop(out, x, f, n);
 }
-// y *= x.
-inline void mul_into(float* y, const float* x, size_t n) {
-#ifdef PL_MARKOV_WIDE
-  const int isa = wide_isa();
-  if (isa == 2) return mul_avx512(y, x, n);
-  if (isa == 1) return mul_avx2(y, x, n);
-#endif
-  mul_loop(y, x, n);
-}
 #undef PL_MARKOV_WIDE
 inline void add(double* out, const double* x, const double* f, size_t n) { add_loop(out, x, f, n); }
-inline void mul_into(double* y, const double* x, size_t n) { mul_loop(y, x, n); }
 }  // namespace detail
 
 // Buffers carved from one std::vector, each starting on a 64-byte boundary (its length padded
@@ -599,10 +596,11 @@ class Model {
     if (cfg_.rope) rope(qkv, nb, false);
   }
   // attention, the heads: per sequence and head, pattern = causal softmax(q k^T / sqrt(dh)) and
-  // atty = pattern v; then A = atty Wo^T.
-  //   qkv: R x 3d; pattern: nb x H x N x N; atty, A: R x d
+  // atty = pattern v; then A = atty Wo^T, or with `resid` the residual stream's next value
+  // A = resid + atty Wo^T (the add fused into the GEMM's store: the block's output is not kept).
+  //   qkv: R x 3d; pattern: nb x H x N x N; atty, A, resid: R x d
   void attention_forward(T* A, T* atty, T* pattern, const T* qkv, const typename Views::L& W,
-                         int nb) const {
+                         int nb, const T* resid = nullptr) const {
     const size_t d = size_t(cfg_.d), N = size_t(cfg_.N), R = size_t(nb) * N, dh = size_t(cfg_.dh()),
                  H = size_t(cfg_.heads);
     const T scale = T(1.0 / std::sqrt(double(dh)));
@@ -612,7 +610,10 @@ class Model {
         ops_.attention(q, 3 * d, q + d, 3 * d, q + 2 * d, 3 * d, atty + b * N * d + h * dh, d,
                        pattern + (b * H + h) * N * N, N, dh, scale);
       }
-    ops_.gemm(0, 1, R, d, d, T(1), atty, d, W.wo, d, T(0), A, d);
+    if (resid)
+      ops_.gemm_epilogue(0, 1, R, d, d, T(1), atty, d, W.wo, d, kEpiAdd, resid, d, A, d);
+    else
+      ops_.gemm(0, 1, R, d, d, T(1), atty, d, W.wo, d, T(0), A, d);
   }
   // Mirror of qkv_forward + attention_forward: dWo, dWqkv accumulated; dln = gradient of the
   // attention's LayerNorm output (overwritten). dA: R x d.
@@ -639,27 +640,30 @@ class Model {
 
   // mlp: u = ln Wfc^T, g = GELU(u), M = g Wproj^T. With `for_backward`, h keeps GELU'(u) for
   // mlp_backward (one sigmoid per element for both, and the backward's GELU is a
-  // multiplication); without (evaluation, hooked runs), h keeps u.
-  //   ln, M: R x d; h, g: R x F
+  // multiplication); without (evaluation, hooked runs), h keeps u. With `resid`,
+  // M = resid + g Wproj^T (the residual add fused into the GEMM's store).
+  //   ln, M, resid: R x d; h, g: R x F
   void mlp_forward(T* M, T* h, T* g, const T* ln, const typename Views::L& W, size_t R,
-                   bool for_backward = false) const {
+                   bool for_backward = false, const T* resid = nullptr) const {
     const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn);
     ops_.gemm(0, 1, R, f, d, T(1), ln, d, W.wfc, d, T(0), h, f);
     if (for_backward)
       ops_.gelu_fwd_grad(h, g, h, R * f);
     else
       ops_.gelu(h, g, R * f);
-    ops_.gemm(0, 1, R, d, f, T(1), g, f, W.wproj, f, T(0), M, d);
+    if (resid)
+      ops_.gemm_epilogue(0, 1, R, d, f, T(1), g, f, W.wproj, f, kEpiAdd, resid, d, M, d);
+    else
+      ops_.gemm(0, 1, R, d, f, T(1), g, f, W.wproj, f, T(0), M, d);
   }
   // Mirror: dWproj, dWfc accumulated; dln (R x d) overwritten; s.dh used as scratch.
   //   h: GELU'(u) from mlp_forward
   void mlp_backward(T* dln, typename Views::L& gW, const T* dM, const T* ln, const T* h, const T* g,
                     const typename Views::L& W, Scratch& s, size_t R) const {
     const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn);
-    ops_.gemm(1, 0, d, f, R, T(1), dM, d, g, f, T(1), gW.wproj, f);    // dWproj += dM^T g
-    ops_.gemm(0, 0, R, f, d, T(1), dM, d, W.wproj, f, T(0), s.dh, f);  // dg = dM Wproj
-    T* dh = s.dh;
-    detail::mul_into(dh, h, R * f);                                   // dh = GELU'(u) dg
+    ops_.gemm(1, 0, d, f, R, T(1), dM, d, g, f, T(1), gW.wproj, f);  // dWproj += dM^T g
+    // dh = GELU'(u) .* dg, dg = dM Wproj (the product fused into the GEMM's store)
+    ops_.gemm_epilogue(0, 0, R, f, d, T(1), dM, d, W.wproj, f, kEpiMul, h, f, s.dh, f);
     ops_.gemm(1, 0, f, d, R, T(1), s.dh, f, ln, d, T(1), gW.wfc, d);  // dWfc += dh^T ln
     ops_.gemm(0, 0, R, d, f, T(1), s.dh, f, W.wfc, d, T(0), dln, d);  // dln = dh Wfc
   }
@@ -855,8 +859,10 @@ class Model {
   }
   // Sequences [b0, b0 + nb) through the model with their activations in `a` from sequence slot
   // `slot` on; returns loss0 + their summed cross-entropy. logp: see unembed_xent_forward. With
-  // `for_backward`, the activations backward_rows needs (GELU'(u) in h). sum_loss: see
-  // unembed_xent_forward.
+  // `for_backward`, the activations backward_rows needs (GELU'(u) in h), and the residual adds
+  // run in the stores of the GEMMs of A and M, which are then not kept (the backward pass reads
+  // neither; the accessors A(l), M(l) read act_, which only the evaluation forward fills).
+  // sum_loss: see unembed_xent_forward.
   double forward_rows(const Activations& act, size_t slot, const int32_t* seq, int b0, int nb,
                       bool for_backward, double loss0, double* logp, bool sum_loss = true) {
     const size_t d = size_t(cfg_.d), f = size_t(cfg_.ffn), N = size_t(cfg_.N), C = size_t(cfg_.C),
@@ -869,9 +875,18 @@ class Model {
       const T* ln1 =
           layernorm_forward(a.ln1 + r0 * d, a.ln1_mean + r0, a.ln1_rstd + r0, x, W.ln1g, W.ln1b, R);
       qkv_forward(a.qkv + r0 * 3 * d, ln1, W, nb);
+      T* xn = act.res[size_t(l) + 1] + r0 * d;
+      if (for_backward) {  // y = x + A, x_{l+1} = y + M from the GEMMs' stores
+        T* y = cfg_.mlp ? a.y + r0 * d : xn;
+        attention_forward(y, a.atty + r0 * d, a.pattern + slot * NN, a.qkv + r0 * 3 * d, W, nb, x);
+        if (!cfg_.mlp) continue;
+        const T* ln2 = layernorm_forward(a.ln2 + r0 * d, a.ln2_mean + r0, a.ln2_rstd + r0, y,
+                                         W.ln2g, W.ln2b, R);
+        mlp_forward(xn, a.h + r0 * f, a.g + r0 * f, ln2, W, R, true, y);
+        continue;
+      }
       attention_forward(a.A + r0 * d, a.atty + r0 * d, a.pattern + slot * NN, a.qkv + r0 * 3 * d, W,
                         nb);
-      T* xn = act.res[size_t(l) + 1] + r0 * d;
       if (!cfg_.mlp) {  // x_{l+1} = x_l + A_l
         residual_forward(xn, x, a.A + r0 * d, R);
         continue;
@@ -880,7 +895,7 @@ class Model {
       residual_forward(y, x, a.A + r0 * d, R);
       const T* ln2 =
           layernorm_forward(a.ln2 + r0 * d, a.ln2_mean + r0, a.ln2_rstd + r0, y, W.ln2g, W.ln2b, R);
-      mlp_forward(a.M + r0 * d, a.h + r0 * f, a.g + r0 * f, ln2, W, R, for_backward);
+      mlp_forward(a.M + r0 * d, a.h + r0 * f, a.g + r0 * f, ln2, W, R);
       residual_forward(xn, y, a.M + r0 * d, R);
     }
     const T* xL = act.res[size_t(cfg_.layers)] + r0 * d;

@@ -107,7 +107,8 @@ inline const pl_kernel_table& require_kernels(const pl_kernel_table& k) {
       (const void*)k.gemm,         (const void*)k.softmax_rows,  (const void*)k.gelu,
       (const void*)k.gelu_bwd,     (const void*)k.layernorm,     (const void*)k.layernorm_bwd,
       (const void*)k.attention,    (const void*)k.attention_bwd, (const void*)k.adamw,
-      (const void*)k.uniform_bits, (const void*)k.gaussian,      (const void*)k.gelu_fwd_grad};
+      (const void*)k.uniform_bits, (const void*)k.gaussian,      (const void*)k.gelu_fwd_grad,
+      (const void*)k.gemm_epilogue};
   for (const void* f : need)
     if (!f) throw std::invalid_argument("markov: the kernel table lacks a kernel the model needs");
   return k;
