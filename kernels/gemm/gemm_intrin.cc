@@ -122,14 +122,22 @@ void micro(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, f
       for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
         for (int v = 0; v < NRV; ++v) store(c + i * ldc + v * kW, acc[i][v]);
-    } else {
+    } else if (ep.kind == 1) {
+      const float* e = ep.e;
+      const size_t lde = ep.lde;
 #pragma GCC unroll 12
       for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
-        for (int v = 0; v < NRV; ++v) {
-          const V e = load(ep.e + i * ep.lde + v * kW);
-          store(c + i * ldc + v * kW, ep.kind == 1 ? mul(acc[i][v], e) : add(acc[i][v], e));
-        }
+        for (int v = 0; v < NRV; ++v)
+          store(c + i * ldc + v * kW, mul(acc[i][v], load(e + i * lde + v * kW)));
+    } else {
+      const float* e = ep.e;
+      const size_t lde = ep.lde;
+#pragma GCC unroll 12
+      for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+        for (int v = 0; v < NRV; ++v)
+          store(c + i * ldc + v * kW, add(acc[i][v], load(e + i * lde + v * kW)));
     }
     return;
   }
