@@ -148,6 +148,9 @@ TEST_CASE("markov_icl: float model on the kernel table matches the double model"
       std::vector<double> lp(R * cfg.C);
       // forward_backward streams chunks through per-thread buffers; the accessors see forward()
       CHECK(md.forward(x.data(), nb) == ld);
+      // The training forward adds the residual stream in gemm_epilogue's stores, forward() with
+      // gemm and a separate add: the same float sums, so the same loss to the bit.
+      CHECK(mf.forward(x.data(), nb) == lf);
       md.log_probs(nb, lp.data());
       for (size_t r = 0; r < R; ++r) {
         double s = 0;
