@@ -95,9 +95,14 @@ void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t n, size_t 
 // The depth loop is unrolled by 4 (GCC does not unroll it by itself: the loop counter and
 // branch would otherwise take an issue slot per 2 * MR * NRV flops). No prefetch of the C
 // tile: it cost 15-20% on the model's short-depth 12-row AVX-512 tiles (n = 32, k <= 32).
-template <int MR, int NRV, bool TA>
-void micro(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, float* c, size_t ldc,
-           size_t nr, float alpha, float beta, const Epi& ep) {
+// EPI (micro_epi): the store applies ep (gemm_epilogue); micro, the plain product, keeps its
+// signature and code (with a runtime test and an extra argument in every call, the k = 10 and
+// n = 10 products read 5-20% slower on a loaded machine).
+template <int MR, int NRV, bool TA, bool EPI>
+__attribute__((always_inline)) inline void micro_impl(size_t k, const float* a, size_t lda,
+                                                      const float* bp, size_t ldbp, float* c,
+                                                      size_t ldc, size_t nr, float alpha,
+                                                      float beta, const Epi* ep) {
   constexpr size_t nrw = NRV * kW;
   V acc[MR][NRV];
 #pragma GCC unroll 12
@@ -117,22 +122,22 @@ void micro(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, f
     }
   }
   if (nr == nrw && alpha == 1.0f && beta == 0.0f) {  // the common case: a plain store
-    if (ep.kind == 0) {
+    if constexpr (!EPI) {
 #pragma GCC unroll 12
       for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
         for (int v = 0; v < NRV; ++v) store(c + i * ldc + v * kW, acc[i][v]);
-    } else if (ep.kind == 1) {
-      const float* e = ep.e;
-      const size_t lde = ep.lde;
+    } else if (ep->kind == 1) {
+      const float* e = ep->e;
+      const size_t lde = ep->lde;
 #pragma GCC unroll 12
       for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
         for (int v = 0; v < NRV; ++v)
           store(c + i * ldc + v * kW, mul(acc[i][v], load(e + i * lde + v * kW)));
     } else {
-      const float* e = ep.e;
-      const size_t lde = ep.lde;
+      const float* e = ep->e;
+      const size_t lde = ep->lde;
 #pragma GCC unroll 12
       for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
@@ -151,26 +156,48 @@ void micro(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, f
       float* cp = c + i * ldc + j;
       const size_t cols = nr - j;
       V r = mul(acc[i][v], va);
-      const float* ep_ij = ep.kind ? ep.e + i * ep.lde + j : nullptr;
       if (cols >= kW) {
         if (beta != 0.0f) r = fma(vb, load(cp), r);
-        if (ep.kind) r = ep.kind == 1 ? mul(r, load(ep_ij)) : add(r, load(ep_ij));
+        if constexpr (EPI) {
+          const V e = load(ep->e + i * ep->lde + j);
+          r = ep->kind == 1 ? mul(r, e) : add(r, e);
+        }
         store(cp, r);
       } else {
         if (beta != 0.0f) r = fma(vb, load_n(cp, cols), r);
-        if (ep.kind) r = ep.kind == 1 ? mul(r, load_n(ep_ij, cols)) : add(r, load_n(ep_ij, cols));
+        if constexpr (EPI) {
+          const V e = load_n(ep->e + i * ep->lde + j, cols);
+          r = ep->kind == 1 ? mul(r, e) : add(r, e);
+        }
         store_n(cp, r, cols);
       }
     }
   }
 }
 
+template <int MR, int NRV, bool TA>
+void micro(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, float* c, size_t ldc,
+           size_t nr, float alpha, float beta) {
+  micro_impl<MR, NRV, TA, false>(k, a, lda, bp, ldbp, c, ldc, nr, alpha, beta, nullptr);
+}
+template <int MR, int NRV, bool TA>
+void micro_epi(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, float* c,
+               size_t ldc, size_t nr, float alpha, float beta, const Epi& ep) {
+  micro_impl<MR, NRV, TA, true>(k, a, lda, bp, ldbp, c, ldc, nr, alpha, beta, &ep);
+}
+
 using MicroFn = void (*)(size_t, const float*, size_t, const float*, size_t, float*, size_t, size_t,
-                         float, float, const Epi&);
+                         float, float);
+using MicroEpiFn = void (*)(size_t, const float*, size_t, const float*, size_t, float*, size_t,
+                            size_t, float, float, const Epi&);
 
 template <int NRV, bool TA, int... MR>
 constexpr std::array<MicroFn, sizeof...(MR)> micro_table(std::integer_sequence<int, MR...>) {
   return {&micro<MR + 1, NRV, TA>...};
+}
+template <int NRV, bool TA, int... MR>
+constexpr std::array<MicroEpiFn, sizeof...(MR)> micro_epi_table(std::integer_sequence<int, MR...>) {
+  return {&micro_epi<MR + 1, NRV, TA>...};
 }
 
 // The blocked product with panels of NRV vectors. tri (GemmTri) restricts it to a triangle;
@@ -191,6 +218,11 @@ void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_
   static constexpr auto kMicroN = micro_table<NRV, false>(std::make_integer_sequence<int, MR>());
   static constexpr auto kMicroT = micro_table<NRV, true>(std::make_integer_sequence<int, MR>());
   const auto& table = trans_a ? kMicroT : kMicroN;
+  static constexpr auto kMicroNE =
+      micro_epi_table<NRV, false>(std::make_integer_sequence<int, MR>());
+  static constexpr auto kMicroTE =
+      micro_epi_table<NRV, true>(std::make_integer_sequence<int, MR>());
+  const auto& table_epi = trans_a ? kMicroTE : kMicroNE;
 
   const size_t panels = (n + nrw - 1) / nrw;
   // Depth blocks of kc rows of op(B): one kc x nrw panel is 32 KiB at most, so it stays in L1
@@ -225,7 +257,8 @@ void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_
              bpack + p0 * kc * nrw);
     }
     const float beta_eff = pc == 0 ? beta : 1.0f;
-    const bool last_block = pc + kc >= k;
+    // The epilogue's micro-kernels for the last depth block, the plain ones before it.
+    const bool with_epi = epi.kind != 0 && pc + kc >= k;
     // When the whole packed block of op(B) fits in L1 (the model's narrow products: n <= 128
     // with a short depth), each row tile of A goes through every panel while it is in L1, and
     // A is streamed from memory exactly once. Otherwise blocks of 96 rows of A (96 x kc in
@@ -253,10 +286,12 @@ void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_
         const float* ai = trans_a ? a + (pc + lo) * lda + i0 : a + i0 * lda + pc + lo;
         const bool in_place = j0 < n_direct;
         const float* bt = in_place ? bk + j0 + lo * ldb : bpack + jp * kc * nrw + lo * nrw;
-        const Epi te =
-            last_block && epi.kind ? Epi{epi.kind, epi.e + i0 * epi.lde + j0, epi.lde} : Epi{};
+        if (with_epi)
+          return table_epi[mr - 1](hi - lo, ai, lda, bt, in_place ? ldb : nrw, c + i0 * ldc + j0,
+                                   ldc, std::min(nrw, n - j0), alpha, beta_eff,
+                                   Epi{epi.kind, epi.e + i0 * epi.lde + j0, epi.lde});
         table[mr - 1](hi - lo, ai, lda, bt, in_place ? ldb : nrw, c + i0 * ldc + j0, ldc,
-                      std::min(nrw, n - j0), alpha, beta_eff, te);
+                      std::min(nrw, n - j0), alpha, beta_eff);
       };
       if (tile_outer) {
         for (size_t q = 0, i0 = ic; q < tiles; i0 += base + (q < extra), ++q)
