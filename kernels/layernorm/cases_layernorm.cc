@@ -4,7 +4,8 @@
 // constant last row: variance 0), the accumulating backward pass from nonzero starting values
 // (and d = 1030, wider than layernorm_hwy.cc's fused dgamma/dbeta buffer), and the backward pass
 // against central finite differences of the double forward. Benchmarks: residual-stream shapes
-// 512 x 32 (the Markov model's call: 512 rows of d_model 32), 8192 x 64 and 1024 x 256.
+// 512 x 32, 1024 x 32 and 1024 x 64 (the Markov model's calls: a chunk of 1024 rows of d_model 32
+// or 64), 8192 x 64 and 1024 x 256.
 //
 // Budget (docs/kernels.md): relative error <= 1e-6 per element. y = xhat gamma + beta and the
 // backward formulas are sums of terms that may cancel, so each element's budget is 1e-6 of the
@@ -279,8 +280,9 @@ PL_KERNEL_CASES {
                      rows, d, k.offset - k.halfwidth, k.offset + k.halfwidth,
                      uint32_t(d * 3 + rows), uint32_t(d), pl::test::Use::test);
   for (size_t d : {size_t(4), size_t(9), size_t(16), size_t(33)}) add_finite_differences(d);
-  // The benchmark shapes: 8192 tokens x 64 features and 1024 x 256.
-  for (auto [rows, d] : {std::pair<size_t, size_t>{512, 32}, {8192, 64}, {1024, 256}}) {
+  // The benchmark shapes: the model's chunks, 8192 tokens x 64 features and 1024 x 256.
+  for (auto [rows, d] :
+       {std::pair<size_t, size_t>{512, 32}, {1024, 32}, {1024, 64}, {8192, 64}, {1024, 256}}) {
     const std::string label = std::to_string(rows) + "x" + std::to_string(d);
     add_forward(label, rows, d, -2.f, 2.f, false, 1, 2, pl::test::Use::test_and_bench);
     add_backward(label, rows, d, -2.f, 2.f, 1, 2, pl::test::Use::test_and_bench);

@@ -81,6 +81,75 @@ HWY_INLINE void LayernormRowsSmall(DF df, const float* x, const V* gam, const V*
   }
 }
 
+#if PHASELAB_HWY_WIDE_TOTALS
+// Rows per group of LayernormRowsWide: its passes run over every block of kWideTotalRows rows of
+// the group before the next pass, so the blocks' chains (sums, division, square root) overlap.
+constexpr size_t kWideGroup = 2 * kWideTotalRows;
+
+// KB blocks of kWideTotalRows rows (one per double lane) at x, y: LayernormRowsSmall's
+// operations, with each row's double tail (the horizontal sum, / d, the float pair, + eps, sqrt,
+// 1 / .) done for a block's rows in one vector each (WideTotals; IEEE division and sqrt are
+// correctly rounded, so lane k has the bits of the scalar operation on row k). Three passes over
+// the group's rows (mean, variance, output), reloading them.
+template <size_t NV, class DF, class V = hn::Vec<DF>>
+HWY_INLINE void LayernormRowsWide(DF df, const float* x, const V* gam, const V* bet, float* y,
+                                  float* mean, float* rstd, float eps, size_t KB) {
+  const hn::Repartition<double, DF> dd;
+  const hn::Rebind<float, decltype(dd)> dr;  // one float per row
+  const hn::Half<DF> dh;
+  using VD = hn::Vec<decltype(dd)>;
+  constexpr size_t KR = kWideTotalRows;
+  const size_t N = hn::Lanes(df), d = NV * N;
+  const VD vd = hn::Set(dd, double(d));
+  HWY_ALIGN float mh[kWideGroup], ml[kWideGroup], rs[kWideGroup];
+  HWY_ALIGN float cs[kWideGroup * 4 * HWY_MAX_BYTES / sizeof(float)];  // x - mean of the rows
+  for (size_t b = 0; b < KB; ++b) {
+    const float* xb = x + b * KR * d;
+    VD s[KR];
+    for (size_t k = 0; k < KR; ++k) {
+      VD lo = hn::Zero(dd), hi = hn::Zero(dd);
+      for (size_t v = 0; v < NV; ++v) {
+        // WideAdd of the vector at p, each half loaded and widened (no extract).
+        const float* p = xb + k * d + v * N;
+        lo = hn::Add(lo, hn::PromoteTo(dd, hn::LoadU(dh, p)));
+        hi = hn::Add(hi, hn::PromoteTo(dd, hn::LoadU(dh, p + N / 2)));
+      }
+      s[k] = hn::Add(lo, hi);
+    }
+    const VD m = hn::Div(WideTotals(dd, s), vd);
+    const auto m_hi = hn::DemoteTo(dr, m);
+    hn::Store(m_hi, dr, mh + b * KR);
+    hn::Store(hn::DemoteTo(dr, hn::Sub(m, hn::PromoteTo(dd, m_hi))), dr, ml + b * KR);
+    hn::StoreU(m_hi, dr, mean + b * KR);
+  }
+  auto centered = [&](size_t i, size_t v) HWY_ATTR {
+    return hn::Sub(hn::Sub(hn::LoadU(df, x + i * d + v * N), hn::Set(df, mh[i])),
+                   hn::Set(df, ml[i]));
+  };
+  for (size_t b = 0; b < KB; ++b) {
+    VD s[KR];
+    for (size_t k = 0; k < KR; ++k) {
+      VD lo = hn::Zero(dd), hi = hn::Zero(dd);
+      for (size_t v = 0; v < NV; ++v) {
+        const V c = centered(b * KR + k, v);
+        hn::Store(c, df, cs + (b * KR + k) * d + v * N);
+        WideAddProduct(df, c, c, lo, hi);
+      }
+      s[k] = hn::Add(lo, hi);
+    }
+    const VD var = hn::Add(hn::Div(WideTotals(dd, s), vd), hn::Set(dd, double(eps)));
+    const auto vrs = hn::DemoteTo(dr, hn::Div(hn::Set(dd, 1.0), hn::Sqrt(var)));
+    hn::Store(vrs, dr, rs + b * KR);
+    hn::StoreU(vrs, dr, rstd + b * KR);
+  }
+  for (size_t i = 0; i < KB * KR; ++i)
+    for (size_t v = 0; v < NV; ++v)
+      hn::StoreU(
+          hn::MulAdd(hn::Mul(hn::Load(df, cs + i * d + v * N), hn::Set(df, rs[i])), gam[v], bet[v]),
+          df, y + i * d + v * N);
+}
+#endif
+
 template <size_t NV, class DF>
 HWY_INLINE void LayernormSmall(DF df, const float* x, const float* gamma, const float* beta,
                                float* y, float* mean, float* rstd, size_t rows, float eps) {
@@ -93,6 +162,14 @@ HWY_INLINE void LayernormSmall(DF df, const float* x, const float* gamma, const 
     bet[v] = hn::LoadU(df, beta + v * N);
   }
   size_t r = 0;
+#if PHASELAB_HWY_WIDE_TOTALS
+  while (r + kWideTotalRows <= rows) {
+    const size_t n = std::min(kWideGroup, (rows - r) / kWideTotalRows * kWideTotalRows);
+    LayernormRowsWide<NV>(df, x + r * d, gam, bet, y + r * d, mean + r, rstd + r, eps,
+                          n / kWideTotalRows);
+    r += n;
+  }
+#endif
   for (; r + KR <= rows; r += KR)
     LayernormRowsSmall<NV, KR>(df, x + r * d, gam, bet, y + r * d, mean + r, rstd + r, eps);
   for (; r < rows; ++r)
@@ -145,6 +222,70 @@ HWY_INLINE void LayernormBwdRowsSmall(DF df, const float* dy, const float* x, co
   }
 }
 
+#if PHASELAB_HWY_WIDE_TOTALS
+// The backward of LayernormRowsWide: KB blocks of kWideTotalRows rows at dy, x, dx with
+// LayernormBwdRowsSmall's operations, each block's mean(g) and mean(g xhat) (sum, / d, to
+// float) for all its rows in one vector each. Two passes over the group's rows (the sums, in row
+// order, with dgamma and dbeta; then dx), reloading them.
+template <size_t NV, class DF, class V = hn::Vec<DF>,
+          class VD = hn::Vec<hn::Repartition<double, DF>>>
+HWY_INLINE void LayernormBwdRowsWide(DF df, const float* dy, const float* x, const V* gam,
+                                     const float* mean, const float* rstd, float* dx, VD* ag_lo,
+                                     VD* ag_hi, VD* ab_lo, VD* ab_hi, size_t KB) {
+  const hn::Repartition<double, DF> dd;
+  const hn::Rebind<float, decltype(dd)> dr;  // one float per row
+  const hn::Half<DF> dh;
+  constexpr size_t KR = kWideTotalRows;
+  const size_t N = hn::Lanes(df), d = NV * N;
+  const VD vd = hn::Set(dd, double(d));
+  HWY_ALIGN float mg[kWideGroup], mgx[kWideGroup];
+  HWY_ALIGN float xs[kWideGroup * 4 * HWY_MAX_BYTES / sizeof(float)];  // xhat of the rows
+  HWY_ALIGN float gs[kWideGroup * 4 * HWY_MAX_BYTES / sizeof(float)];  // g = dy gamma
+  auto xhat_of = [&](size_t i, size_t v) HWY_ATTR {
+    return hn::Mul(hn::Sub(hn::LoadU(df, x + i * d + v * N), hn::Set(df, mean[i])),
+                   hn::Set(df, rstd[i]));
+  };
+  for (size_t b = 0; b < KB; ++b) {
+    VD sg[KR], sgx[KR];
+    for (size_t k = 0; k < KR; ++k) {
+      const size_t i = b * KR + k;
+      VD sg_lo = hn::Zero(dd), sg_hi = hn::Zero(dd), sgx_lo = hn::Zero(dd), sgx_hi = hn::Zero(dd);
+      for (size_t v = 0; v < NV; ++v) {
+        const float* pdy = dy + i * d + v * N;
+        const V dyv = hn::LoadU(df, pdy);
+        const V xhat = xhat_of(i, v);
+        const V g = hn::Mul(dyv, gam[v]);
+        hn::Store(xhat, df, xs + i * d + v * N);
+        hn::Store(g, df, gs + i * d + v * N);
+        WideAdd(df, g, sg_lo, sg_hi);
+        WideAddProduct(df, g, xhat, sgx_lo, sgx_hi);
+        // WideAddProduct(dyv, xhat) and WideAdd(dyv) with dy's halves loaded and widened.
+        const VD dy_lo = hn::PromoteTo(dd, hn::LoadU(dh, pdy));
+        const VD dy_hi = hn::PromoteTo(dd, hn::LoadU(dh, pdy + N / 2));
+        ag_lo[v] = hn::MulAdd(dy_lo, hn::PromoteTo(dd, hn::LowerHalf(dh, xhat)), ag_lo[v]);
+        ag_hi[v] = hn::MulAdd(dy_hi, hn::PromoteTo(dd, hn::UpperHalf(dh, xhat)), ag_hi[v]);
+        ab_lo[v] = hn::Add(ab_lo[v], dy_lo);
+        ab_hi[v] = hn::Add(ab_hi[v], dy_hi);
+      }
+      sg[k] = hn::Add(sg_lo, sg_hi);
+      sgx[k] = hn::Add(sgx_lo, sgx_hi);
+    }
+    hn::Store(hn::DemoteTo(dr, hn::Div(WideTotals(dd, sg), vd)), dr, mg + b * KR);
+    hn::Store(hn::DemoteTo(dr, hn::Div(WideTotals(dd, sgx), vd)), dr, mgx + b * KR);
+  }
+  for (size_t i = 0; i < KB * KR; ++i) {
+    const V vrs = hn::Set(df, rstd[i]), vmg = hn::Set(df, mg[i]), vmgx = hn::Set(df, mgx[i]);
+    for (size_t v = 0; v < NV; ++v) {
+      float* p = dx + i * d + v * N;
+      const V inner = hn::Sub(
+          hn::NegMulAdd(hn::Load(df, xs + i * d + v * N), vmgx, hn::Load(df, gs + i * d + v * N)),
+          vmg);
+      hn::StoreU(hn::MulAdd(vrs, inner, hn::LoadU(df, p)), df, p);
+    }
+  }
+}
+#endif
+
 template <size_t NV, class DF>
 HWY_INLINE void LayernormBwdSmall(DF df, const float* dy, const float* x, const float* gamma,
                                   const float* mean, const float* rstd, float* dx, float* dgamma,
@@ -162,6 +303,14 @@ HWY_INLINE void LayernormBwdSmall(DF df, const float* dy, const float* x, const 
   }
   size_t r = 0;
   if constexpr (4 * NV <= kSmallMaxAcc) {
+#if PHASELAB_HWY_WIDE_TOTALS
+    while (r + kWideTotalRows <= rows) {
+      const size_t n = std::min(kWideGroup, (rows - r) / kWideTotalRows * kWideTotalRows);
+      LayernormBwdRowsWide<NV>(df, dy + r * d, x + r * d, gam, mean + r, rstd + r, dx + r * d,
+                               ag_lo, ag_hi, ab_lo, ab_hi, n / kWideTotalRows);
+      r += n;
+    }
+#endif
     for (; r + KR <= rows; r += KR)
       LayernormBwdRowsSmall<NV, KR>(df, dy + r * d, x + r * d, gam, mean + r, rstd + r, dx + r * d,
                                     ag_lo, ag_hi, ab_lo, ab_hi);
@@ -172,7 +321,8 @@ HWY_INLINE void LayernormBwdSmall(DF df, const float* dy, const float* x, const 
     // Too many accumulators for the registers: kept in a stack buffer, loaded and stored once per
     // block of rows (the same additions in the same order).
     double buf[4 * NV * HWY_MAX_BYTES / sizeof(double)];
-    auto block = [&](auto kr) HWY_ATTR {
+    // kr: rows of one LayernormBwdRowsSmall; kb: blocks of LayernormBwdRowsWide if nonzero.
+    auto block = [&](auto kr, size_t kb = 0) HWY_ATTR {
       VD g_lo[NV], g_hi[NV], b_lo[NV], b_hi[NV];
       for (size_t v = 0; v < NV; ++v) {
         g_lo[v] = hn::LoadU(dd, buf + (4 * v + 0) * NH);
@@ -180,8 +330,16 @@ HWY_INLINE void LayernormBwdSmall(DF df, const float* dy, const float* x, const 
         b_lo[v] = hn::LoadU(dd, buf + (4 * v + 2) * NH);
         b_hi[v] = hn::LoadU(dd, buf + (4 * v + 3) * NH);
       }
-      LayernormBwdRowsSmall<NV, decltype(kr)::value>(df, dy + r * d, x + r * d, gam, mean + r,
-                                                     rstd + r, dx + r * d, g_lo, g_hi, b_lo, b_hi);
+#if PHASELAB_HWY_WIDE_TOTALS
+      if (kb)
+        LayernormBwdRowsWide<NV>(df, dy + r * d, x + r * d, gam, mean + r, rstd + r, dx + r * d,
+                                 g_lo, g_hi, b_lo, b_hi, kb);
+      else
+#else
+      (void)kb;
+#endif
+        LayernormBwdRowsSmall<NV, decltype(kr)::value>(
+            df, dy + r * d, x + r * d, gam, mean + r, rstd + r, dx + r * d, g_lo, g_hi, b_lo, b_hi);
       for (size_t v = 0; v < NV; ++v) {
         hn::StoreU(g_lo[v], dd, buf + (4 * v + 0) * NH);
         hn::StoreU(g_hi[v], dd, buf + (4 * v + 1) * NH);
@@ -190,6 +348,13 @@ HWY_INLINE void LayernormBwdSmall(DF df, const float* dy, const float* x, const 
       }
     };
     for (size_t i = 0; i < 4 * NV * NH; ++i) buf[i] = 0.0;
+#if PHASELAB_HWY_WIDE_TOTALS
+    while (r + kWideTotalRows <= rows) {
+      const size_t n = std::min(kWideGroup, (rows - r) / kWideTotalRows * kWideTotalRows);
+      block(std::integral_constant<size_t, 1>(), n / kWideTotalRows);
+      r += n;
+    }
+#endif
     for (; r + KR <= rows; r += KR) block(std::integral_constant<size_t, KR>());
     for (; r < rows; ++r) block(std::integral_constant<size_t, 1>());
     for (size_t v = 0; v < NV; ++v) {
