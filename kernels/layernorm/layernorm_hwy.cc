@@ -8,6 +8,12 @@
 // all rows in double per column block, then added once. Rows of 1, 2 or 4 full vectors (the
 // model's d_model 16-64) are held in registers and processed in blocks of 2 or 4 rows, each step
 // on every row of the block in turn, with the operations and their order of the general loops.
+// On AVX2 and AVX-512 such rows go first in groups of blocks of 4 or 8 rows (one per double lane):
+// each pass runs over all rows of the group, a block's row sums are finished in one vector
+// (WideTotals, the same additions in the same order as WideTotal per row) and so are the division
+// by d, the float pair, the square root and the reciprocal (correctly rounded, so per lane the
+// bits of the scalar operations); x - mean (the backward: xhat and g) waits for the last pass in
+// a stack buffer. Every output keeps the bits of the row-at-a-time code.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/layernorm/layernorm_hwy.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
