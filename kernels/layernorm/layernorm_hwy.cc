@@ -16,6 +16,7 @@
 // a stack buffer. Every output keeps the bits of the row-at-a-time code.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/layernorm/layernorm_hwy.cc"
+#include <hwy/cache_control.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -136,6 +137,10 @@ HWY_INLINE void LayernormRowsWide(DF df, const float* x, const V* gam, const V* 
     VD s[KR];
     for (size_t k = 0; k < KR; ++k) {
       VD lo = hn::Zero(dd), hi = hn::Zero(dd);
+      // The same row of the next group, for rows streamed from beyond the caches (prefetches
+      // past the end of x do not fault).
+      for (size_t j = 0; j < d; j += 64 / sizeof(float))
+        hwy::Prefetch(x + (KB * KR + b * KR + k) * d + j);
       for (size_t v = 0; v < NV; ++v) {
         const V c = centered(b * KR + k, v);
         hn::Store(c, df, cs + (b * KR + k) * d + v * N);
