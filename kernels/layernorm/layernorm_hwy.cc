@@ -14,11 +14,14 @@
 // by d, the float pair, the square root and the reciprocal (correctly rounded, so per lane the
 // bits of the scalar operations); x - mean (the backward: xhat and g) waits for the last pass in
 // a stack buffer. Every output keeps the bits of the row-at-a-time code.
+// foreach_target.h must follow HWY_TARGET_INCLUDE and precede the other includes.
+// clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/layernorm/layernorm_hwy.cc"
-#include <hwy/cache_control.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include <hwy/cache_control.h>
+// clang-format on
 
 #include <algorithm>
 #include <cmath>
