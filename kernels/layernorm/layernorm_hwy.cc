@@ -152,9 +152,24 @@ HWY_INLINE void LayernormRowsWide(DF df, const float* x, const V* gam, const V* 
       s[k] = hn::Add(lo, hi);
     }
     const VD var = hn::Add(hn::Div(WideTotals(dd, s), vd), hn::Set(dd, double(eps)));
-    const auto vrs = hn::DemoteTo(dr, hn::Div(hn::Set(dd, 1.0), hn::Sqrt(var)));
-    hn::Store(vrs, dr, rs + b * KR);
-    hn::StoreU(vrs, dr, rstd + b * KR);
+    if constexpr (KR == 8) {
+      // Square root and division on each 256-bit half: the same per-lane results, with a
+      // shorter latency than at 512 bits.
+      const hn::Half<decltype(dd)> dq;
+      const hn::Rebind<float, decltype(dq)> dqr;
+      const auto rs_lo =
+          hn::DemoteTo(dqr, hn::Div(hn::Set(dq, 1.0), hn::Sqrt(hn::LowerHalf(dq, var))));
+      const auto rs_hi =
+          hn::DemoteTo(dqr, hn::Div(hn::Set(dq, 1.0), hn::Sqrt(hn::UpperHalf(dq, var))));
+      hn::Store(rs_lo, dqr, rs + b * KR);
+      hn::Store(rs_hi, dqr, rs + b * KR + KR / 2);
+      hn::StoreU(rs_lo, dqr, rstd + b * KR);
+      hn::StoreU(rs_hi, dqr, rstd + b * KR + KR / 2);
+    } else {
+      const auto vrs = hn::DemoteTo(dr, hn::Div(hn::Set(dd, 1.0), hn::Sqrt(var)));
+      hn::Store(vrs, dr, rs + b * KR);
+      hn::StoreU(vrs, dr, rstd + b * KR);
+    }
   }
   for (size_t i = 0; i < KB * KR; ++i)
     for (size_t v = 0; v < NV; ++v)
