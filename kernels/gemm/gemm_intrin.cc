@@ -8,7 +8,8 @@
 //   panel wide and contiguous); the panel
 //   width is kNrv vectors, and for the last n mod (kNrv * kW) columns the narrowest of 1, 2 or kNrv
 //   vectors that holds them, the tile's rows growing as it narrows;
-//   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a;
+//   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a
+//   (a row-major A at one of the model's row strides: with the stride a compile-time constant);
 //   a weight gradient with few rows and many columns (C = A^T B, tn 32 x 128 x 512) is computed
 //   as C^T = B^T A into a scratch C^T and transposed into C, with C's own depth blocks, so that
 //   every element is the same sum in the same order (same bits) on wider row tiles.
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -98,11 +100,13 @@ void pack_b(int trans_b, const float* b, size_t ldb, size_t k, size_t n, size_t 
 // EPI (micro_epi): the store applies ep (gemm_epilogue); micro, the plain product, keeps its
 // signature and code (with a runtime test and an extra argument in every call, the k = 10 and
 // n = 10 products read 5-20% slower on a loaded machine).
-template <int MR, int NRV, bool TA, bool EPI>
+// LDA, when not 0, is lda as a compile-time constant (see micro_fixed_lda).
+template <int MR, int NRV, bool TA, bool EPI, size_t LDA = 0>
 __attribute__((always_inline)) inline void micro_impl(size_t k, const float* a, size_t lda,
                                                       const float* bp, size_t ldbp, float* c,
                                                       size_t ldc, size_t nr, float alpha,
                                                       float beta, const Epi* ep) {
+  if constexpr (LDA != 0) lda = LDA;
   constexpr size_t nrw = NRV * kW;
   V acc[MR][NRV];
 #pragma GCC unroll 12
@@ -175,15 +179,15 @@ __attribute__((always_inline)) inline void micro_impl(size_t k, const float* a, 
   }
 }
 
-template <int MR, int NRV, bool TA>
+template <int MR, int NRV, bool TA, size_t LDA = 0>
 void micro(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, float* c, size_t ldc,
            size_t nr, float alpha, float beta) {
-  micro_impl<MR, NRV, TA, false>(k, a, lda, bp, ldbp, c, ldc, nr, alpha, beta, nullptr);
+  micro_impl<MR, NRV, TA, false, LDA>(k, a, lda, bp, ldbp, c, ldc, nr, alpha, beta, nullptr);
 }
-template <int MR, int NRV, bool TA>
+template <int MR, int NRV, bool TA, size_t LDA = 0>
 void micro_epi(size_t k, const float* a, size_t lda, const float* bp, size_t ldbp, float* c,
                size_t ldc, size_t nr, float alpha, float beta, const Epi& ep) {
-  micro_impl<MR, NRV, TA, true>(k, a, lda, bp, ldbp, c, ldc, nr, alpha, beta, &ep);
+  micro_impl<MR, NRV, TA, true, LDA>(k, a, lda, bp, ldbp, c, ldc, nr, alpha, beta, &ep);
 }
 
 using MicroFn = void (*)(size_t, const float*, size_t, const float*, size_t, float*, size_t, size_t,
@@ -199,6 +203,27 @@ template <int NRV, bool TA, int... MR>
 constexpr std::array<MicroEpiFn, sizeof...(MR)> micro_epi_table(std::integer_sequence<int, MR...>) {
   return {&micro_epi<MR + 1, NRV, TA>...};
 }
+
+// Row-major op(A) (TA false) at the row strides of the model's activations: the full-height
+// tile and the one a row lower (the heights of an evenly split row block) with the stride a
+// compile-time constant. With a run-time stride the MR row addresses each take a register
+// (12 rows: spilled to the stack) and every broadcast is an indexed load; with a constant one
+// they are offsets from one pointer. nullptr: no such tile.
+template <bool EPI, int MR, int NRV, size_t LDA>
+auto micro_fixed(int mr) {
+  if constexpr (EPI)
+    return mr == MR ? &micro_epi<MR, NRV, false, LDA> : &micro_epi<MR - 1, NRV, false, LDA>;
+  else
+    return mr == MR ? &micro<MR, NRV, false, LDA> : &micro<MR - 1, NRV, false, LDA>;
+}
+template <bool EPI, int MR, int NRV, size_t... LDA>
+auto micro_fixed_lda(int mr, size_t lda, std::index_sequence<LDA...>) {
+  static_assert(MR > 1);
+  std::conditional_t<EPI, MicroEpiFn, MicroFn> f = nullptr;
+  ((lda == LDA ? (void)(f = micro_fixed<EPI, MR, NRV, LDA>(mr)) : (void)0), ...);
+  return mr == MR || mr == MR - 1 ? f : nullptr;
+}
+using ModelStrides = std::index_sequence<10, 32, 64, 96, 128, 192, 256>;
 
 // The blocked product with panels of NRV vectors. tri (GemmTri) restricts it to a triangle;
 // col0 is the column of C where this call's columns start.
@@ -217,12 +242,18 @@ void gemm_panels(int tri, size_t col0, int trans_a, int trans_b, size_t m, size_
   constexpr size_t nrw = NRV * kW;
   static constexpr auto kMicroN = micro_table<NRV, false>(std::make_integer_sequence<int, MR>());
   static constexpr auto kMicroT = micro_table<NRV, true>(std::make_integer_sequence<int, MR>());
-  const auto& table = trans_a ? kMicroT : kMicroN;
   static constexpr auto kMicroNE =
       micro_epi_table<NRV, false>(std::make_integer_sequence<int, MR>());
   static constexpr auto kMicroTE =
       micro_epi_table<NRV, true>(std::make_integer_sequence<int, MR>());
-  const auto& table_epi = trans_a ? kMicroTE : kMicroNE;
+  std::array<MicroFn, MR> table = trans_a ? kMicroT : kMicroN;
+  std::array<MicroEpiFn, MR> table_epi = trans_a ? kMicroTE : kMicroNE;
+  for (int mr = MR - 1; mr <= MR && !trans_a; ++mr) {
+    if (const auto f = micro_fixed_lda<false, MR, NRV>(mr, lda, ModelStrides())) table[mr - 1] = f;
+    if (epi.kind != 0)
+      if (const auto f = micro_fixed_lda<true, MR, NRV>(mr, lda, ModelStrides()))
+        table_epi[mr - 1] = f;
+  }
 
   const size_t panels = (n + nrw - 1) / nrw;
   // Depth blocks of kc rows of op(B): one kc x nrw panel is 32 KiB at most, so it stays in L1
