@@ -9,7 +9,7 @@
 //   width is kNrv vectors, and for the last n mod (kNrv * kW) columns the narrowest of 1, 2 or kNrv
 //   vectors that holds them, the tile's rows growing as it narrows;
 //   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a
-//   (a row-major A at one of the model's row strides: with the stride a compile-time constant);
+//   (a row-major A at the model's short row strides: with the stride a compile-time constant);
 //   a weight gradient with few rows and many columns (C = A^T B, tn 32 x 128 x 512) is computed
 //   as C^T = B^T A into a scratch C^T and transposed into C, with C's own depth blocks, so that
 //   every element is the same sum in the same order (same bits) on wider row tiles.
@@ -208,7 +208,8 @@ constexpr std::array<MicroEpiFn, sizeof...(MR)> micro_epi_table(std::integer_seq
 // tile and the one a row lower (the heights of an evenly split row block) with the stride a
 // compile-time constant. With a run-time stride the MR row addresses each take a register
 // (12 rows: spilled to the stack) and every broadcast is an indexed load; with a constant one
-// they are offsets from one pointer. nullptr: no such tile.
+// they are offsets from one pointer. nullptr: no such tile. At strides of 128 and more this
+// measured the same to 5% slower (AVX-512, k = 128..256), so those keep the run-time stride.
 template <bool EPI, int MR, int NRV, size_t LDA>
 auto micro_fixed(int mr) {
   if constexpr (EPI)
@@ -223,7 +224,7 @@ auto micro_fixed_lda(int mr, size_t lda, std::index_sequence<LDA...>) {
   ((lda == LDA ? (void)(f = micro_fixed<EPI, MR, NRV, LDA>(mr)) : (void)0), ...);
   return mr == MR || mr == MR - 1 ? f : nullptr;
 }
-using ModelStrides = std::index_sequence<10, 32, 64, 96, 128, 192, 256>;
+using ModelStrides = std::index_sequence<10, 32, 64, 96>;
 
 // The blocked product with panels of NRV vectors. tri (GemmTri) restricts it to a triangle;
 // col0 is the column of C where this call's columns start.
