@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/gemm/cases_gemm_common.hpp"
 #include "kernels/gemm/model_shapes.hpp"
 #include "kernels/harness/harness.hpp"
 
@@ -18,9 +19,8 @@ namespace {
 
 using pl::test::out;
 using pl::test::Output;
-constexpr float kPad = -7.25f;  // C's padding between rows must keep it
-
-double tol_for(size_t k) { return 1e-5 * std::sqrt(double(std::max<size_t>(k, 1))); }
+using pl::test::gemm_cases::kPad;
+using pl::test::gemm_cases::tol_for;
 
 // A stored matrix of logical shape rows x cols (op applied) with row stride ld; stored as
 // cols x rows when transposed.

@@ -17,15 +17,15 @@
 #include <limits>
 #include <string>
 
+#include "kernels/gemm/cases_gemm_common.hpp"
 #include "kernels/harness/harness.hpp"
 
 namespace {
 
 using pl::test::out;
 using pl::test::Output;
-constexpr float kPad = -7.25f;  // C's padding between rows must keep it
-
-double tol_for(size_t k) { return 1e-5 * std::sqrt(double(std::max<size_t>(k, 1))); }
+using pl::test::gemm_cases::kPad;
+using pl::test::gemm_cases::tol_for;
 
 struct Shape {
   size_t m, n, k;

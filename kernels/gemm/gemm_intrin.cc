@@ -131,22 +131,21 @@ __attribute__((always_inline)) inline void micro_impl(size_t k, const float* a, 
       for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
         for (int v = 0; v < NRV; ++v) store(c + i * ldc + v * kW, acc[i][v]);
-    } else if (ep->kind == 1) {
-      const float* e = ep->e;
-      const size_t lde = ep->lde;
-#pragma GCC unroll 12
-      for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 8
-        for (int v = 0; v < NRV; ++v)
-          store(c + i * ldc + v * kW, mul(acc[i][v], load(e + i * lde + v * kW)));
     } else {
+      // One loop per kind (op is a constant in each), E's pointer and stride in locals.
       const float* e = ep->e;
       const size_t lde = ep->lde;
+      const auto store_with = [&](auto op) {
 #pragma GCC unroll 12
-      for (int i = 0; i < MR; ++i)
+        for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
-        for (int v = 0; v < NRV; ++v)
-          store(c + i * ldc + v * kW, add(acc[i][v], load(e + i * lde + v * kW)));
+          for (int v = 0; v < NRV; ++v)
+            store(c + i * ldc + v * kW, op(acc[i][v], load(e + i * lde + v * kW)));
+      };
+      if (ep->kind == 1)
+        store_with([](V x, V y) { return mul(x, y); });
+      else
+        store_with([](V x, V y) { return add(x, y); });
     }
     return;
   }
