@@ -355,14 +355,14 @@ class Model {
       T* qkv;       // B*N x 3d      [q | k | v], heads side by side (q, k rotated under rope)
       T* pattern;   // B x H x N x N attention probabilities (causal softmax)
       T* atty;      // B*N x d       per-head P v, heads concatenated
-      T* A;         // B*N x d       attention output A_l = atty Wo^T
+      T* A;         // B*N x d       attention output A_l = atty Wo^T (null: training slots)
       T* y;         // B*N x d       x_l + A_l
       T* ln2;       // B*N x d       LN2(y)
       T* ln2_mean;  // B*N
       T* ln2_rstd;  // B*N
       T* h;         // B*N x F       u = LN2(y) Wfc^T (forward), GELU'(u) (forward_backward)
       T* g;         // B*N x F       GELU(LN2(y) Wfc^T)
-      T* M;         // B*N x d       MLP output M_l = g Wproj^T (null when attention-only)
+      T* M;         // B*N x d       MLP output M_l = g Wproj^T (null: attention-only, training)
     };
     std::vector<L> l;
     T* lnf;       // B*N x d  LNf(x_L)
@@ -740,11 +740,14 @@ class Model {
   }
   // Activations of `seqs` sequences in `mem`. shared: for a forward pass only (evaluation):
   // every layer uses the same buffers and the residual streams alternate between two.
+  // training: for forward_rows(..., for_backward = true), whose residual adds run in the GEMMs'
+  // stores: the block outputs A and M are not kept, so they get no buffers (null).
   static void alloc_acts(const ModelConfig& cfg, size_t seqs, bool shared, Activations& act,
-                         std::vector<T>& mem) {
+                         std::vector<T>& mem, bool training = false) {
     const size_t R = seqs * cfg.N, d = size_t(cfg.d), f = size_t(cfg.ffn),
                  NN = seqs * cfg.heads * cfg.N * cfg.N, C = size_t(cfg.C);
-    const size_t per_layer = R * (d + 2 + 3 * d + d + d + d + d + 2 + f + f + d) + NN;
+    const size_t outs = training ? 0 : 2 * d;  // A and M
+    const size_t per_layer = R * (d + 2 + 3 * d + d + d + d + 2 + f + f + outs) + NN;
     const size_t nres = shared ? 2 : size_t(cfg.layers + 1), nlay = shared ? 1 : size_t(cfg.layers);
     Carver<T> cv(mem, R * d * nres + nlay * per_layer + R * (d + 2 + 2 * C), nres + nlay * 14 + 5);
     auto take = [&](size_t n) { return cv.take(n); };
@@ -764,15 +767,14 @@ class Model {
       a.qkv = take(R * 3 * d);
       a.pattern = take(NN);
       a.atty = take(R * d);
-      a.A = take(R * d);
+      a.A = training ? nullptr : take(R * d);
       a.y = take(R * d);
       a.ln2 = take(R * d);
       a.ln2_mean = take(R);
       a.ln2_rstd = take(R);
       a.h = take(R * f);
       a.g = take(R * f);
-      a.M = take(R * d);
-      if (!cfg.mlp) a.M = nullptr;
+      a.M = training || !cfg.mlp ? nullptr : take(R * d);
       act.l.push_back(a);
     }
     act.lnf = take(R * d);
@@ -802,7 +804,7 @@ class Model {
       train_mem_.resize(size_t(S));
       scratch.resize(size_t(S));
       for (size_t s = s0; s < size_t(S); ++s) {
-        alloc_acts(cfg_, size_t(seqs), false, train_acts_[s], train_mem_[s]);
+        alloc_acts(cfg_, size_t(seqs), false, train_acts_[s], train_mem_[s], true);
         Scratch& sc = scratch[s];
         Carver<T> cv(sc.buf, rc * (d + d + 3 * d + d + f + size_t(cfg_.C)) + Nn * Nn, 7);
         sc.dres = cv.take(rc * d);
