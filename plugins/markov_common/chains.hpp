@@ -3,6 +3,7 @@
 // matrices with their stationary distributions (double precision), sequence sampling.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -151,16 +152,29 @@ struct Chains {
     double s = 0;
     for (int i = 0; i < C; ++i) cdfpi[size_t(k) * C + i] = (s += pi[size_t(k) * C + i]);
   }
+  // The first j < C - 1 with u cdf[C - 1] < cdf[j], else C - 1. A cdf row is non-decreasing
+  // (running sums of non-negative terms), so that j is the count of cdf[i] <= u cdf[C - 1] among
+  // i < C - 1: counted without branches (the search's branch went one way or the other at random,
+  // and the next state waited on every miss).
   static int draw(const double* cdf, int C, double u) {
-    for (int j = 0; j < C - 1; ++j)
-      if (u * cdf[C - 1] < cdf[j]) return j;
-    return C - 1;
+    const double x = u * cdf[C - 1];
+    int j = 0;
+    for (int i = 0; i < C - 1; ++i) j += cdf[i] <= x;
+    return j;
   }
-  // x[0..len): x_0 ~ pi_k, x_{t+1} ~ T_k[x_t, :].
+  // x[0..len): x_0 ~ pi_k, x_{t+1} ~ T_k[x_t, :]. The uniforms are drawn first, in the order the
+  // states use them, so that the walk's chain of dependent steps holds only the draws.
   void sample(int k, Rng& r, int len, int32_t* x) const {
-    x[0] = draw(cdfpi.data() + size_t(k) * C, C, r.uniform());
-    for (int t = 1; t < len; ++t)
-      x[t] = draw(cdfT.data() + size_t(k) * C * C + size_t(x[t - 1]) * C, C, r.uniform());
+    constexpr int kBlock = 64;
+    double u[kBlock];
+    const double* cdf = cdfT.data() + size_t(k) * C * C;
+    for (int t0 = 0; t0 < len; t0 += kBlock) {
+      const int n = std::min(kBlock, len - t0);
+      for (int i = 0; i < n; ++i) u[i] = r.uniform();
+      int i = 0;
+      if (t0 == 0) x[i++] = draw(cdfpi.data() + size_t(k) * C, C, u[0]);
+      for (; i < n; ++i) x[t0 + i] = draw(cdf + size_t(x[t0 + i - 1]) * C, C, u[i]);
+    }
   }
 };
 

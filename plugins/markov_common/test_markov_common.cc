@@ -312,6 +312,59 @@ TEST_CASE("markov_icl: stationary distribution solves pi T = pi and matches powe
   CHECK(close(pi2[1], 0.75, 1e-15, 0));
 }
 
+TEST_CASE("markov_icl: sequences are the inverse-CDF draws of a plain search, state by state") {
+  // Oracle: the linear search over the cdf row (the first j with u cdf[C - 1] < cdf[j]), one
+  // uniform per state in order, written here. Chains with small alpha have many near-zero and
+  // (C = 2, 3) tied cdf entries; the walk crosses the 64-uniform blocks of sample().
+  const pl_kernel_table t = table();
+  auto search = [](const double* cdf, int C, double u) {
+    for (int j = 0; j < C - 1; ++j)
+      if (u * cdf[C - 1] < cdf[j]) return j;
+    return C - 1;
+  };
+  for (int C : {2, 3, 10, 17}) {
+    for (double alpha : {0.05, 1.0}) {
+      CAPTURE(C);
+      CAPTURE(alpha);
+      pl::markov::Chains ch;
+      ch.resize(3, C);
+      ch.generate(t, 7, 500, alpha);
+      if (C == 3) {  // exact zeros: a state that is never entered and a row with one target
+        double* T = ch.T.data();
+        T[0 * 3 + 1] = 0;
+        T[1 * 3 + 0] = 0, T[1 * 3 + 1] = 0, T[1 * 3 + 2] = 1;
+        T[2 * 3 + 1] = 0;
+        for (int i = 0; i < 3; ++i) {
+          double s = 0;
+          for (int j = 0; j < 3; ++j) s += T[i * 3 + j];
+          for (int j = 0; j < 3; ++j) T[i * 3 + j] /= s;
+        }
+        ch.derive(0);
+      }
+      for (int k = 0; k < ch.K; ++k)
+        for (int len : {1, 2, 63, 64, 65, 129, 200}) {
+          pl::markov::Rng r(t, 11, uint64_t(len * 10 + k)), r2 = r;
+          std::vector<int32_t> x(static_cast<size_t>(len));
+          ch.sample(k, r, len, x.data());
+          std::vector<int32_t> want(static_cast<size_t>(len));
+          want[0] = search(ch.cdfpi.data() + size_t(k) * C, C, r2.uniform());
+          for (int i = 1; i < len; ++i)
+            want[size_t(i)] =
+                search(ch.cdfT.data() + (size_t(k) * C + size_t(want[size_t(i - 1)])) * C, C,
+                       r2.uniform());
+          CHECK(x == want);
+          CHECK(r.uniform() == r2.uniform());  // the same number of words consumed
+          if (C == 3 && k == 0)                // the zero-probability transitions never occur
+            for (int i = 1; i < len; ++i) {
+              const int a = x[size_t(i - 1)], b = x[size_t(i)];
+              CHECK(b != 1);
+              if (a == 1) CHECK(b == 2);
+            }
+        }
+    }
+  }
+}
+
 TEST_CASE("markov_icl: Dirichlet rows have the Dirichlet mean, variance and covariance") {
   const pl_kernel_table t = table();
   for (double alpha : {1.0, 0.3, 4.0}) {
