@@ -7,6 +7,10 @@
 // the whole CI under 30 minutes on 2 cores. Every reduced check keeps its oracle and its
 // tolerance is derived at the reduced size, so it can still fail; each place says what it
 // reduces. Native runs (PHASELAB_EMULATED unset) keep the full sizes.
+// Likewise the address/undefined sanitizer tree: meson test sets PHASELAB_SANITIZED=1 there
+// (tests/meson.build, when b_sanitize is on); its code runs 3-20x slower, and a few checks whose
+// claim needs a long run and adds nothing to what the sanitizers look for (memory errors, UB)
+// run shorter there, each saying what it keeps.
 #pragma once
 
 #include <cstdlib>
@@ -16,6 +20,11 @@ namespace pl::test {
 
 inline bool emulated() {
   const char* e = std::getenv("PHASELAB_EMULATED");
+  return e != nullptr && std::strcmp(e, "1") == 0;
+}
+
+inline bool sanitized() {
+  const char* e = std::getenv("PHASELAB_SANITIZED");
   return e != nullptr && std::strcmp(e, "1") == 0;
 }
 

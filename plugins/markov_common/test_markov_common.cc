@@ -526,11 +526,17 @@ TEST_CASE("markov_icl: at K = 1 training approaches the true chain's loss floor"
 // under qemu-aarch64, and fewer steps do not reach the 2-Gen phase, so no shorter version
 // keeps the claim. The kernels it runs are checked on every emulated target by the kernel
 // suite, and the float model on the kernel table by the test against the double model.
+// Under the sanitizers (tests/emulation.hpp; ~100 s there for 1200 steps) only the first 100
+// steps run: the same infinite-chain code (a fresh chain per sequence, evaluation without the
+// memorising predictors) for the sanitizers to watch, and the claim those steps support, the
+// 1-Gen plateau that comes first (KL to 1-Gen 0.110 -> 0.022 after 100 steps). The 2-Gen
+// claim needs all 1200 steps; the release tree checks it.
 TEST_CASE("markov_icl: with infinite chains training approaches the 2-Gen predictor" *
           doctest::skip(pl::test::emulated())) {
   // C = 3 makes the induction head form within ~700 steps (1-Gen plateau first); see the report.
   const pl_kernel_table t = table();
-  pl::markov::TrainConfig tc = small_run(1, true, 32, 32, 1200);
+  const bool short_run = pl::test::sanitized();
+  pl::markov::TrainConfig tc = small_run(1, true, 32, 32, short_run ? 100 : 1200);
   tc.model.C = 3;
   tc.batch = 32;
   tc.lr = 3e-3;
@@ -543,6 +549,12 @@ TEST_CASE("markov_icl: with infinite chains training approaches the 2-Gen predic
                                 << r.kl[0][pl::markov::kGen2] << ", KL(1gen) "
                                 << r.kl[0][pl::markov::kGen1] << ", loss " << r.loss[0]
                                 << " vs 2-Gen Bayes " << tr.eval_set(0).bayes[pl::markov::kGen2]);
+  if (short_run) {
+    CHECK(r.phase == pl::markov::kGen1);
+    CHECK(r.kl[0][pl::markov::kGen1] < 0.5 * r0.kl[0][pl::markov::kGen1]);
+    CHECK(r.loss[0] < r0.loss[0]);
+    return;
+  }
   CHECK(r.phase == pl::markov::kGen2);
   CHECK(r.kl[0][pl::markov::kGen2] < 0.25 * r.kl[0][pl::markov::kGen1]);
   CHECK(r.kl[0][pl::markov::kGen2] < 0.2 * r0.kl[0][pl::markov::kGen2]);
