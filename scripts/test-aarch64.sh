@@ -44,11 +44,13 @@ EOS
 chmod +x "$wrapper"
 # The kernel suite once more with 512-bit SVE vectors (16 float lanes; the runs above have 8):
 # Highway's SVE code is vector-length agnostic, so its tails and masks are checked at a second
-# width too: the harness's cases of at most 2^14 items or FLOPs and each kernel's smallest (~1/5
-# of its work; the 256-bit pass above runs them all). In the background, next to the driver
-# suite (two cores).
+# width too. Only the SVE variants run (PHASELAB_TEST_VARIANTS=.sve: hwy.sve, hwy.sve2); the
+# scalar and NEON ones do not depend on the SVE length and ran above. The harness's cases of at
+# most 2^14 items or FLOPs and each kernel's smallest (~1/5 of its work; the 256-bit pass above
+# runs them all). In the background, next to the driver suite (two cores).
 sve512_log=$dir/meson-logs/kernels-sve512.txt
 PHASELAB_TEST_COUNTS=$counts PHASELAB_EMULATED=1 PHASELAB_HARNESS_MAX_WORK=16384 \
+  PHASELAB_TEST_VARIANTS=.sve \
   qemu-aarch64 -cpu max,sve-default-vector-length=64 "$dir/tests/phaselab_kernel_tests" \
   > "$sve512_log" 2>&1 &
 sve512=$!

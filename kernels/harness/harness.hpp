@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -33,11 +34,17 @@
 
 namespace pl::test {
 
-// Every variant of `k` that this CPU can run, scalar included.
+// Every variant of `k` that this CPU can run, scalar included. PHASELAB_TEST_VARIANTS=S keeps
+// only those whose name contains S: the second pass of the kernel suite at another SVE vector
+// length runs only the vector-length-agnostic variants (".sve": hwy.sve, hwy.sve2), as the
+// fixed-width ones (scalar, NEON) compute the same at any length (scripts/test-aarch64.sh).
 inline std::vector<const pl::Variant*> runnable(pl::KernelId k) {
+  const char* only = std::getenv("PHASELAB_TEST_VARIANTS");
   std::vector<const pl::Variant*> out;
   for (const auto& v : pl::variants())
-    if (v.kernel == static_cast<int>(k) && v.supported) out.push_back(&v);
+    if (v.kernel == static_cast<int>(k) && v.supported &&
+        (only == nullptr || v.name.find(only) != std::string::npos))
+      out.push_back(&v);
   return out;
 }
 
