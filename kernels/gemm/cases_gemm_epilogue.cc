@@ -19,6 +19,7 @@
 
 #include "kernels/gemm/cases_gemm_common.hpp"
 #include "kernels/harness/harness.hpp"
+#include "tests/emulation.hpp"
 
 namespace {
 
@@ -134,13 +135,25 @@ void add_epilogue(Shape s, pl::test::Use use) {
 PL_KERNEL_CASES {
   using pl::test::Use;
   // Row and column tails around the vector widths, every transpose, both epilogues; padded
-  // strides on two seeds in three, alpha -1.5 on every other seed.
+  // strides on two seeds in three, alpha -1.5 on every other seed. Under emulation and in the
+  // sanitizer tree (tests/emulation.hpp) each m x n takes one of the three depths in turn (800
+  // of these 2400 cases): every m x n tail, transpose, epilogue kind, padding and alpha still
+  // runs, each depth with a third of the m x n (and with one padding: the seed ties them);
+  // the epilogue is the last depth block's store,
+  // the same code at every depth, and the packing and depth loop are gemm's, whose sweep runs
+  // every depth there.
   const size_t mn[] = {1, 7, 8, 9, 16, 17, 33, 64, 65, 100};
   const size_t ks[] = {1, 17, 64};
+  const bool thin = pl::test::emulated() || pl::test::sanitized();
   uint32_t seed = 1;
+  size_t shape = 0;
   for (size_t m : mn)
     for (size_t n : mn)
       for (size_t k : ks) {
+        if (thin && k != ks[shape++ / 3 % 3]) {
+          ++seed;
+          continue;
+        }
         for (int ta = 0; ta < 2; ++ta)
           for (int tb = 0; tb < 2; ++tb)
             for (int kind = 1; kind <= 2; ++kind)
