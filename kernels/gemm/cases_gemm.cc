@@ -216,13 +216,15 @@ PL_KERNEL_CASES {
         ++seed;
       }
   // k > 128 crosses the depth block of the 512-bit kernel, n = 600 several column blocks,
-  // m = 200 several row blocks; 257 and 128 sit around the widths.
+  // m = 200 several row blocks; 257 and 128 sit around the widths. 7 x 4 x 2100 and 7 x 8 x 1100
+  // cross the depth blocks of the narrow panels (one or two vectors: 512 to 2048 deep by ISA)
+  // within the emulated runs' work cap (2^18 FLOPs, scripts/test-aarch64.sh).
   struct S {
     size_t m, n, k;
   };
   seed = 500;
   for (S s : {S{128, 257, 257}, S{257, 128, 65}, S{65, 64, 257}, S{200, 256, 256}, S{200, 64, 256},
-              S{7, 600, 300}, S{33, 1, 513}, S{1, 129, 1000}}) {
+              S{7, 600, 300}, S{33, 1, 513}, S{1, 129, 1000}, S{7, 4, 2100}, S{7, 8, 1100}}) {
     add_gemm_shape(s.m, s.n, s.k, seed % 2 ? 5 : 0, seed);
     ++seed;
   }

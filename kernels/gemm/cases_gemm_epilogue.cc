@@ -163,13 +163,16 @@ PL_KERNEL_CASES {
       }
   // Depths beyond the depth blocks (128 to 1024 deep, by ISA and panel width): the epilogue
   // must run once, at the last block; n = 96 / 10 mix panel widths; tn 16 x 128 and 32 x 128 are
-  // the few-row weight gradients gemm computes as C^T = B^T A; 200 rows cross the row blocks.
+  // the few-row weight gradients gemm computes as C^T = B^T A; 200 rows cross the row blocks;
+  // 7 x 4 x 2100 and 7 x 8 x 1100 cross the narrow panels' depth blocks (512 to 2048 deep by ISA)
+  // within the emulated runs' work cap (2^18 FLOPs), so that the emulated targets run an
+  // epilogue after earlier depth blocks too.
   struct S {
     size_t m, n, k;
   };
   seed = 700;
   for (S s : {S{128, 257, 257}, S{65, 64, 257}, S{200, 96, 600}, S{33, 10, 1100}, S{32, 128, 1100},
-              S{16, 128, 300}, S{64, 33, 1030}}) {
+              S{16, 128, 300}, S{64, 33, 1030}, S{7, 4, 2100}, S{7, 8, 1100}}) {
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)
         for (int kind = 1; kind <= 2; ++kind)
