@@ -18,7 +18,6 @@ points in the order they finished (compared as a set of rows), and columns of wa
 difference (each listed); 2: usage."""
 import csv
 import glob
-import io
 import os
 import re
 import subprocess
