@@ -1,20 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
 // attention.intrin.<isa>, attention_bwd.intrin.<isa>: one head, written with the intrinsics of
 // kernels/common/intrin_ops.hpp.
-// Short sequences (n <= 8 vectors: 128 on AVX-512, 64 on AVX2, 32 on NEON; d_k and d_v whole
-// vectors up to 128: the Markov model's heads) take a fused path written here. K^T (forward) or V^T
-// (backward) is packed once (register transposes of a whole vector square, the padding past n
-// zeroed in the same stores); each tile of rows computes its scores (or dP) in register tiles,
-// causal tiles only up to the vector that holds their last row's diagonal, stores them to P (dS)
-// and runs the row softmax (or its backward) on them while they are in L1: vector counts are
-// compile-time constants, each row's lane mask is computed once, and two rows go side by side where
-// they fit in registers (a row is one long chain of dependent steps). The products with P and dS (O
-// = P V, dQ = dS K, dV = P^T dO, dK = dS^T Q) run on register tiles that read their operands in
-// place and stop (transposed: start) each depth sum at the tile's diagonal. Other shapes: the
-// intrinsics GEMM (gemm_intrin.cc) of the same ISA around the rows of softmax_intrin.hpp, with the
-// causal tiles skipped by GemmTri. Both paths sum every product in the same order (an FMA chain
-// over the depth index from zero, the masked terms skipped are exact zeros) and take the same
-// softmax steps, so their outputs are bit-identical.
+// Rows up to 16 vectors on AVX-512 (n <= 256), 8 elsewhere (64 on AVX2, 32 on NEON), with d_k and
+// d_v whole vectors up to 128 (the Markov model's heads) take a fused path written here. K^T
+// (forward) or V^T (backward) is packed once (register transposes of a whole vector square, the
+// padding past n zeroed in the same stores); each tile of rows computes its scores (or dP) in
+// register tiles, causal tiles only up to the vector that holds their last row's diagonal, stores
+// them to P (dS) and runs the row softmax (or its backward) on them while they are in L1. Rows of
+// up to 8 vectors are held in registers: vector counts are compile-time constants, each row's lane
+// mask is computed once, and two rows go side by side where they fit (a row is one long chain of
+// dependent steps). Longer rows (AVX-512, n = 129..256: 8-row tiles of 3-vector chunks) run the
+// rows of softmax_intrin.hpp on the tile in L1 (held in registers, 16 vectors and their masks
+// spilled: 1.2x slower). The products with P and dS (O = P V, dQ = dS K, dV = P^T dO,
+// dK = dS^T Q) run on register tiles that read their operands in place and stop (transposed:
+// start) each depth sum at the tile's diagonal; the depth goes in the GEMM's blocks (128 deep for
+// its 64-column panels on AVX-512, 256 and 512 for the narrower ones: one block up to n = 128),
+// each block through every row tile while its rows of B are in L1, a later block's sum added to
+// the earlier ones' as the GEMM adds it. Other shapes: the intrinsics GEMM (gemm_intrin.cc) of the
+// same ISA around the rows of softmax_intrin.hpp, with the causal tiles skipped by GemmTri. Both
+// paths sum every product in the same order (an FMA chain over the depth index from zero within
+// each of the GEMM's depth blocks, the blocks added in order; the masked terms skipped are exact
+// zeros) and take the same softmax steps, so their outputs are bit-identical (test_attention.cc
+// compares them bit for bit).
+// Measured at n = 256, d = 64 on AVX-512 (the model's strides 3 d, one thread): the four
+// products are about half the time of the forward and backward pass, the scores and dP with
+// their softmax rows the other half. Against the GEMM path there: the scores read Q at its
+// stride in place (the GEMM's tiles keep compile-time strides up to 96 only), the softmax rows run
+// on scores still in L1, and the products read B in place instead of packing a copy per product.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -43,16 +55,31 @@ void scale_row(float* x, size_t len, float s) {
 constexpr int kAcc = kMr * kNrv;
 // The helpers of a tile are inlined into it (GCC otherwise calls some, spilling the tile).
 #define PL_ATTN_INLINE inline __attribute__((always_inline))
-// Rows of the scores up to 8 vectors (n <= 128 on AVX-512, 64 on AVX2, 32 on NEON); longer rows
-// were no faster than the GEMM path (AVX2, n = 128, measured).
+// Rows of the scores up to 16 vectors on AVX-512 (n <= 256), 8 elsewhere (n <= 64 on AVX2, 32
+// on NEON); longer rows were no faster than the GEMM path on AVX2 (n = 128: d 64 0.99x,
+// d 128 1.07x the time, measured).
+#if PL_INTRIN_AVX512
+constexpr size_t kFusedMaxVecs = 16;
+#else
 constexpr size_t kFusedMaxVecs = 8;
+#endif
+
+// Rows of more vectors than this go through the softmax (and its backward) as whole rows of
+// softmax_intrin.hpp, read back from L1, instead of register-held rows.
+constexpr int kRegisterRowVecs = 8;
+// Row tiles of the scores for rows of more vectors: 8 rows of 3-vector chunks (0.95x the time of
+// 6 rows of 4; 12 rows of 2, with 12 row addresses to keep, 1.4x).
+constexpr int kWideRows = 8;
 
 constexpr int tile_rows(int vecs) {
   return kAcc / vecs > 8 ? 8 : (kAcc / vecs < 1 ? 1 : kAcc / vecs);
 }
 
-// Row tiles of the scores: as high as a register tile of min(NV, kNrv) vectors allows.
-constexpr int score_rows(int nv) { return tile_rows(nv < kNrv ? nv : kNrv); }
+// Row tiles of the scores: as high as a register tile of min(NV, kNrv) vectors allows, or
+// kWideRows for rows past kRegisterRowVecs.
+constexpr int score_rows(int nv) {
+  return nv > kRegisterRowVecs ? kWideRows : tile_rows(nv < kNrv ? nv : kNrv);
+}
 
 #if PL_INTRIN_AVX512
 // Rows j and j + 8 of a 16 x 16 block, columns [c, c + 8), as the two halves of one vector; rows
@@ -168,8 +195,9 @@ void pack_transposed(const float* b, size_t ldb, size_t n, size_t d, float* bt, 
 // c[i, 0:NB kW) = sum over p in [lo(i0), hi(i0)) of A[i, p] b[p, 0:NB kW) for the rows i0 + i,
 // i < mr, of one tile; A[i, p] = a[i * lda + p] (TA false) or a[p * lda + i] (TA true), a
 // pointing at the tile's first row (column). The sum runs in order from zero (as the GEMM's).
-// Rows past mr repeat the last row and are not stored (no branch in the loop).
-template <int NB, bool TA>
+// Rows past mr repeat the last row and are not stored (no branch in the loop). ADD: c += the sum
+// (a later depth block) instead of c = the sum.
+template <int NB, bool TA, bool ADD>
 void prod_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t lo, size_t hi,
                size_t mr, float* c, size_t ldc) {
   constexpr int MR = tile_rows(NB);
@@ -200,16 +228,31 @@ void prod_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t lo
   for (int i = 0; i < MR; ++i) {
     if (size_t(i) >= mr) break;
 #pragma GCC unroll 8
-    for (int v = 0; v < NB; ++v) store(c + i * ldc + v * kW, acc[i][v]);
+    for (int v = 0; v < NB; ++v)
+      store(c + i * ldc + v * kW, ADD ? add(load(c + i * ldc + v * kW), acc[i][v]) : acc[i][v]);
   }
+}
+
+// The depth block of the intrinsics GEMM (gemm_intrin.cc: depth_block, gemm_cols) for the
+// columns of C from vector v0 of a row of d floats: full panels of kNrv vectors, then one panel,
+// the narrowest of 1, 2 or kNrv vectors, for the rest. The products with P and dS (depth n) split
+// their sums where the GEMM path would (128 and more deep), so that both keep the same bits.
+size_t gemm_depth_block(size_t d, size_t v0) {
+  const auto block = [](size_t nrv) { return std::max<size_t>(128, 8192 / (nrv * kW)); };
+  constexpr size_t nrw = size_t(kNrv) * kW;
+  const size_t n_main = d / nrw * nrw, rest = d - n_main;
+  if (v0 * kW < n_main) return block(size_t(kNrv));
+  if (kNrv > 1 && rest <= kW) return block(1);
+  if (kNrv > 2 && rest <= 2 * kW) return block(2);
+  return block(size_t(kNrv));
 }
 
 using ProdFn = void (*)(const float*, size_t, const float*, size_t, size_t, size_t, size_t, float*,
                         size_t);
 
-template <bool TA, int... NB>
+template <bool TA, bool ADD, int... NB>
 constexpr std::array<ProdFn, sizeof...(NB)> prod_table(std::integer_sequence<int, NB...>) {
-  return {&prod_tile<NB + 1, TA>...};
+  return {&prod_tile<NB + 1, TA, ADD>...};
 }
 
 // C (n x d, d a multiple of kW) = op(A) B with op(A) = A (n x n, row-major at stride n) or A^T
@@ -219,17 +262,27 @@ constexpr std::array<ProdFn, sizeof...(NB)> prod_table(std::integer_sequence<int
 template <bool TA>
 void prod(const float* a, const float* b, size_t ldb, float* c, size_t ldc, size_t n, size_t d,
           bool causal) {
-  static constexpr auto kTable = prod_table<TA>(std::make_integer_sequence<int, kNrv>());
+  static constexpr auto kTable = prod_table<TA, false>(std::make_integer_sequence<int, kNrv>());
+  static constexpr auto kAdd = prod_table<TA, true>(std::make_integer_sequence<int, kNrv>());
   const size_t vecs = d / kW;
   for (size_t v0 = 0; v0 < vecs; v0 += kNrv) {
     const size_t nb = std::min<size_t>(kNrv, vecs - v0);
     const size_t rows = size_t(tile_rows(int(nb)));
-    const ProdFn fn = kTable[nb - 1];
-    for (size_t i0 = 0; i0 < n; i0 += rows) {
-      const size_t mr = std::min(rows, n - i0);
-      const size_t lo = TA && causal ? i0 : 0, hi = !TA && causal ? i0 + mr : n;
-      fn(TA ? a + i0 : a + i0 * n, n, b + v0 * kW, ldb, lo, hi, mr, c + i0 * ldc + v0 * kW, ldc);
-    }
+    // Depth blocks as the GEMM's (at least 128 deep: one block up to n = 128), each block for
+    // every row tile while its rows of B are in L1.
+    const size_t kc = gemm_depth_block(d, v0);
+    for (size_t pc = 0; pc < n; pc += kc)
+      for (size_t i0 = 0; i0 < n; i0 += rows) {
+        const size_t mr = std::min(rows, n - i0);
+        size_t lo = std::max(pc, TA && causal ? i0 : 0);
+        size_t hi = std::min(pc + kc, !TA && causal ? i0 + mr : n);
+        if (lo >= hi) {
+          if (pc != 0) continue;  // nothing to add
+          lo = hi = 0;            // the first block still writes C = 0
+        }
+        (pc == 0 ? kTable : kAdd)[nb - 1](TA ? a + i0 : a + i0 * n, n, b + v0 * kW, ldb, lo, hi, mr,
+                                          c + i0 * ldc + v0 * kW, ldc);
+      }
   }
 }
 
@@ -264,7 +317,7 @@ PL_ATTN_INLINE void row_scores(const float* a, size_t lda, const float* bt, size
 template <int MR, int NVA, int V0 = 0>
 PL_ATTN_INLINE void scores_to_rows(const float* a, size_t lda, const float* bt, size_t ldbt,
                                    size_t d, size_t mr, float scale, float* x, size_t n) {
-  constexpr int CH = NVA - V0 < kNrv ? NVA - V0 : kNrv;
+  constexpr int CH = NVA - V0 < kAcc / MR ? NVA - V0 : kAcc / MR;
   V acc[MR][CH];
   row_scores<MR, CH>(a, lda, bt + V0 * kW, ldbt, d, mr, acc);
   const V vs = set1(scale);
@@ -367,6 +420,14 @@ PL_ATTN_INLINE void load_rows(const float* x, size_t n, const size_t (&len)[R], 
 // sum, reduction, reciprocal), so that independent rows side by side keep the units busy.
 template <int NVA, int R>
 PL_ATTN_INLINE void softmax_rows(float* x, size_t n, const size_t (&len)[R], bool linear) {
+  if constexpr (NVA > kRegisterRowVecs) {
+#pragma GCC unroll 1
+    for (int r = 0; r < R; ++r) {
+      if (!linear) softmax_row_fast(x + r * n, len[r]);
+      std::fill(x + r * n + len[r], x + (r + 1) * n, 0.0f);
+    }
+    return;
+  }
   V y[R][NVA];
   Keep keep[R][NVA];
   load_rows<NVA, R>(x, n, len, y, keep);
@@ -417,6 +478,17 @@ PL_ATTN_INLINE void softmax_rows(float* x, size_t n, const size_t (&len)[R], boo
 template <int NVA, int R>
 PL_ATTN_INLINE void softmax_bwd_rows(const float* p, float* ds, size_t n, const size_t (&len)[R],
                                      float scale, bool linear) {
+  if constexpr (NVA > kRegisterRowVecs) {
+#pragma GCC unroll 1
+    for (int r = 0; r < R; ++r) {
+      if (!linear)
+        softmax_bwd_row_fast(p + r * n, ds + r * n, len[r], scale);
+      else
+        scale_row(ds + r * n, len[r], scale);
+      std::fill(ds + r * n + len[r], ds + (r + 1) * n, 0.0f);
+    }
+    return;
+  }
   const V vs = set1(scale);
   V y[R][NVA];
   Keep keep[R][NVA];
@@ -573,7 +645,8 @@ void all_row_tiles(const Args& args, size_t n, bool causal) {
   if (nv <= 1) return row_tiles<1>(args, n, causal);
   if (nv <= 2) return row_tiles<2>(args, n, causal);
   if (nv <= 4) return row_tiles<4>(args, n, causal);
-  row_tiles<8>(args, n, causal);
+  if (kFusedMaxVecs <= 8 || nv <= 8) return row_tiles<8>(args, n, causal);
+  row_tiles<int(kFusedMaxVecs)>(args, n, causal);
 }
 
 // The fused path: rows of at most kFusedMaxVecs vectors, heads of whole vectors up to 128 (one

@@ -3,13 +3,14 @@
 // and analytic backward written here, and on small shapes the backward also against central
 // finite differences of that forward (objective sum(dO .* O)). |err| <= (1e-5 + 1e-5 |ref|)
 // sqrt(largest dimension). Shapes around the vector widths, softmax and linear, causal or not,
-// padded row strides (every output's padding must be kept). Benchmarks: one head, (n, d) = (64, 32)
-// and (128, 64) causal or not, and (256, 64).
+// padded row strides (every output's padding must be kept). Benchmarks: one head, (n, d) = (64,
+// 32), (128, 64) and (256, 64) causal or not, and (128, 128) causal.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "kernels/harness/harness.hpp"
+#include "tests/emulation.hpp"
 
 namespace {
 
@@ -276,18 +277,34 @@ PL_KERNEL_CASES {
           add({n, d.dk, d.dv}, causal, linear, pad, false);
           pad = (pad + 1) % 4;
         }
+  // Rows of 9 to 16 vectors on AVX-512 (129 to 256 columns: the fused path's long rows, softmax
+  // rows read back from L1), with the products' depth blocks of the GEMM (128 deep for 64-column
+  // panels, 256 for 32, 512 for 16) crossed: heads of one, two and several panel widths. Under
+  // emulation and in the sanitizer tree (tests/emulation.hpp) n = 200 only, softmax.
+  const bool thin = pl::test::emulated() || pl::test::sanitized();
+  for (size_t n : {size_t{129}, size_t{200}, size_t{256}})
+    for (Shape d : {Shape{0, 64, 64}, Shape{0, 32, 16}, Shape{0, 80, 48}, Shape{0, 128, 128}})
+      for (int causal = 0; causal < 2; ++causal)
+        for (int linear = 0; linear < 2; ++linear) {
+          if (thin && (n != 200 || linear || d.dk > 64)) continue;
+          if (d.dk == 128 && n != 256) continue;
+          add({n, d.dk, d.dv}, causal, linear, pad, false);
+          pad = (pad + 1) % 4;
+        }
   // The backward pass against central differences of the double forward.
   for (Shape s : {Shape{1, 1, 1}, Shape{3, 2, 5}, Shape{8, 8, 8}, Shape{9, 17, 3}, Shape{17, 5, 9}})
     for (int causal = 0; causal < 2; ++causal)
       for (int linear = 0; linear < 2; ++linear) add(s, causal, linear, 1, true);
   // The benchmark shapes: one head, tight strides, scale 1/sqrt(d): the Markov model's heads
-  // (n = 64, d = 32: markov_default; n = 128, d = 64) causal and dense, and n = 256, d = 64.
+  // (n = 64, d = 32: markov_default; n = 128, d = 64) causal and dense, and the sweeps' longest
+  // rows and widest head causal (n = 256, d = 64, also dense; n = 128, d = 128).
   struct Bench {
     size_t n, d;
     bool causal;
   };
-  for (Bench b : {Bench{64, 32, false}, Bench{64, 32, true}, Bench{128, 64, false},
-                  Bench{128, 64, true}, Bench{256, 64, false}})
+  for (Bench b :
+       {Bench{64, 32, false}, Bench{64, 32, true}, Bench{128, 64, false}, Bench{128, 64, true},
+        Bench{128, 128, true}, Bench{256, 64, false}, Bench{256, 64, true}})
     add_attention(
         "n:" + std::to_string(b.n) + "/d:" + std::to_string(b.d) + (b.causal ? "/causal" : ""),
         {b.n, b.d, b.d}, b.causal, false, 0, 1, float(1.0 / std::sqrt(double(b.d))), false,

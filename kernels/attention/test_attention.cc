@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // attention: what is not a shape sweep. The sweeps against the double forward and backward and
 // the finite-difference checks are harness cases in cases_attention.cc; here: large scores, and
-// the softmax rows against the error bound documented for them (softmax_row-inl.h).
+// the softmax rows against the error bound documented for them (softmax_row-inl.h), and the two
+// paths of attention.intrin against each other (bit for bit).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <string>
 
 #include "tests/support.hpp"
 
@@ -160,4 +163,87 @@ TEST_CASE("attention_bwd: softmax backward rows within the fast policy's documen
                            pl::test::out("dS", ds.data(), ref.data(), m * n).scaled(mag.data()),
                            kFltMin, kU);
   });
+}
+
+// attention.intrin takes its fused path for heads of whole vectors up to 128 and rows up to 16
+// vectors (AVX-512; 8 elsewhere), the GEMM path otherwise; both must give the same bits. The same
+// problem with one more column of zeros in Q and K (d_k + 1), or in V and dO (d_v + 1), never of
+// whole vectors, takes the GEMM path, and its sums differ from the fused path's by exact zero
+// terms at the end of the chains over the head (scores, dP) only. So P and O (Q, K widened), dV
+// (Q, K widened) and dQ, dK (V, dO widened) must be bit-identical: each output is compared from
+// the run that keeps its own width (a wider C may take other GEMM panels and depth blocks). The
+// rows cross the products' depth blocks (128 deep for 64-column panels on AVX-512, 256 for 32,
+// 512 for 16) and the fused path's limits on every ISA.
+TEST_CASE("attention.intrin: the fused path and the GEMM path give the same bits") {
+  struct Head {
+    size_t dk, dv;
+  };
+  // Rows x cols at stride ld >= cols, zero past cols.
+  const auto widen = [](const std::vector<float>& x, size_t rows, size_t cols, size_t ld) {
+    std::vector<float> w(rows * ld, 0.f);
+    for (size_t i = 0; i < rows; ++i) std::copy_n(&x[i * cols], cols, &w[i * ld]);
+    return w;
+  };
+  const size_t max_n = pl::test::native_or_emulated<size_t>(256, 136);
+  for (const pl::KernelId id : {pl::KernelId::attention, pl::KernelId::attention_bwd})
+    for (const auto* var : runnable(id)) {
+      if (std::string(var->backend) != "intrin") continue;
+      CAPTURE(var->name);
+      for (size_t n : {1, 17, 64, 100, 128, 136, 200, 256})
+        for (Head h : {Head{64, 64}, Head{32, 16}, Head{80, 48}, Head{16, 128}})
+          for (int causal : {0, 1})
+            for (int linear : {0, 1}) {
+              if (n > max_n) continue;
+              CAPTURE(n);
+              CAPTURE(h.dk);
+              CAPTURE(h.dv);
+              CAPTURE(causal);
+              CAPTURE(linear);
+              const size_t dk = h.dk, dv = h.dv, wk = dk + 1, wv = dv + 1;
+              const float scale = float(1.0 / std::sqrt(double(dk)));
+              const auto q = pl::test::uniform(n * dk, -1.f, 1.f, uint32_t(n + dk));
+              const auto k = pl::test::uniform(n * dk, -1.f, 1.f, uint32_t(2 * n + dk));
+              const auto v = pl::test::uniform(n * dv, -1.f, 1.f, uint32_t(3 * n + dv));
+              const auto d_o = pl::test::uniform(n * dv, -1.f, 1.f, uint32_t(5 * n + dv));
+              const auto qw = widen(q, n, dk, wk), kw = widen(k, n, dk, wk);
+              size_t differ = 0;
+              const auto compare = [&](const std::vector<float>& a, size_t lda,
+                                       const std::vector<float>& b, size_t ldb, size_t cols) {
+                for (size_t i = 0; i < n; ++i)
+                  differ += std::memcmp(&a[i * lda], &b[i * ldb], cols * sizeof(float)) != 0;
+              };
+              if (id == pl::KernelId::attention) {
+                std::vector<float> o1(n * dv), o2(n * dv), p1(n * n), p2(n * n);
+                const auto f = pl::as<AttFn>(*var);
+                f(q.data(), dk, k.data(), dk, v.data(), dv, o1.data(), dv, p1.data(), n, dk, dv,
+                  scale, causal, linear);
+                f(qw.data(), wk, kw.data(), wk, v.data(), dv, o2.data(), dv, p2.data(), n, wk, dv,
+                  scale, causal, linear);
+                compare(p1, n, p2, n, n);
+                compare(o1, dv, o2, dv, dv);
+              } else {
+                // P: any values do (both paths read it), zero right of the diagonal when causal.
+                auto p = pl::test::uniform(n * n, 0.f, 1.f, uint32_t(7 * n));
+                if (causal)
+                  for (size_t i = 0; i < n; ++i) std::fill(&p[i * n + i + 1], &p[(i + 1) * n], 0.f);
+                const auto vw = widen(v, n, dv, wv), d_ow = widen(d_o, n, dv, wv);
+                std::vector<float> dq(n * dk), dkk(n * dk), dvv(n * dv), scratch(n * n);
+                std::vector<float> dq_k(n * wk), dk_k(n * wk), dv_k(n * dv);  // Q, K widened
+                std::vector<float> dq_v(n * dk), dk_v(n * dk), dv_v(n * wv);  // V, dO widened
+                const auto b = pl::as<AttBwdFn>(*var);
+                b(q.data(), dk, k.data(), dk, v.data(), dv, p.data(), d_o.data(), dv, dq.data(), dk,
+                  dkk.data(), dk, dvv.data(), dv, scratch.data(), n, dk, dv, scale, causal, linear);
+                b(qw.data(), wk, kw.data(), wk, v.data(), dv, p.data(), d_o.data(), dv, dq_k.data(),
+                  wk, dk_k.data(), wk, dv_k.data(), dv, scratch.data(), n, wk, dv, scale, causal,
+                  linear);
+                b(q.data(), dk, k.data(), dk, vw.data(), wv, p.data(), d_ow.data(), wv, dq_v.data(),
+                  dk, dk_v.data(), dk, dv_v.data(), wv, scratch.data(), n, dk, wv, scale, causal,
+                  linear);
+                compare(dvv, dv, dv_k, dv, dv);
+                compare(dq, dk, dq_v, dk, dk);
+                compare(dkk, dk, dk_v, dk, dk);
+              }
+              CHECK(differ == 0);
+            }
+    }
 }
