@@ -380,10 +380,13 @@ void transpose(const float* src, size_t lds, size_t rows, size_t cols, float* ds
 // 4-vector panels need op(B) packed, 128 x 128 per depth block), its transpose has many rows
 // and is one narrow panel wide, A (k x m) being read in place as that panel. m must fill whole
 // vectors (no zero lanes in the swapped panels) and be at most two full panels (AVX2 tn 64 x 256
-// x 1024 was ~4% slower swapped; AVX-512 1.05x), and C must be cut into one panel width only, so
-// that its depth blocks are those of a single width (returned; 0: no swap).
+// x 1024 was ~4% slower swapped; AVX-512 1.05x) and at most 64: AVX-512 tn 128 x 512 x 1024
+// (d_model 128's dWproj, beta 1) ran 1.07x (alone) to 1.2x (in the step) faster direct, where
+// the swapped product reads B^T at a stride of 2 KiB (lines in 2 of L1's 64 sets) and transposes
+// C in and out; C must be cut into one panel width only, so that its depth blocks are those of a
+// single width (returned; 0: no swap).
 size_t swap_depth_block(size_t m, size_t n) {
-  if (m % kW != 0 || n < 2 * m || m > 2 * kNrv * kW) return 0;
+  if (m % kW != 0 || n < 2 * m || m > std::min<size_t>(2 * kNrv * kW, 64)) return 0;
   constexpr size_t nrw = kNrv * kW;
   if (n % nrw == 0) return depth_block<kNrv>();
   if (n < nrw && kNrv > 1 && n <= kW) return depth_block<1>();
