@@ -10,9 +10,15 @@
 //   vectors that holds them, the tile's rows growing as it narrows;
 //   op(A) is read in place, one broadcast per (row, p), with strides that depend on trans_a
 //   (a row-major A at the model's short row strides: with the stride a compile-time constant);
-//   a weight gradient with few rows and many columns (C = A^T B, tn 32 x 128 x 512) is computed
-//   as C^T = B^T A into a scratch C^T and transposed into C, with C's own depth blocks, so that
-//   every element is the same sum in the same order (same bits) on wider row tiles.
+//   a weight gradient with few rows (at most 64) and many columns (C = A^T B, tn 32 x 128 x 512)
+//   is computed as C^T = B^T A into a scratch C^T and transposed into C, with C's own depth
+//   blocks, so that every element is the same sum in the same order (same bits) on wider row
+//   tiles (see swap_depth_block for where it pays).
+//   Tried and not kept (slower, AVX-512, d_model 128 shapes): packing op(A) = A^T per row block
+//   into contiguous row tiles (0.83-0.89x on the tn products; likely the pack pass and the 48 KiB
+//   packed block displace the L1-resident B panel, while the strided lines of A^T occupy only a few
+//   L1 sets); prefetching the C tile (beta != 0) or the epilogue's E and C lines of the current or
+//   the next tile (no gain beyond the noise, some shapes 0.9x).
 // gemm_epilogue.intrin.<isa>: the same product with beta 0, and C = acc .* E or acc + E applied
 // to the accumulator registers in the micro-kernel's store of the last depth block (no swap:
 // the direct product has the same bits).
