@@ -4,9 +4,12 @@
 // The step is timed as markov_icl runs it between checkpoints (all but 20 of 4000 steps in
 // markov_default): the gradients and the update, with the loss's log-sum-exp not summed
 // (Trainer::train_step(step, false)); --with-loss times the steps that report it.
-//   markov_step [--threads T] [--d 64] [--N 128] [--batch 64] [--heads 1] [--reps 20]
-//               [--chunks 8] [--target NAME] [--peak] [--breakdown] [--with-loss]
+//   markov_step [--threads T] [--d 64] [--N 128] [--batch 64] [--heads 1] [--C 10]
+//               [--layers 2] [--mlp-mult 4] [--attn-only] [--reps 20] [--chunks 8]
+//               [--target NAME] [--peak] [--breakdown] [--with-loss]
 //               [--eval N_EVAL [--eval-forward]] [--K 64]
+// (the model keys as markov_icl names them: C, layers, mlp_mult, attn_only; bench/markov_shapes.py
+// times every shape the shipped configs train with them).
 // --breakdown (1 thread): where one step's time goes, phase by phase (GEMMs, attention,
 // LayerNorm, GELU, softmax of the loss, AdamW, batch sampling, and the model's own loops:
 // embedding, residual adds, the cross-entropy in double (--with-loss), the gradient reduction), in
@@ -201,7 +204,7 @@ int eval_cost(pl::markov::TrainConfig tc, const pl_kernel_table& t, int n_eval, 
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 20, batch = 64, chunks = 8;
-  int n_eval = 0, K = 64;
+  int n_eval = 0, K = 64, mlp_mult = 4;
   bool peak = false, breakdown = false, eval_forward = false, with_loss = false;
   std::string target;
   pl::markov::ModelConfig mc;
@@ -220,6 +223,14 @@ int main(int argc, char** argv) {
       batch = next();
     else if (a == "--heads")
       mc.heads = next();
+    else if (a == "--C")
+      mc.C = next();
+    else if (a == "--layers")
+      mc.layers = next();
+    else if (a == "--mlp-mult")
+      mlp_mult = next();
+    else if (a == "--attn-only")
+      mc.mlp = false;
     else if (a == "--reps")
       reps = next();
     else if (a == "--chunks")
@@ -241,12 +252,22 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: markov_step [--threads T] [--d D] [--N N] [--batch B] [--heads H] "
-                   "[--reps R] [--chunks C] [--target NAME] [--peak] [--breakdown] [--with-loss] "
+                   "[--C STATES] [--layers L] [--mlp-mult M] [--attn-only] [--reps R] "
+                   "[--chunks CH] [--target NAME] [--peak] [--breakdown] [--with-loss] "
                    "[--eval N_EVAL [--eval-forward]] [--K K]\n");
       return 2;
     }
   }
-  mc.ffn = 4 * mc.d;
+  // The ranges markov_icl's config keys allow (a bad value here would crash the model).
+  if (threads < 1 || mc.d < 2 || mc.N < 2 || batch < 1 || mc.heads < 1 || mc.d % mc.heads != 0 ||
+      mc.C < 2 || mc.C > 64 || mc.layers < 1 || mlp_mult < 1 || reps < 1 || chunks < 1 || K < 1) {
+    std::fprintf(
+        stderr,
+        "markov_step: out of range (threads, batch, heads, layers, mlp-mult, reps, chunks, "
+        "K >= 1; d, N >= 2; C in [2, 64]; heads dividing d)\n");
+    return 2;
+  }
+  mc.ffn = mlp_mult * mc.d;
   if (breakdown || n_eval > 0) threads = 1;
   tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
                          size_t(std::max(1, threads)));
