@@ -233,20 +233,6 @@ void prod_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t lo
   }
 }
 
-// The depth block of the intrinsics GEMM (gemm_intrin.cc: depth_block, gemm_cols) for the
-// columns of C from vector v0 of a row of d floats: full panels of kNrv vectors, then one panel,
-// the narrowest of 1, 2 or kNrv vectors, for the rest. The products with P and dS (depth n) split
-// their sums where the GEMM path would (128 and more deep), so that both keep the same bits.
-size_t gemm_depth_block(size_t d, size_t v0) {
-  const auto block = [](size_t nrv) { return std::max<size_t>(128, 8192 / (nrv * kW)); };
-  constexpr size_t nrw = size_t(kNrv) * kW;
-  const size_t n_main = d / nrw * nrw, rest = d - n_main;
-  if (v0 * kW < n_main) return block(size_t(kNrv));
-  if (kNrv > 1 && rest <= kW) return block(1);
-  if (kNrv > 2 && rest <= 2 * kW) return block(2);
-  return block(size_t(kNrv));
-}
-
 using ProdFn = void (*)(const float*, size_t, const float*, size_t, size_t, size_t, size_t, float*,
                         size_t);
 
@@ -270,7 +256,7 @@ void prod(const float* a, const float* b, size_t ldb, float* c, size_t ldc, size
     const size_t rows = size_t(tile_rows(int(nb)));
     // Depth blocks as the GEMM's (at least 128 deep: one block up to n = 128), each block for
     // every row tile while its rows of B are in L1.
-    const size_t kc = gemm_depth_block(d, v0);
+    const size_t kc = GemmDepthBlock(d, v0 * kW);
     for (size_t pc = 0; pc < n; pc += kc)
       for (size_t i0 = 0; i0 < n; i0 += rows) {
         const size_t mr = std::min(rows, n - i0);

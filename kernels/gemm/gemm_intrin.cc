@@ -402,6 +402,17 @@ size_t swap_depth_block(size_t m, size_t n) {
 
 }  // namespace
 
+// The panel choice of gemm_cols: full kNrv-vector panels for the first n_main columns, then the
+// narrowest of 1, 2 or kNrv vectors that holds the rest.
+size_t GemmDepthBlock(size_t n, size_t col) {
+  constexpr size_t nrw = kNrv * kW;
+  const size_t n_main = n / nrw * nrw, rest = n - n_main;
+  if (col < n_main) return depth_block<kNrv>();
+  if (kNrv > 1 && rest <= kW) return depth_block<1>();
+  if (kNrv > 2 && rest <= 2 * kW) return depth_block<(kNrv > 2 ? 2 : kNrv)>();
+  return depth_block<kNrv>();
+}
+
 // GemmTri with tri = kTriNone: C (m x n) = alpha op(A) op(B) + beta C; op(A): m x k, op(B):
 // k x n, all row-major.
 void Gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float* a,

@@ -22,4 +22,9 @@ void GemmTri(int tri, int trans_a, int trans_b, size_t m, size_t n, size_t k, fl
              const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
              size_t ldc);
 
+// The depth block Gemm sums column col of an n-wide C in (its panel's: full panels, then the
+// narrowest that holds the rest), for products outside Gemm that must split their sums where it
+// does (attention_intrin.cc's fused path keeps the GEMM path's bits this way).
+size_t GemmDepthBlock(size_t n, size_t col);
+
 }  // namespace pl::PL_INTRIN_NS
