@@ -263,6 +263,7 @@ std::string value_text(const ParamValue& v) {
 }
 
 bool swept(const RunConfig& cfg, size_t param) {
+  if (cfg.search.on && cfg.search.param == param) return true;
   for (const auto& a : cfg.sweep)
     if (a.param == param) return true;
   return false;
@@ -333,6 +334,8 @@ struct Resolver {
   const std::string pname = p.name;
   const toml::table* sweep = nullptr;
   const toml::table* params = nullptr;
+  const toml::table* search = nullptr;
+  const toml::node* search_node = nullptr;
 
   void err(const toml::source_region& r, const std::string& m) {
     errors->push_back(where(file, r) + ": error: " + m);
@@ -366,7 +369,7 @@ struct Resolver {
                   found_text(*v));
         else
           cfg->name = *s;
-      } else if (key == "run" || key == "sweep" || key == pname) {
+      } else if (key == "run" || key == "sweep" || key == "search" || key == pname) {
         const toml::table* tab = v->as_table();
         if (!tab) {
           err(v->source(), key + " must be a table ([" + key + "]), got " + found_text(*v));
@@ -374,12 +377,13 @@ struct Resolver {
         }
         if (key == "run") run_section(*tab, file, cfg, errors);
         if (key == "sweep") sweep = tab;
+        if (key == "search") search = tab, search_node = v;
         if (key == pname) params = tab;
       } else if (param_index(plugin, key) >= 0) {
         err(k->source(),
             "parameter " + key + " belongs in the [" + pname + "] table (or in [sweep])");
       } else {
-        err(k->source(), unknown_key("", key, {"plugin", "name", "run", "sweep", pname}));
+        err(k->source(), unknown_key("", key, {"plugin", "name", "run", "sweep", "search", pname}));
       }
     }
   }
@@ -466,6 +470,165 @@ struct Resolver {
     }
     if (ok) cfg->sweep.push_back(std::move(axis));
   }
+
+  // [search]: one numeric parameter bisected for the values where a results column changes.
+  void search_section() {
+    cfg->search = SearchSpec{};
+    if (!search) return;
+    SearchSpec& s = cfg->search;
+    const toml::node *key_node = nullptr, *min_node = nullptr, *max_node = nullptr;
+    bool ok = true;
+    auto bad = [&](const toml::node& n, const std::string& m) {
+      err(n.source(), m);
+      ok = false;
+    };
+    auto number = [&](const toml::node& n, const std::string& name, double* out) {
+      if (!n.is_number() || !std::isfinite(*n.value<double>())) {
+        bad(n, "search." + name + " must be a finite number, got " + found_text(n));
+        return false;
+      }
+      *out = *n.value<double>();
+      return true;
+    };
+    auto integer = [&](const toml::node& n, const std::string& name, int64_t lo, int64_t hi,
+                       int64_t* out) {
+      auto v = n.value_exact<int64_t>();
+      if (!v || *v < lo || *v > hi) {
+        bad(n, "search." + name + " must be an integer in [" + std::to_string(lo) + ", " +
+                   std::to_string(hi) + "], got " + found_text(n));
+        return false;
+      }
+      *out = *v;
+      return true;
+    };
+    for (auto [k, v] : in_file_order(*search)) {
+      const std::string key = std::string(k->str());
+      if (key == "key") {
+        key_node = v;
+      } else if (key == "min") {
+        min_node = v;
+      } else if (key == "max") {
+        max_node = v;
+      } else if (key == "scale") {
+        auto t = v->value_exact<std::string>();
+        if (!t || (*t != "log" && *t != "linear"))
+          bad(*v, "search.scale must be \"log\" or \"linear\", got " + found_text(*v));
+        else
+          s.log = *t == "log";
+      } else if (key == "column") {
+        auto t = v->value_exact<std::string>();
+        std::vector<std::string> cols;
+        if (p.num_tables > 0)
+          for (uint32_t c = 0; c < p.tables[0].num_columns; ++c)
+            cols.push_back(p.tables[0].columns[c]);
+        if (!t || t->empty()) {
+          bad(*v, "search.column must be the name of a column of " + pname + "'s " +
+                      (p.num_tables ? p.tables[0].name : "results") + ".csv, got " +
+                      found_text(*v));
+        } else if (std::find(cols.begin(), cols.end(), *t) == cols.end()) {
+          std::string list;
+          for (size_t i = 0; i < cols.size(); ++i) list += (i ? ", " : "") + cols[i];
+          const std::string dym = did_you_mean(*t, cols);
+          bad(*v, "search.column " + quoted(abbreviate(*t)) + " is not a column of " + pname +
+                      "'s " + (p.num_tables ? p.tables[0].name : "results") + ".csv" +
+                      (dym.empty() ? "" : " (did you mean " + quoted(dym) + "?)") +
+                      "; its columns: " + list);
+        } else {
+          s.column = *t;
+        }
+      } else if (key == "above") {
+        if (number(*v, "above", &s.above)) s.has_above = true;
+      } else if (key == "rel_tol") {
+        double r = 0;
+        if (number(*v, "rel_tol", &r)) {
+          if (!(r > 0) || r > 100)
+            bad(*v, "search.rel_tol must be > 0 and <= 100, got " + found_text(*v));
+          else
+            s.rel_tol = r;
+        }
+      } else if (key == "initial") {
+        integer(*v, "initial", 2, 1000, &s.initial);
+      } else if (key == "max_evaluations") {
+        integer(*v, "max_evaluations", 2, 100000, &s.max_evaluations);
+      } else {
+        err(k->source(), unknown_key("search.", key,
+                                     {"key", "min", "max", "scale", "column", "above", "rel_tol",
+                                      "initial", "max_evaluations"}));
+        ok = false;
+      }
+    }
+    if (!key_node) bad(*search_node, "[search] needs key = \"NAME\" (an int or float parameter)");
+    if (s.column.empty() && ok && !search->contains("column"))
+      bad(*search_node, "[search] needs column = \"NAME\" (a results column that labels a point)");
+    if (!min_node || !max_node)
+      bad(*search_node, "[search] needs min and max (the range of the searched key)");
+    if (!key_node) return;
+    auto name = key_node->value_exact<std::string>();
+    const int idx = name ? param_index(plugin, *name) : -1;
+    if (!name || idx < 0) {
+      if (!name)
+        bad(*key_node, "search.key must be a parameter name, got " + found_text(*key_node));
+      else
+        err(key_node->source(), unknown_key("search.key ", *name, plugin.param_names)), ok = false;
+      return;
+    }
+    const pl_param_decl& d = p.params[idx];
+    if (d.type != PL_PARAM_INT && d.type != PL_PARAM_FLOAT) {
+      bad(*key_node, "search.key " + *name + " must be an int or float parameter, it is " +
+                         describe_expected(d));
+      return;
+    }
+    if (sweep && sweep->contains(*name)) {
+      bad(*key_node, "search.key " + *name + " is also in [sweep] (" +
+                         where(file, sweep->get(*name)->source()) +
+                         "): a key is either swept or searched");
+      return;
+    }
+    if (params && params->contains(*name)) {
+      bad(*key_node, "search.key " + *name + " is also set in [" + pname + "] (" +
+                         where(file, params->get(*name)->source()) + "); keep one");
+      return;
+    }
+    s.key = *name;
+    s.param = uint32_t(idx);
+    s.integer = d.type == PL_PARAM_INT;
+    if (!min_node || !max_node) return;
+    ParamValue lo, hi;
+    if (!convert(*min_node, d, &lo)) {
+      bad(*min_node, bad_value("search.min", d, *min_node) + " (the range of " + *name + ")");
+      return;
+    }
+    if (!convert(*max_node, d, &hi)) {
+      bad(*max_node, bad_value("search.max", d, *max_node) + " (the range of " + *name + ")");
+      return;
+    }
+    s.min = s.integer ? double(lo.i) : lo.f;
+    s.max = s.integer ? double(hi.i) : hi.f;
+    if (!(s.min < s.max)) {
+      bad(*max_node, "search.max must be larger than search.min, got " + found_text(*min_node) +
+                         " and " + found_text(*max_node));
+      return;
+    }
+    if (s.log && !(s.min > 0)) {
+      bad(*min_node, "search.min must be > 0 on a log scale, got " + found_text(*min_node) +
+                         " (or set scale = \"linear\")");
+      return;
+    }
+    if (s.integer && s.max - s.min > double(int64_t(1) << 40)) {
+      bad(*max_node, "search.max - search.min must be at most 2^40 for an int key");
+      return;
+    }
+    for (uint32_t ti = 0; ti < p.num_tables; ++ti)
+      for (uint32_t c = 0; c < p.tables[ti].num_columns; ++c)
+        if (s.key == p.tables[ti].columns[c] ||
+            std::string("search_round") == p.tables[ti].columns[c]) {
+          bad(*key_node, "search.key " + s.key + ": plugin " + pname + " has a result column " +
+                             p.tables[ti].columns[c] +
+                             ", which the search's columns would clash with");
+          return;
+        }
+    s.on = ok;
+  }
 };
 
 }  // namespace
@@ -478,6 +641,7 @@ bool resolve_config(const toml::table& t, const std::string& file, const Plugin&
   r.top_level();
   r.plugin_table();
   r.sweep_section();
+  r.search_section();
   // Report in file order (sections are checked in a fixed order): sort by line, column.
   auto pos = [&](const std::string& e) {
     unsigned line = 0, col = 0;
@@ -558,6 +722,22 @@ std::string combo_label(const RunConfig& cfg, const std::vector<ParamValue>& par
 
 }  // namespace
 
+uint64_t point_params_hash(const Plugin& plugin, const std::vector<ParamValue>& params) {
+  return hash_params(plugin, params);
+}
+
+std::string sweep_label(const RunConfig& cfg, const std::vector<ParamValue>& params) {
+  return combo_label(cfg, params);
+}
+
+std::vector<std::vector<ParamValue>> sweep_combinations(const RunConfig& cfg) {
+  std::vector<std::vector<ParamValue>> out;
+  for_each_combo(cfg, [&](const std::vector<ParamValue>& params, const std::vector<size_t>&) {
+    out.push_back(params);
+  });
+  return out;
+}
+
 std::vector<Point> enumerate_points(const RunConfig& cfg, const Plugin& plugin) {
   std::vector<Point> out;
   for_each_combo(cfg, [&](const std::vector<ParamValue>& params, const std::vector<size_t>&) {
@@ -595,16 +775,27 @@ std::vector<pl_value> to_pl_values(const std::vector<ParamValue>& params) {
 bool validate_points(const RunConfig& cfg, const Plugin& plugin, std::vector<std::string>* errors) {
   if (!plugin.entry.validate) return true;
   const size_t before = errors->size();
-  for_each_combo(cfg, [&](const std::vector<ParamValue>& params, const std::vector<size_t>&) {
-    if (errors->size() - before >= 10) return;  // enough to see the pattern
-    const auto v = to_pl_values(params);
-    char buf[1024] = {0};
-    if (plugin.entry.validate(v.data(), uint32_t(v.size()), buf, sizeof buf) != 0) {
-      buf[sizeof buf - 1] = 0;
-      const std::string label = combo_label(cfg, params);
-      errors->push_back(cfg.file + ": error: " + cfg.plugin + ": " +
-                        (buf[0] ? buf : "invalid parameter combination") +
-                        (label.empty() ? "" : " (at " + label + ")"));
+  for_each_combo(cfg, [&](const std::vector<ParamValue>& combo, const std::vector<size_t>&) {
+    for (int end = 0; end < (cfg.search.on ? 2 : 1); ++end) {
+      if (errors->size() - before >= 10) return;  // enough to see the pattern
+      std::vector<ParamValue> params = combo;
+      if (cfg.search.on) {  // a search: the combination at both ends of the searched range
+        ParamValue& k = params[cfg.search.param];
+        k.f = end ? cfg.search.max : cfg.search.min;
+        k.i = int64_t(k.f);
+      }
+      const auto v = to_pl_values(params);
+      char buf[1024] = {0};
+      if (plugin.entry.validate(v.data(), uint32_t(v.size()), buf, sizeof buf) != 0) {
+        buf[sizeof buf - 1] = 0;
+        std::string label = combo_label(cfg, params);
+        if (cfg.search.on)
+          label += (label.empty() ? "" : " ") + cfg.search.key + "=" +
+                   value_text(params[cfg.search.param]);
+        errors->push_back(cfg.file + ": error: " + cfg.plugin + ": " +
+                          (buf[0] ? buf : "invalid parameter combination") +
+                          (label.empty() ? "" : " (at " + label + ")"));
+      }
     }
   });
   return errors->size() == before;

@@ -8,6 +8,11 @@
 //            out = "runs/x"; target = "avx2" (kernel target, default best)
 //   [sweep]  every key is a plugin parameter with a non-empty list of values; the run is the
 //            Cartesian product, in file order (last key varies fastest), times the seeds
+//   [search] key = "K" (an int or float parameter, not swept), min, max, scale = "log"|"linear",
+//            column = "phase" (a results column that labels a point), above = X (optional:
+//            a numeric column labelled "above"/"below" X), rel_tol = 0.2, initial = 5,
+//            max_evaluations = 64: each sweep combination x seed is a bisection search for the
+//            values of `key` where the label changes (driver/search.hpp)
 //   [copy_task]  scalar parameter values (defaults from the plugin otherwise)
 #pragma once
 
@@ -39,6 +44,22 @@ struct SweepAxis {
   std::vector<ParamValue> values;
 };
 
+// [search]: a boundary search along one numeric parameter (driver/search.hpp).
+struct SearchSpec {
+  bool on = false;
+  std::string key;
+  uint32_t param = 0;    // index into the plugin's declarations
+  bool integer = false;  // an int parameter: values rounded, adjacent integers are final
+  double min = 0, max = 0;
+  bool log = true;     // scale = "log" (geometric midpoints) or "linear"
+  std::string column;  // results.csv column whose value on a point's final row labels it
+  bool has_above = false;
+  double above = 0;      // numeric column: label "above" when the value is > above, else "below"
+  double rel_tol = 0.2;  // done when hi/lo <= 1 + rel_tol (log) or hi - lo <= rel_tol (max - min)
+  int64_t initial = 5;   // first grid, evenly spaced in the scale, both ends included
+  int64_t max_evaluations = 64;  // per search; a search that reaches it is reported unconverged
+};
+
 struct RunConfig {
   std::string file;  // as given on the command line (used in messages)
   std::string text;  // the TOML source, recorded in run.json
@@ -51,9 +72,10 @@ struct RunConfig {
   std::vector<SweepAxis> sweep;    // in file order
   std::vector<ParamValue> base;    // per declared parameter: plugin table value or default
   std::vector<bool> base_set;      // set in the plugin's table (else the default)
+  SearchSpec search;               // [search], when on
 };
 
-// Whether the plugin parameter `param` is a sweep key of the config.
+// Whether the plugin parameter `param` varies across points: a sweep key, or the searched key.
 bool swept(const RunConfig& cfg, size_t param);
 
 // Reads and parses the file. On failure appends a message line and returns false.
@@ -79,9 +101,16 @@ struct Point {
   uint64_t point_key = 0;              // hash of all parameter values (not the seed)
   std::string label;                   // "L=16 attention=softmax seed=1"
 };
+// Sweep combinations x seeds: the points of a plain run, the searches of a [search] run.
 uint64_t count_points(const RunConfig& cfg);
 std::vector<Point> enumerate_points(const RunConfig& cfg, const Plugin& plugin);
 std::string join_key(const std::vector<std::string>& cells);
+// Every sweep combination (all declared parameters resolved), in run order.
+std::vector<std::vector<ParamValue>> sweep_combinations(const RunConfig& cfg);
+// A point's point_key: a hash of every parameter value that differs from its default.
+uint64_t point_params_hash(const Plugin& plugin, const std::vector<ParamValue>& params);
+// "L=16 attention=softmax": the sweep keys' values of `params`.
+std::string sweep_label(const RunConfig& cfg, const std::vector<ParamValue>& params);
 
 // Calls the plugin's validate() once per sweep combination; appends errors.
 bool validate_points(const RunConfig& cfg, const Plugin& plugin, std::vector<std::string>* errors);

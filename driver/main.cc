@@ -214,6 +214,19 @@ int cmd_check(const Args& a) {
   }
   std::string shape;
   for (const auto& ax : cfg.sweep) shape += std::to_string(ax.values.size()) + " " + ax.key + " x ";
+  if (cfg.search.on) {
+    const SearchSpec& s = cfg.search;
+    const uint64_t n = count_points(cfg);
+    std::printf(
+        "%s: ok: plugin %s %s, %llu search%s (%s%zu seed%s) for the boundaries of %s along %s in "
+        "[%s, %s] (%s, rel_tol %s, initial grid of %lld, at most %lld points each)\n",
+        cfg.file.c_str(), cfg.plugin.c_str(), plugin.entry.version ? plugin.entry.version : "",
+        (unsigned long long)n, n == 1 ? "" : "es", shape.c_str(), cfg.seeds.size(),
+        cfg.seeds.size() == 1 ? "" : "s", s.column.c_str(), s.key.c_str(),
+        format_double(s.min).c_str(), format_double(s.max).c_str(), s.log ? "log" : "linear",
+        format_double(s.rel_tol).c_str(), (long long)s.initial, (long long)s.max_evaluations);
+    return 0;
+  }
   std::printf("%s: ok: plugin %s %s, %llu points (%s%zu seed%s)\n", cfg.file.c_str(),
               cfg.plugin.c_str(), plugin.entry.version ? plugin.entry.version : "",
               (unsigned long long)count_points(cfg), shape.c_str(), cfg.seeds.size(),

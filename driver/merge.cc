@@ -20,6 +20,7 @@
 #include "driver/plugins.hpp"
 #include "driver/progress.hpp"
 #include "driver/run.hpp"
+#include "driver/search.hpp"
 #include "driver/shard.hpp"
 #include "driver/text.hpp"
 #include "driver/version.h"
@@ -103,8 +104,7 @@ struct Lines {
 
 // Reads one CSV file of a shard, checks its header and that every row belongs to one of the
 // shard's points; appends (index, line). `seen` (results and failures) receives the points.
-bool read_table(const std::string& path, const Row& header,
-                const std::unordered_map<std::string, uint64_t>& key_index, size_t nkey,
+bool read_table(const std::string& path, const Row& header, const KeyLookup& lookup, size_t nkey,
                 bool must_exist, Lines* out, std::set<uint64_t>* seen, std::string* error) {
   std::string text, why;
   if (!read_file(path, &text, &why)) {
@@ -130,14 +130,14 @@ bool read_table(const std::string& path, const Row& header,
       return false;
     }
     const Row key(recs[r].begin(), recs[r].begin() + long(nkey));
-    auto it = key_index.find(join_key(key));
-    if (it == key_index.end()) {
+    uint64_t index = 0;
+    if (!lookup(key, &index)) {
       *error = path + " record " + std::to_string(r + 1) + " (" + csv_line(key) +
                ") is not a point of this shard";
       return false;
     }
-    if (seen) seen->insert(it->second);
-    out->lines.push_back({it->second, csv_line(recs[r])});
+    if (seen) seen->insert(index);
+    out->lines.push_back({index, csv_line(recs[r])});
   }
   return true;
 }
@@ -279,6 +279,7 @@ class Merge {
   int check_complete() {
     const Shard& ref = shards_[0];
     if (!load_config(ref.rec, &plugin_, &cfg_, &why_)) return fail(ref.dir + ": " + why_);
+    if (cfg_.search.on) return check_complete_search();
     all_ = enumerate_points(cfg_, plugin_);
     costs_ = point_costs(all_, plugin_);
     if (uint64_t(all_.size()) != ref.rec["shard"].value("points_in_run", uint64_t(0)))
@@ -302,6 +303,45 @@ class Merge {
           missing + " of " + std::to_string(n_) + " (" + std::to_string(pts.size()) +
           " points: " + name_points(pts) + "); run each with e.g. " + shard_command(hint, false));
     }
+    return check_finished();
+  }
+
+  // [search]: shards hold whole searches (dealt as `run --shard` deals them); every shard given.
+  int check_complete_search() {
+    const Shard& ref = shards_[0];
+    plan_ = std::make_unique<SearchPlan>(cfg_, plugin_);
+    if (plan_->size() != ref.rec["shard"].value("points_in_run", uint64_t(0)))
+      return fail("the recorded config has " + std::to_string(plan_->size()) +
+                  " searches, the shards say " +
+                  std::to_string(ref.rec["shard"].value("points_in_run", uint64_t(0))));
+    const std::vector<uint64_t> first = plan_->initial();
+    std::vector<Point> grid;
+    for (uint64_t s = 0; s < plan_->size(); ++s)
+      for (uint64_t off : first) grid.push_back(plan_->point(s, off, 0));
+    const std::vector<double> pc = point_costs(grid, plugin_);
+    std::vector<double> costs;
+    if (!pc.empty())
+      for (uint64_t s = 0; s < plan_->size(); ++s) {
+        double c = 0;
+        for (size_t j = 0; j < first.size(); ++j) c += pc[size_t(s) * first.size() + j];
+        costs.push_back(c);
+      }
+    search_shard_ = shard_of_points(plan_->size(), n_, costs);
+    std::string missing;
+    for (uint64_t i = 0; i < n_; ++i)
+      if (!by_index_.count(i)) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+    if (!missing.empty()) {
+      Shard hint = ref;
+      hint.spec = ShardSpec{std::stoull(missing.substr(0, missing.find(','))), n_, ""};
+      return fail("missing shard" +
+                  std::string(missing.find(',') == std::string::npos ? " " : "s ") + missing +
+                  " of " + std::to_string(n_) + "; run each with e.g. " +
+                  shard_command(hint, false));
+    }
+    return check_finished();
+  }
+
+  int check_finished() {
     for (const Shard& s : shards_) {
       const std::string st = s.rec.value("status", std::string());
       if (st == "ok" || st == "failed") continue;
@@ -327,8 +367,7 @@ class Merge {
     journal_ = Lines{};
     all_journaled_ = true;
     tables_.resize(p.num_tables);
-    point_recs_ = ordered_json::array();
-    point_recs_.get_ref<ordered_json::array_t&>().resize(all_.size());
+    point_recs_.clear();
     for (const Shard& s : shards_)
       if (int rc = gather_shard(s, key_header.size())) return rc;
     return 0;
@@ -337,8 +376,18 @@ class Merge {
   int gather_shard(const Shard& s, size_t nkey) {
     const pl_plugin& p = plugin_.entry;
     std::unordered_map<std::string, uint64_t> key_index;
-    const std::vector<Point> mine = shard_points(all_, s.spec, costs_);
+    const std::vector<Point> mine =
+        plan_ ? std::vector<Point>{} : shard_points(all_, s.spec, costs_);
     for (const Point& pt : mine) key_index[pt.key] = pt.index;
+    KeyLookup lookup = key_lookup(key_index);
+    if (plan_)  // a point of one of this shard's searches
+      lookup = [this, &s](const Row& cells, uint64_t* index) {
+        uint64_t sid = 0, off = 0;
+        if (!plan_->decode(cells, &sid, &off) || search_shard_[size_t(sid)] != s.spec.index)
+          return false;
+        *index = plan_->index(sid, off);
+        return true;
+      };
     // journal.csv says which points are done (a point may write no results rows, e.g.
     // copy_theory with num_P = 0); a shard from before the journal: its results.csv rows.
     std::set<uint64_t> done, failed;
@@ -346,13 +395,13 @@ class Merge {
     const bool have_journal = fs::exists(journal);
     all_journaled_ = all_journaled_ && have_journal;
     if (have_journal &&
-        !read_table(journal, key_header_, key_index, nkey, true, &journal_, &done, &why_))
+        !read_table(journal, key_header_, lookup, nkey, true, &journal_, &done, &why_))
       return fail(why_);
     for (uint32_t t = 0; t < p.num_tables; ++t)
-      if (!read_table(s.dir + "/" + p.tables[t].name + ".csv", headers_[t], key_index, nkey, t == 0,
+      if (!read_table(s.dir + "/" + p.tables[t].name + ".csv", headers_[t], lookup, nkey, t == 0,
                       &tables_[t], t == 0 && !have_journal ? &done : nullptr, &why_))
         return fail(why_);
-    if (!read_table(s.dir + "/failures.csv", failure_header_, key_index, nkey, false, &failures_,
+    if (!read_table(s.dir + "/failures.csv", failure_header_, lookup, nkey, false, &failures_,
                     &failed, &why_))
       return fail(why_);
     std::vector<const Point*> lost;
@@ -363,11 +412,20 @@ class Merge {
                   name_points(lost) + "); finish it with: " + shard_command(s, true));
     if (s.ordered.contains("points"))
       for (const ordered_json& pr : s.ordered["points"]) {
-        const uint64_t i = pr.value("index", uint64_t(all_.size()));
-        if (i < all_.size()) {
-          point_recs_[i] = pr;
-          point_recs_[i]["shard"] = s.spec.index;
+        const uint64_t i = pr.value("index", uint64_t(0));
+        if (plan_) {  // a search's points are those its run.json lists: each must have its rows
+          const std::string st = pr.value("status", std::string());
+          if ((st == "ok" || st == "done_before") ? !done.count(i)
+              : st == "failed"                    ? !failed.count(i)
+                                                  : true)
+            return fail(s.dir + " lacks the rows of its point " + std::to_string(i) + " (" +
+                        driver::quoted(st) +
+                        " in its run.json); finish it with: " + shard_command(s, true));
+        } else if (i >= all_.size()) {
+          continue;
         }
+        point_recs_[i] = pr;
+        point_recs_[i]["shard"] = s.spec.index;
       }
     return 0;
   }
@@ -403,6 +461,15 @@ class Merge {
     bool have_tool = true;
     if (!finish_run(cfg_, plugin_, kt, out_, 1, &progress, &figs_, &tool_, &have_tool))
       code = kExitFailed;
+    std::string search_tool;
+    if (plan_ && !write_search_outputs(out_, cfg_, plugin_, true, &figs_, &search_tool, &why_)) {
+      progress.warn("phaselab merge: error: " + why_);
+      code = kExitWrite;
+    }
+    if (plan_ && (tool_.empty() || !have_tool)) {
+      tool_ = search_tool;
+      have_tool = search_tool.rfind("gnuplot", 0) == 0;
+    }
     if (!figs_.empty() && !have_tool) progress.warn("phaselab merge: no figures drawn: " + tool_);
     for (const auto& f : figs_)
       if (have_tool && f.png.empty() && f.note.rfind("no rows to plot", 0) != 0 &&
@@ -440,7 +507,9 @@ class Merge {
                        {"end_time", st1},
                        {"wall_seconds", s.rec.value("wall_seconds", 0.0)}});
     }
-    for (const ordered_json& pr : point_recs_) {
+    ordered_json points = ordered_json::array();
+    for (const auto& [index, pr] : point_recs_) {
+      points.push_back(pr);
       cpu_seconds += pr.value("seconds", 0.0);
       const std::string s = pr.value("status", std::string());
       ok_ += s == "ok" || s == "done_before";
@@ -458,9 +527,13 @@ class Merge {
         {"parts", parts}};
     r["wall_seconds"] = nullptr;  // the shards' wall times and threads are in merged_from.parts
     r["threads"] = nullptr;
-    r["counts"] = {{"points", all_.size()}, {"ok", ok_},
-                   {"failed", failed_},     {"done_before", 0},
-                   {"cancelled", 0},        {"not_run", all_.size() - ok_ - failed_}};
+    const size_t npoints = plan_ ? point_recs_.size() : all_.size();
+    r["counts"] = {{"points", npoints}, {"ok", ok_},      {"failed", failed_},
+                   {"done_before", 0},  {"cancelled", 0}, {"not_run", npoints - ok_ - failed_}};
+    if (plan_)
+      r["search"] = {{"searches", plan_->size()},
+                     {"evaluations", point_recs_.size()},
+                     {"outputs", {"boundaries.csv", "search_points.csv"}}};
     r["figure_tool"] = tool_;
     ordered_json jf = ordered_json::array();
     for (const auto& f : figs_) {
@@ -470,7 +543,7 @@ class Merge {
       jf.push_back(o);
     }
     r["figures"] = jf;
-    r["points"] = point_recs_;
+    r["points"] = points;
     return r;
   }
 
@@ -478,7 +551,7 @@ class Merge {
     if (!opt_.quiet || failed_) {
       std::fprintf(
           stderr, "phaselab merge: %zu shards, %zu of %zu points ok%s\n", shards_.size(), ok_,
-          all_.size(),
+          plan_ ? point_recs_.size() : all_.size(),
           failed_
               ? (", " + std::to_string(failed_) + " failed (see " + out_ + "/failures.csv)").c_str()
               : "");
@@ -505,7 +578,9 @@ class Merge {
   std::vector<Lines> tables_;
   Lines failures_, journal_;
   bool all_journaled_ = true;  // every shard has a journal.csv (not one from before it)
-  ordered_json point_recs_;    // by point index
+  std::map<uint64_t, ordered_json> point_recs_;  // by point index
+  std::unique_ptr<SearchPlan> plan_;             // [search]
+  std::vector<uint64_t> search_shard_;           // [search]: the shard of each search
   std::vector<FigureResult> figs_;
   std::string tool_;
   size_t ok_ = 0, failed_ = 0;

@@ -38,7 +38,9 @@ Row LeadingColumns::header(const pl_table_decl& td) const {
 LeadingColumns leading_columns(const RunConfig& cfg, const std::vector<std::string>& param_names) {
   LeadingColumns lc;
   for (const auto& a : cfg.sweep) lc.keys.push_back(a.key);
+  if (cfg.search.on) lc.keys.push_back(cfg.search.key);  // the searched key, then its round
   lc.keys.push_back("seed");
+  if (cfg.search.on) lc.keys.push_back("search_round");
   for (size_t i = 0; i < cfg.base.size() && i < param_names.size(); ++i)
     if (!swept(cfg, i)) {
       lc.params.push_back(param_names[i]);
@@ -62,10 +64,18 @@ std::vector<std::string> ResultStore::table_files() const {
   return out;
 }
 
+KeyLookup key_lookup(const std::unordered_map<std::string, uint64_t>& key_index) {
+  return [&key_index](const Row& cells, uint64_t* index) {
+    auto it = key_index.find(join_key(cells));
+    if (it == key_index.end()) return false;
+    *index = it->second;
+    return true;
+  };
+}
+
 bool ResultStore::open(const std::string& dir, const pl_plugin& plugin, const LeadingColumns& lead,
-                       bool resume, const std::unordered_map<std::string, uint64_t>& key_index,
-                       std::set<uint64_t>* done, std::vector<std::string>* notes,
-                       std::string* error) {
+                       bool resume, const KeyLookup& lookup, std::set<uint64_t>* done,
+                       std::vector<std::string>* notes, std::string* error) {
   const Row& key_header = lead.keys;
   const size_t nkey = key_header.size();
   param_cells_ = lead.param_cells;
@@ -137,14 +147,13 @@ bool ResultStore::open(const std::string& dir, const pl_plugin& plugin, const Le
     if (!read_records(journal_, &recs, &present)) return false;
     const bool have_journal = present;
     for (size_t r = 1; r < recs.size(); ++r) {
-      auto it = key_index.find(join_key(recs[r]));
-      if (it == key_index.end()) {
+      uint64_t index = 0;
+      if (!lookup(recs[r], &index)) {
         *error = "cannot resume: " + journal_.path + " record " + std::to_string(r + 1) + " (" +
                  csv_line(recs[r]) + ") is not a point of this config";
         return false;
       }
-      if (done->insert(it->second).second)
-        journal_.lines.push_back({it->second, csv_line(recs[r])});
+      if (done->insert(index).second) journal_.lines.push_back({index, csv_line(recs[r])});
     }
     for (size_t t = 0; t < tables_.size(); ++t) {
       File& f = tables_[t];
@@ -152,8 +161,8 @@ bool ResultStore::open(const std::string& dir, const pl_plugin& plugin, const Le
       for (size_t r = 1; r < recs.size(); ++r) {
         const Row& rec = recs[r];
         const Row key(rec.begin(), rec.begin() + long(nkey));
-        auto it = key_index.find(join_key(key));
-        if (it == key_index.end()) {
+        uint64_t index = 0;
+        if (!lookup(key, &index)) {
           if (t == 0) {
             *error = "cannot resume: " + f.path + " record " + std::to_string(r + 1) + " (" +
                      csv_line(key) + ") is not a point of this config";
@@ -161,10 +170,10 @@ bool ResultStore::open(const std::string& dir, const pl_plugin& plugin, const Le
           }
           continue;
         }
-        if (t == 0 && !have_journal && done->insert(it->second).second)
-          journal_.lines.push_back({it->second, csv_line(key)});
-        if (!done->count(it->second)) continue;  // rows of a point that did not finish
-        f.lines.push_back({it->second, csv_line(rec)});
+        if (t == 0 && !have_journal && done->insert(index).second)
+          journal_.lines.push_back({index, csv_line(key)});
+        if (!done->count(index)) continue;  // rows of a point that did not finish
+        f.lines.push_back({index, csv_line(rec)});
       }
     }
   }

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -32,7 +33,8 @@ using Row = std::vector<std::string>;
 struct RunConfig;
 
 // The columns the driver writes before a table's own: the sweep keys (file order) and seed in
-// every table (the point's key: resume and merge match rows by it); a table declared with
+// every table (the point's key: resume and merge match rows by it; a [search] run has the
+// searched key before the seed and search_round after it); a table declared with
 // PL_TABLE_ALL_PARAMS continues with every parameter that is not swept, in declaration order,
 // with the run's value (the same in every row).
 struct LeadingColumns {
@@ -45,15 +47,20 @@ struct LeadingColumns {
 };
 LeadingColumns leading_columns(const RunConfig& cfg, const std::vector<std::string>& param_names);
 
+// Maps a row's key cells to its point index; false when they are not a point of the run.
+using KeyLookup = std::function<bool(const Row& key_cells, uint64_t* index)>;
+// The lookup of a run whose points are known: join_key(cells) in `key_index`.
+KeyLookup key_lookup(const std::unordered_map<std::string, uint64_t>& key_index);
+
 class ResultStore {
  public:
   ~ResultStore();
-  // Creates (or, with resume, reads back and keeps) the files. `key_index` maps a point key
-  // (join_key of sweep values and seed) to its point index; `done` receives the points found
-  // finished. `notes` receives what resume repaired (torn rows dropped), one line each.
+  // Creates (or, with resume, reads back and keeps) the files. `lookup` maps a row's key cells
+  // to its point index; `done` receives the points found finished. `notes` receives what resume
+  // repaired (torn rows dropped), one line each.
   bool open(const std::string& dir, const pl_plugin& plugin, const LeadingColumns& lead,
-            bool resume, const std::unordered_map<std::string, uint64_t>& key_index,
-            std::set<uint64_t>* done, std::vector<std::string>* notes, std::string* error);
+            bool resume, const KeyLookup& lookup, std::set<uint64_t>* done,
+            std::vector<std::string>* notes, std::string* error);
   // Appends the rows of one finished point: rows[t] are the rows of table t (measured cells).
   bool commit(uint64_t index, const Row& key_cells, const std::vector<std::vector<Row>>& rows,
               std::string* error);

@@ -55,6 +55,11 @@ void Progress::stop() {
   bar_shown_ = false;
 }
 
+void Progress::add_total(size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  total_ += n;
+}
+
 std::string Progress::format_bar() const {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

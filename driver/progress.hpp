@@ -21,6 +21,8 @@ class Progress {
   ~Progress();
   void start();
   void stop();
+  // More points to run (a boundary search plans each round when the last one is done).
+  void add_total(size_t n);
   // A point finished (ok or failed); `line` describes it.
   void point_done(bool failed, const std::string& line);
   // Informational line (hidden by --quiet).

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -37,6 +38,7 @@
 #include "driver/outputs.hpp"
 #include "driver/progress.hpp"
 #include "driver/run_record.hpp"
+#include "driver/search.hpp"
 #include "driver/text.hpp"
 #include "driver/version.h"
 #include "phaselab/kernels.hpp"
@@ -105,6 +107,8 @@ struct PointRecord {
   size_t rows = 0;
   int rank = 0;  // MPI rank that ran it
   std::string error;
+  bool labelled = false;  // [search]: the point's label, or why it has none
+  std::string label;
 };
 
 struct Shared;
@@ -270,6 +274,10 @@ class Run {
       ~StopHandlers() { restore_stop_handlers(); }
     } stop_handlers;
     if (int rc = plan_kernels()) return rc;
+    if (cfg_.search.on && mpi_size() > 1)
+      return usage_error(
+          "a [search] run under mpirun is not supported yet: run it on one node's threads, or "
+          "deal whole searches to processes with --shard I/N and join them with phaselab merge");
     if (int rc = plan_folder()) return rc;
     plan_points();
     if (int rc = open_store()) return rc;
@@ -330,10 +338,37 @@ class Run {
 
   // With --shard only this shard's points (their indices stay those of the whole run).
   void plan_points() {
+    if (cfg_.search.on) return plan_searches();
     const std::vector<Point> all = enumerate_points(cfg_, plugin_);
-    points_ = shard_points(all, opt_.shard,
-                           opt_.shard.count ? point_costs(all, plugin_) : std::vector<double>{});
-    recs_.resize(points_.empty() ? 0 : size_t(points_.back().index) + 1);
+    const std::vector<Point> mine = shard_points(
+        all, opt_.shard, opt_.shard.count ? point_costs(all, plugin_) : std::vector<double>{});
+    points_.assign(mine.begin(), mine.end());
+    for (const Point& pt : points_) recs_[pt.index];
+  }
+
+  // [search]: this run's (this shard's) searches; their points are planned round by round. A
+  // shard takes whole searches, dealt by the cost of their first grid where the plugin has
+  // an estimate.
+  void plan_searches() {
+    plan_ = std::make_unique<SearchPlan>(cfg_, plugin_);
+    std::vector<uint64_t> shard_of;
+    if (opt_.shard.count) {
+      const std::vector<uint64_t> first = plan_->initial();
+      std::vector<Point> grid;
+      for (uint64_t s = 0; s < plan_->size(); ++s)
+        for (uint64_t off : first) grid.push_back(plan_->point(s, off, 0));
+      const std::vector<double> pc = point_costs(grid, plugin_);
+      std::vector<double> costs;
+      if (!pc.empty())
+        for (uint64_t s = 0; s < plan_->size(); ++s) {
+          double c = 0;
+          for (size_t j = 0; j < first.size(); ++j) c += pc[size_t(s) * first.size() + j];
+          costs.push_back(c);
+        }
+      shard_of = shard_of_points(plan_->size(), opt_.shard.count, costs);
+    }
+    for (uint64_t s = 0; s < plan_->size(); ++s)
+      if (shard_of.empty() || shard_of[size_t(s)] == opt_.shard.index) searches_.insert(s);
   }
 
   // Creates the tables (or reads them back on --resume): the points done before are skipped.
@@ -343,10 +378,18 @@ class Run {
     if (!opt_.resume && !start_record()) return kExitWrite;
     std::unordered_map<std::string, uint64_t> key_index;
     for (const auto& pt : points_) key_index[pt.key] = pt.index;
+    KeyLookup lookup = key_lookup(key_index);
+    if (plan_)
+      lookup = [this](const Row& cells, uint64_t* index) {
+        uint64_t s = 0, off = 0;
+        if (!plan_->decode(cells, &s, &off) || !searches_.count(s)) return false;
+        *index = plan_->index(s, off);
+        return true;
+      };
     std::vector<std::string> notes;
     if (!lock_note_.empty()) notes.push_back(lock_note_);
     std::string why;
-    if (!store_.open(out_, p_, leading_columns(cfg_, plugin_.param_names), opt_.resume, key_index,
+    if (!store_.open(out_, p_, leading_columns(cfg_, plugin_.param_names), opt_.resume, lookup,
                      &done_, &notes, &why)) {
       if (why.rfind("cannot resume", 0) == 0) {
         std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
@@ -362,6 +405,10 @@ class Run {
       return kExitWrite;
     }
     for (const auto& n : notes) std::fprintf(stderr, "phaselab: %s\n", n.c_str());
+    if (plan_ && !done_.empty() && !read_done_rows(&why)) {
+      std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
+      return kExitWrite;
+    }
     for (const auto& pt : points_) {
       if (done_.count(pt.index))
         recs_[pt.index].status = PointStatus::resumed;
@@ -372,8 +419,32 @@ class Run {
     return 0;
   }
 
+  // [search] --resume: the results rows of the points done before (their labels decide the
+  // rounds that follow), read back from results.csv as the store kept it.
+  bool read_done_rows(std::string* error) {
+    const std::string path = out_ + "/" + p_.tables[0].name + ".csv";
+    std::string text;
+    std::vector<Row> recs;
+    if (!read_file(path, &text, error) || !parse_csv(text, &recs)) {
+      *error = "cannot read " + path + " back: " + *error;
+      return false;
+    }
+    const LeadingColumns lead = leading_columns(cfg_, plugin_.param_names);
+    const size_t nkey = lead.keys.size();
+    const size_t nlead = nkey + (LeadingColumns::all_params(p_.tables[0]) ? lead.params.size() : 0);
+    for (size_t r = 1; r < recs.size(); ++r) {
+      uint64_t s = 0, off = 0;
+      if (recs[r].size() < nlead ||
+          !plan_->decode(Row(recs[r].begin(), recs[r].begin() + long(nkey)), &s, &off))
+        continue;
+      done_rows_[plan_->index(s, off)].push_back(Row(recs[r].begin() + long(nlead), recs[r].end()));
+    }
+    return true;
+  }
+
   // ---------------------------------------------------------------- execute
   void execute() {
+    if (plan_) return execute_search();
     // Per-worker progress fractions of the running point, for the bar.
     fractions_.reset(new std::atomic<double>[size_t(threads_)]);
     for (int w = 0; w < threads_; ++w) fractions_[size_t(w)] = 0;
@@ -397,17 +468,105 @@ class Run {
     const std::string shard = opt_.shard.count ? " in shard " + std::to_string(opt_.shard.index) +
                                                      "/" + std::to_string(opt_.shard.count)
                                                : "";
-    progress_->info("phaselab: " + std::string(p_.name) + " " + (p_.version ? p_.version : "") +
-                    ": " + std::to_string(points_.size()) + " points" +
+    const SearchSpec& sr = cfg_.search;
+    const std::string what =
+        plan_ ? std::to_string(searches_.size()) + " search" + (searches_.size() == 1 ? "" : "es") +
+                    " for the boundaries of " + sr.column + " along " + sr.key + " in [" +
+                    format_double(sr.min) + ", " + format_double(sr.max) + "] (" +
+                    (sr.log ? "log" : "linear") + ", rel_tol " + format_double(sr.rel_tol) + ")" +
+                    (done_.empty() ? ""
+                                   : " (" + std::to_string(done_.size()) + " points done before)")
+              : std::to_string(points_.size()) + " points" +
                     (done_.empty() ? ""
                                    : " (" + std::to_string(done_.size()) + " done before, " +
-                                         std::to_string(todo_.size()) + " to run)") +
-                    shard + " on " + std::to_string(threads_) + " thread" +
+                                         std::to_string(todo_.size()) + " to run)");
+    progress_->info("phaselab: " + std::string(p_.name) + " " + (p_.version ? p_.version : "") +
+                    ": " + what + shard + " on " + std::to_string(threads_) + " thread" +
                     (threads_ > 1 ? "s" : "") +
                     (mpi_size() > 1 ? " x " + std::to_string(mpi_size()) + " MPI ranks" : "") +
                     ", kernels " + kt_.target + " -> " + out_);
-    if (opt_.resume && done_.empty() && !points_.empty())
+    if (opt_.resume && done_.empty() && (!points_.empty() || plan_))
       progress_->info("phaselab: nothing to resume in " + out_ + ", running every point");
+  }
+
+  // [search]: round after round, every search's planned points (the first grid, then the
+  // midpoints of its open brackets) run at once on the workers; a point done before (--resume)
+  // gives its label from its rows. Which points run depends only on the config and the labels.
+  void execute_search() {
+    fractions_.reset(new std::atomic<double>[size_t(threads_)]);
+    for (int w = 0; w < threads_; ++w) fractions_[size_t(w)] = 0;
+    progress_ = std::make_unique<Progress>(0, opt_.quiet, [this] {
+      double s = 0;
+      for (int w = 0; w < threads_; ++w) s += fractions_[size_t(w)].load(std::memory_order_relaxed);
+      return s;
+    });
+    announce();
+    start_abort_watcher();
+    progress_->start();
+    std::map<uint64_t, std::map<uint64_t, SearchEval>> state;  // search -> offset -> point
+    std::map<uint64_t, std::vector<uint64_t>> planned;         // this round's offsets
+    for (uint64_t s : searches_) planned[s] = plan_->initial();
+    for (int round = 0; !planned.empty() && !g_stop.load(); ++round) {
+      std::vector<const Point*> round_points;
+      todo_.clear();
+      for (const auto& [s, offs] : planned)
+        for (uint64_t off : offs) {
+          {
+            std::lock_guard<std::mutex> l(recs_mu_);
+            points_.push_back(plan_->point(s, off, round));
+            recs_[points_.back().index];
+          }
+          const Point& pt = points_.back();
+          round_points.push_back(&pt);
+          SearchEval& e = state[s][off];
+          e.offset = off;
+          e.value = plan_->value(off);
+          e.round = round;
+          if (done_.count(pt.index)) {
+            PointRecord& r = recs_.at(pt.index);
+            r.status = PointStatus::resumed;
+            r.labelled =
+                point_label(cfg_.search, p_.tables[0], done_rows_[pt.index], &r.label, &r.error);
+          } else {
+            todo_.push_back(&pt);
+          }
+        }
+      rounds_ = round + 1;
+      if (!todo_.empty()) {
+        progress_->add_total(todo_.size());
+        if (!opt_.quiet && round > 0)
+          progress_->info("phaselab: search round " + std::to_string(round) + ": " +
+                          std::to_string(todo_.size()) + " point" + (todo_.size() > 1 ? "s" : "") +
+                          " in " + std::to_string(planned.size()) + " search" +
+                          (planned.size() > 1 ? "es" : ""));
+        next_ = 0;
+        run_local();
+      }
+      if (g_stop.load()) break;
+      planned.clear();
+      for (const Point* pt : round_points) {
+        uint64_t s = pt->index / kSearchSlot, off = pt->index % kSearchSlot;
+        SearchEval& e = state[s][off];
+        const PointRecord& r = recs_.at(pt->index);
+        const bool ok = (r.status == PointStatus::ok || r.status == PointStatus::resumed);
+        e.state = ok && r.labelled ? SearchEval::kOk : SearchEval::kFailed;
+        e.label = r.label;
+        if (ok && !r.labelled)
+          progress_->warn("phaselab: " + pt->label + ": no label (" + r.error +
+                          "); the brackets around it are broken");
+      }
+      std::set<uint64_t> looked;
+      for (const Point* pt : round_points) {
+        const uint64_t s = pt->index / kSearchSlot;
+        if (!looked.insert(s).second) continue;
+        std::vector<SearchEval> evals;
+        for (const auto& kv : state[s]) evals.push_back(kv.second);
+        std::vector<uint64_t> nx = plan_->next(evals);
+        if (!nx.empty()) planned[s] = std::move(nx);
+      }
+    }
+    progress_->stop();
+    stop_abort_watcher();
   }
 
   // One worker per thread pulls points in order, so early points finish first. When fewer
@@ -456,6 +615,8 @@ class Run {
     rec.seconds = o.seconds;
     rec.rank = o.rank;
     classify(pt, o, &rec);
+    if (plan_ && rec.status == PointStatus::ok)
+      rec.labelled = point_label(cfg_.search, p_.tables[0], o.rows[0], &rec.label, &rec.error);
     {
       std::lock_guard<std::mutex> l(recs_mu_);
       recs_[pt.index] = rec;
@@ -535,7 +696,7 @@ class Run {
   size_t count(std::initializer_list<PointStatus> which) const {
     size_t n = 0;
     for (const Point& p : points_)
-      n += std::find(which.begin(), which.end(), recs_[p.index].status) != which.end();
+      n += std::find(which.begin(), which.end(), recs_.at(p.index).status) != which.end();
     return n;
   }
 
@@ -553,6 +714,17 @@ class Run {
     if (!opt_.shard.count &&
         !finish_run(cfg_, plugin_, kt_, out_, threads_, progress_.get(), &figs, &tool, &have_tool))
       code = kExitFailed;
+    // A search's boundaries.csv and search_points.csv (a shard's too: its own searches), and
+    // its figures (a shard's are drawn by merge).
+    if (plan_) {
+      std::string search_tool;
+      if (!write_search_outputs(out_, cfg_, plugin_, !opt_.shard.count, &figs, &search_tool, &why))
+        return write_failure(why);
+      if (!opt_.shard.count && (tool.empty() || !have_tool)) {
+        tool = search_tool;
+        have_tool = search_tool.rfind("gnuplot", 0) == 0;
+      }
+    }
     report_figures(figs, have_tool, tool, &code);
     std::string e;
     if (!write_record(code == kExitOk      ? "ok"
@@ -663,12 +835,22 @@ class Run {
     return "; free space and continue with --resume --out " + out_;
   }
 
+  // Points this run records: a search's are not known before it ends (its first grid and
+  // about eight more per search are reserved for; run.json grows past that only if the disk has
+  // room).
+  size_t expected_points() const {
+    if (!plan_) return points_.size();
+    return searches_.size() *
+           size_t(std::min<int64_t>(cfg_.search.max_evaluations, cfg_.search.initial + 8));
+  }
+
   // run.json with a reserve for the last one; on failure says so (and records it where a
   // run.json could be written at all).
   bool start_record() {
     std::string why;
     if (write_record("running", -1, "", {}, "", &why) &&
-        reserve_.make(out_ + "/run.reserve", off_t(8192 + 2 * (4096 + points_.size() * 200)), &why))
+        reserve_.make(out_ + "/run.reserve", off_t(8192 + 2 * (4096 + expected_points() * 200)),
+                      &why))
       return true;
     std::fprintf(stderr, "phaselab: error: %s; nothing was run%s\n", why.c_str(),
                  continue_hint().c_str());
@@ -729,6 +911,11 @@ class Run {
   j["kernels"][#name] = kt_.variant->name ? kt_.variant->name : "";
 #include "phaselab/kernels.def"
 #undef PL_KERNEL
+    if (plan_)
+      j["search"] = {{"searches", searches_.size()},
+                     {"evaluations", points_.size()},
+                     {"rounds", rounds_},
+                     {"outputs", {"boundaries.csv", "search_points.csv"}}};
     j["counts"] = {{"points", points_.size()},
                    {"ok", count({PointStatus::ok})},
                    {"failed", count({PointStatus::failed})},
@@ -769,6 +956,7 @@ class Run {
     for (size_t i = 0; i < cfg_.base.size(); ++i)
       if (!swept(cfg_, i))
         c["params"][plugin_.param_names[i]] = param_json<ordered_json>(cfg_.base[i]);
+    if (cfg_.search.on) c["search"] = search_json<ordered_json>(cfg_.search);
     c["toml"] = cfg_.text;
     return c;
   }
@@ -776,10 +964,15 @@ class Run {
   ordered_json points_json() const {
     ordered_json a = ordered_json::array();
     for (const Point& p : points_) {
-      const PointRecord& r = recs_[p.index];
+      const PointRecord& r = recs_.at(p.index);
       ordered_json o = {{"index", p.index}};
       for (const auto& s : cfg_.sweep) o[s.key] = param_json<ordered_json>(p.params[s.param]);
+      if (plan_) o[cfg_.search.key] = param_json<ordered_json>(p.params[cfg_.search.param]);
       o["seed"] = p.seed;
+      if (plan_) {
+        o["search_round"] = std::stoi(p.key_cells.back());
+        if (r.labelled) o["label"] = r.label;
+      }
       o["status"] = status_name(r.status);
       o["seconds"] = r.seconds;
       o["rows"] = r.rows;
@@ -802,12 +995,16 @@ class Run {
   int threads_ = 1;
   RunLock lock_;
   std::string lock_note_;
-  std::vector<Point> points_;
+  std::deque<Point> points_;  // a [search] run adds each round's points (references stay valid)
+  std::unique_ptr<SearchPlan> plan_;                // [search]
+  std::set<uint64_t> searches_;                     // [search]: this run's (this shard's) searches
+  std::map<uint64_t, std::vector<Row>> done_rows_;  // [search] --resume: rows of points done
+  int rounds_ = 0;
   // execute
   ResultStore store_;
   std::set<uint64_t> done_;
-  std::vector<PointRecord> recs_;  // by point index
-  std::mutex recs_mu_;             // guards recs_ against the abort watcher's snapshot
+  std::map<uint64_t, PointRecord> recs_;  // by point index, one for every point of points_
+  std::mutex recs_mu_;                    // guards recs_ against the abort watcher's snapshot
   std::vector<const Point*> todo_;
   std::unique_ptr<std::atomic<double>[]> fractions_;
   std::unique_ptr<Progress> progress_;

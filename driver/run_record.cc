@@ -65,6 +65,7 @@ json resolved_config(const RunConfig& cfg, const Plugin& plugin, const std::stri
   for (size_t i = 0; i < cfg.base.size(); ++i)
     if (!swept(cfg, i)) j["params"][plugin.param_names[i]] = param_json(cfg.base[i]);
   j["kernel_target"] = kernel_target;
+  if (cfg.search.on) j["search"] = search_json(cfg.search);
   return j;
 }
 
@@ -76,6 +77,7 @@ json resolved_from_record(const json& r) {
   j["sweep"] = c.value("sweep", json::object());
   j["params"] = c.value("params", json::object());
   j["kernel_target"] = r.value("kernel_target", json());
+  if (c.contains("search")) j["search"] = c["search"];
   return j;
 }
 

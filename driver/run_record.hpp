@@ -30,9 +30,30 @@ Json param_json(const ParamValue& v) {
   }
 }
 
+// The [search] settings as JSON (run.json's config.search; absent without a search).
+template <class Json = json>
+Json search_json(const SearchSpec& s) {
+  Json j;
+  j["key"] = s.key;
+  if (s.integer) {
+    j["min"] = int64_t(s.min);
+    j["max"] = int64_t(s.max);
+  } else {
+    j["min"] = s.min;
+    j["max"] = s.max;
+  }
+  j["scale"] = s.log ? "log" : "linear";
+  j["column"] = s.column;
+  if (s.has_above) j["above"] = s.above;
+  j["rel_tol"] = s.rel_tol;
+  j["initial"] = s.initial;
+  j["max_evaluations"] = s.max_evaluations;
+  return j;
+}
+
 // The values that decide a run's results, as JSON:
 //   {"plugin": ..., "seeds": [...], "sweep": {key: [values]}, "params": {key: value},
-//    "kernel_target": ...}
+//    "kernel_target": ..., "search": {...} (with [search])}
 // params holds every parameter that is not swept (set in the config or at its default).
 json resolved_config(const RunConfig& cfg, const Plugin& plugin, const std::string& kernel_target);
 // The same object from a run.json that phaselab wrote.
