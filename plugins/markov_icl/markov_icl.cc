@@ -2,6 +2,7 @@
 // markov_icl: a two-layer transformer trained online on K Markov chains; at log-spaced
 // checkpoints, its KL distance to the five Bayes predictors (2-Gen, 1-Gen, 2-Mem, 1-Mem, hybrid)
 // on ID and OOD evaluation sets and the phase label. Science: docs/markov-icl.md.
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -65,7 +66,12 @@ const pl_param_decl kParams[] = {
     pl::markov::param::save,
 };
 
-const pl_table_decl kTables[] = {pl::markov::table("results", pl::markov::kResultColumns)};
+// kResultColumns, then `class` on a point's final row (empty on the others): "mem" (memorised
+// without a 2-Gen phase), "gen_then_mem" (2-Gen, then memorised) or "gen" (did not memorise), the
+// rule of the K1*/K2* summary (summary.hpp analyse), so a [search] on class finds K1* and on
+// phase K2*.
+constexpr auto kColumns = pl::markov::result_columns(std::array<const char*, 1>{"class"});
+const pl_table_decl kTables[] = {pl::markov::table("results", kColumns)};
 
 // Phase labels as the results table writes them, in axis order, with the names the figures show.
 constexpr const char* kPhases = "1gen=1-Gen|2gen=2-Gen|1mem=1-Mem|2mem=2-Mem|hybrid=hybrid";
@@ -172,7 +178,17 @@ class MarkovIcl {
         const pl::markov::EvalResult r = tr.evaluate();
         if (!std::isfinite(r.loss[0]) || !std::isfinite(r.loss[1]))
           return cx.fail("non-finite evaluation loss at step " + std::to_string(step));
-        cx.emit(0, pl::markov::result_row(step, loss_train, r, tr.data(), step == tc_.steps));
+        std::vector<pl::sdk::Cell> row =
+            pl::markov::result_row(step, loss_train, r, tr.data(), step == tc_.steps);
+        history_.steps.push_back(double(step));
+        history_.phase.push_back(pl::markov::pred_name(r.phase));
+        if (step == tc_.steps) {
+          pl::markov::analyse(history_);
+          row.push_back(history_.cls);
+        } else {
+          row.push_back(pl::sdk::Cell());
+        }
+        cx.emit(0, row);
         if (save_ == 2 || (save_ == 1 && step == tc_.steps)) save(cx, step);
       }
       if ((step & 15) == 0) cx.progress(double(step) / double(tc_.steps));
@@ -196,6 +212,7 @@ class MarkovIcl {
   pl_kernel_table k_;
   std::unique_ptr<pl::markov::Trainer> trainer_;
   std::vector<int64_t> ckpt_;
+  pl::markov::RunHistory history_;  // the phase at every evaluation, for the final row's class
 };
 
 pl_status finish(const pl_host* host, const char* run_dir) {
