@@ -13,6 +13,7 @@
 #define TBB_PREVIEW_GLOBAL_CONTROL 1
 
 #include "driver/progress.hpp"
+#include "driver/search.hpp"
 
 #ifdef PHASELAB_MPI
 #define OMPI_SKIP_MPICXX 1  // the C API only (Open MPI's C++ bindings warn under -Wextra)
@@ -39,6 +40,22 @@ int g_size = 1, g_rank = 0;
 int mpi_size() { return g_size; }
 int mpi_rank() { return g_rank; }
 
+PointSource list_source(const std::vector<uint64_t>& todo, std::atomic<size_t>* next) {
+  PointSource s;
+  s.take = [&todo, next](size_t k, size_t* left, bool* more) {
+    std::vector<uint64_t> block;
+    if (k > 0) {
+      const size_t j = next->fetch_add(k);
+      for (size_t i = j; i < j + k && i < todo.size(); ++i) block.push_back(todo[i]);
+    }
+    const size_t taken = next->load();
+    *left = taken < todo.size() ? todo.size() - taken : 0;
+    *more = false;
+    return block;
+  };
+  return s;
+}
+
 #ifndef PHASELAB_MPI
 
 bool mpi_built() { return false; }
@@ -54,8 +71,8 @@ bool mpi_start(int*, char***, std::string* error) {
   return true;
 }
 
-bool mpi_coordinate(const std::vector<uint64_t>&, const std::string&, const std::string&,
-                    std::atomic<size_t>*, const std::function<void()>& run_local,
+bool mpi_coordinate(const PointSource&, const std::string&, const std::string&,
+                    const std::function<void()>& run_local,
                     const std::function<void(uint64_t, PointOutcome&&)>&, std::string*) {
   run_local();
   return true;
@@ -202,8 +219,7 @@ bool mpi_start(int* argc, char*** argv, std::string* error) {
   return true;
 }
 
-bool mpi_coordinate(const std::vector<uint64_t>& todo, const std::string& out,
-                    const std::string& target, std::atomic<size_t>* next,
+bool mpi_coordinate(const PointSource& source, const std::string& out, const std::string& target,
                     const std::function<void()>& run_local,
                     const std::function<void(uint64_t, PointOutcome&&)>& record,
                     std::string* error) {
@@ -239,13 +255,15 @@ bool mpi_coordinate(const std::vector<uint64_t>& todo, const std::string& out,
       MPI_Recv(&dummy, 1, MPI_INT, src, kTagRequest, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       // Guided self-scheduling: a block of about 1/(8 R) of the points left (at most 64), so
       // short points cost few round trips while the last points go out one at a time.
+      // An empty block: no more points; {-1}: none now, ask again (a search between rounds).
       std::vector<int64_t> block;
       if (!stop_requested()) {
-        const size_t taken = next->load();
-        const size_t left = taken < todo.size() ? todo.size() - taken : 0;
+        size_t left = 0;
+        bool more = false;
+        (void)source.take(0, &left, &more);
         const size_t k = std::max<size_t>(1, std::min<size_t>(64, left / (8 * size_t(g_size))));
-        const size_t j = next->fetch_add(k);
-        for (size_t i = j; i < j + k && i < todo.size(); ++i) block.push_back(int64_t(todo[i]));
+        for (uint64_t i : source.take(k, &left, &more)) block.push_back(int64_t(i));
+        if (block.empty() && more) block.push_back(-1);
       }
       MPI_Send(block.data(), int(block.size()), MPI_INT64_T, src, kTagAssign, MPI_COMM_WORLD);
     } else if (st.MPI_TAG == kTagResult) {
@@ -288,7 +306,9 @@ int mpi_worker(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt
     MPI_Abort(MPI_COMM_WORLD, kExitUsage);
   }
   select_kernel_table(target, &kt);
-  const std::vector<Point> points = enumerate_points(cfg, plugin);
+  const std::vector<Point> points =
+      cfg.search.on ? std::vector<Point>{} : enumerate_points(cfg, plugin);
+  const SearchPlan plan(cfg, plugin);  // [search]: a point from its index
   const int threads = resolve_threads(cfg, opt);
   std::unique_ptr<std::atomic<double>[]> fractions(new std::atomic<double>[size_t(threads)]);
   Progress progress(0, true, [] { return 0.0; });
@@ -307,11 +327,25 @@ int mpi_worker(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt
         MPI_Recv(block.data(), n, MPI_INT64_T, 0, kTagAssign, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       }
       if (block.empty()) break;
+      if (block.size() == 1 && block[0] == -1) {  // a search between rounds: ask again soon
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        continue;
+      }
       for (const int64_t idx : block) {
         if (stop_requested()) break;  // the rest is run again on --resume
-        if (idx < 0 || uint64_t(idx) >= points.size()) continue;
-        const PointOutcome o = compute_point(plugin.entry, points[size_t(idx)], kt, out, threads,
-                                             &progress, &fractions[size_t(w)]);
+        Point searched;
+        const Point* pt = nullptr;
+        if (cfg.search.on) {
+          const uint64_t s = uint64_t(idx) / kSearchSlot, off = uint64_t(idx) % kSearchSlot;
+          if (idx < 0 || s >= plan.size() || off > kSearchGrid) continue;
+          searched = plan.point(s, off, 0);  // the round only names the point in messages
+          pt = &searched;
+        } else {
+          if (idx < 0 || uint64_t(idx) >= points.size()) continue;
+          pt = &points[size_t(idx)];
+        }
+        const PointOutcome o =
+            compute_point(plugin.entry, *pt, kt, out, threads, &progress, &fractions[size_t(w)]);
         const std::string buf = encode(uint64_t(idx), o);
         std::lock_guard<std::mutex> lock(g_mpi_mu);
         MPI_Send(buf.data(), int(buf.size()), MPI_BYTE, 0, kTagResult, MPI_COMM_WORLD);

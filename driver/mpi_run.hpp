@@ -3,7 +3,9 @@
 // one-process run does, each point flushed when it arrives) and runs points with its own threads;
 // it hands the others to the threads of ranks 1..R-1 as they ask, in blocks of about 1/(8 R) of
 // the points left (at most 64; guided self-scheduling), so short points cost few round trips and
-// the last points go out one at a time: a long point never holds back the rest. Every rank reads
+// the last points go out one at a time: a long point never holds back the rest. A boundary search
+// ([search]) hands out each round's points the same way; between rounds the workers wait (their
+// requests answered "ask again") until rank 0 has the next round's labels. Every rank reads
 // the config itself; rank 0 sends the run folder and the kernel target, so every rank computes with
 // the same kernel variants.
 //
@@ -30,12 +32,20 @@ bool mpi_start(int* argc, char*** argv, std::string* error);
 int mpi_size();  // 1 when not under MPI
 int mpi_rank();
 
+// Where rank 0 takes the points it hands to worker ranks: take(k) returns up to k point indices
+// and `left` the points not yet handed out; *more false once no point will ever come again. A
+// boundary search between rounds has none to give but more to come: the workers ask again.
+struct PointSource {
+  std::function<std::vector<uint64_t>(size_t k, size_t* left, bool* more)> take;
+};
+// The fixed list `todo`, shared through `next` with rank 0's own threads.
+PointSource list_source(const std::vector<uint64_t>& todo, std::atomic<size_t>* next);
+
 // Rank 0, in execute_run: sends the run folder and kernel target to the workers, runs
-// `run_local` (rank 0's own threads, taking points through `next`) on a second thread and serves
-// the worker ranks from the same `todo` list through `next`, calling `record` for each point
-// they finish. Returns when every rank is done.
-bool mpi_coordinate(const std::vector<uint64_t>& todo, const std::string& out,
-                    const std::string& target, std::atomic<size_t>* next,
+// `run_local` (rank 0's own threads, taking points from the same source) on a second thread and
+// serves the worker ranks from `source`, calling `record` for each point they finish. Returns
+// when every rank is done.
+bool mpi_coordinate(const PointSource& source, const std::string& out, const std::string& target,
                     const std::function<void()>& run_local,
                     const std::function<void(uint64_t, PointOutcome&&)>& record,
                     std::string* error);

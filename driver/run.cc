@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
 #include <ctime>
@@ -274,10 +275,6 @@ class Run {
       ~StopHandlers() { restore_stop_handlers(); }
     } stop_handlers;
     if (int rc = plan_kernels()) return rc;
-    if (cfg_.search.on && mpi_size() > 1)
-      return usage_error(
-          "a [search] run under mpirun is not supported yet: run it on one node's threads, or "
-          "deal whole searches to processes with --shard I/N and join them with phaselab merge");
     if (int rc = plan_folder()) return rc;
     plan_points();
     if (int rc = open_store()) return rc;
@@ -503,12 +500,28 @@ class Run {
     announce();
     start_abort_watcher();
     progress_->start();
+    if (mpi_size() > 1)
+      run_mpi_search();
+    else
+      search_rounds();
+    progress_->stop();
+    stop_abort_watcher();
+  }
+
+  // The rounds of every search of this run; ends with search_over_ set.
+  void search_rounds() {
+    struct Over {  // however the rounds end, the worker ranks are then told there is no more
+      Run* r;
+      ~Over() {
+        std::lock_guard<std::mutex> l(r->round_mu_);
+        r->search_over_ = true;
+      }
+    } over{this};
     std::map<uint64_t, std::map<uint64_t, SearchEval>> state;  // search -> offset -> point
     std::map<uint64_t, std::vector<uint64_t>> planned;         // this round's offsets
     for (uint64_t s : searches_) planned[s] = plan_->initial();
     for (int round = 0; !planned.empty() && !g_stop.load(); ++round) {
-      std::vector<const Point*> round_points;
-      todo_.clear();
+      std::vector<const Point*> round_points, todo;
       for (const auto& [s, offs] : planned)
         for (uint64_t off : offs) {
           {
@@ -528,19 +541,28 @@ class Run {
             r.labelled =
                 point_label(cfg_.search, p_.tables[0], done_rows_[pt.index], &r.label, &r.error);
           } else {
-            todo_.push_back(&pt);
+            todo.push_back(&pt);
           }
         }
       rounds_ = round + 1;
-      if (!todo_.empty()) {
-        progress_->add_total(todo_.size());
+      if (!todo.empty()) {
+        progress_->add_total(todo.size());
         if (!opt_.quiet && round > 0)
           progress_->info("phaselab: search round " + std::to_string(round) + ": " +
-                          std::to_string(todo_.size()) + " point" + (todo_.size() > 1 ? "s" : "") +
+                          std::to_string(todo.size()) + " point" + (todo.size() > 1 ? "s" : "") +
                           " in " + std::to_string(planned.size()) + " search" +
                           (planned.size() > 1 ? "es" : ""));
-        next_ = 0;
+        {
+          std::lock_guard<std::mutex> l(round_mu_);
+          todo_ = todo;
+          next_ = 0;
+          round_recorded_ = 0;
+        }
         run_local();
+        // Points handed to other MPI ranks may still run: the round ends when all are recorded.
+        std::unique_lock<std::mutex> l(round_mu_);
+        while (round_recorded_ < todo_.size() && !g_stop.load())  // a stop wakes no one: poll
+          round_cv_.wait_for(l, std::chrono::milliseconds(50));
       }
       if (g_stop.load()) break;
       planned.clear();
@@ -565,8 +587,6 @@ class Run {
         if (!nx.empty()) planned[s] = std::move(nx);
       }
     }
-    progress_->stop();
-    stop_abort_watcher();
   }
 
   // One worker per thread pulls points in order, so early points finish first. When fewer
@@ -593,9 +613,43 @@ class Run {
     }
     std::string why;
     if (!mpi_coordinate(
-            todo_index, out_, kt_.target ? kt_.target : "", &next_, [this] { run_local(); },
+            list_source(todo_index, &next_), out_, kt_.target ? kt_.target : "",
+            [this] { run_local(); },
             [&](uint64_t index, PointOutcome&& o) {
               record_point(*by_index.at(index), std::move(o));
+            },
+            &why))
+      io_failed(why);
+  }
+
+  // [search] under mpirun: the rounds run on a second thread (rank 0's own threads take each
+  // round's points as in one process) while this one serves the worker ranks from the same
+  // round; between rounds they are told to ask again, after the last round that there is none.
+  void run_mpi_search() {
+    PointSource source;
+    source.take = [this](size_t k, size_t* left, bool* more) {
+      std::lock_guard<std::mutex> l(round_mu_);
+      std::vector<uint64_t> block;
+      if (k > 0) {
+        const size_t j = next_.fetch_add(k);
+        for (size_t i = j; i < j + k && i < todo_.size(); ++i) block.push_back(todo_[i]->index);
+      }
+      const size_t taken = next_.load();
+      *left = taken < todo_.size() ? todo_.size() - taken : 0;
+      *more = !search_over_;
+      return block;
+    };
+    std::string why;
+    if (!mpi_coordinate(
+            source, out_, kt_.target ? kt_.target : "", [this] { search_rounds(); },
+            [&](uint64_t index, PointOutcome&& o) {
+              const Point* pt = nullptr;
+              {
+                std::lock_guard<std::mutex> l(round_mu_);
+                for (const Point* p : todo_)
+                  if (p->index == index) pt = p;
+              }
+              if (pt) record_point(*pt, std::move(o));
             },
             &why))
       io_failed(why);
@@ -617,6 +671,17 @@ class Run {
     classify(pt, o, &rec);
     if (plan_ && rec.status == PointStatus::ok)
       rec.labelled = point_label(cfg_.search, p_.tables[0], o.rows[0], &rec.label, &rec.error);
+    struct Counted {  // [search]: the round waits for every point of it to be recorded
+      Run* r;
+      ~Counted() {
+        if (!r->plan_) return;
+        {
+          std::lock_guard<std::mutex> l(r->round_mu_);
+          ++r->round_recorded_;
+        }
+        r->round_cv_.notify_all();
+      }
+    } counted{this};
     {
       std::lock_guard<std::mutex> l(recs_mu_);
       recs_[pt.index] = rec;
@@ -1000,6 +1065,10 @@ class Run {
   std::set<uint64_t> searches_;                     // [search]: this run's (this shard's) searches
   std::map<uint64_t, std::vector<Row>> done_rows_;  // [search] --resume: rows of points done
   int rounds_ = 0;
+  std::mutex round_mu_;  // [search]: todo_ and next_ of the round (MPI serves from them), and:
+  std::condition_variable round_cv_;
+  size_t round_recorded_ = 0;  // points of the round recorded
+  bool search_over_ = false;   // no round follows
   // execute
   ResultStore store_;
   std::set<uint64_t> done_;

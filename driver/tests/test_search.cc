@@ -288,6 +288,34 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("search: mpirun -n 3 hands each round's points to the ranks, same tables" *
+          doctest::skip(env_or("PHASELAB_MPIRUN", "").empty())) {
+  TempDir dir;
+  spit(dir / "s.toml",
+       search_toml("seeds = 2", "m = [0.5, 1.0, 2.0]", "use = \"k\"\nrule = \"two\"\nsleep_ms = 5",
+                   "key = \"k\"\nmin = 1\nmax = 1024\ncolumn = \"phase\"\n"
+                   "rel_tol = 0.1"));
+  REQUIRE(phaselab({"run", dir / "s.toml", "--out", dir / "one", "--quiet", "--threads", "1"}, dir)
+              .rc == 0);
+  SpawnOptions o;
+  // Open MPI refuses root without these (CI runs as root); --oversubscribe: more ranks than cores.
+  o.env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+  o.own_group = true;
+  const std::string tag = next_tag();
+  const Result r = finish(spawn(env_or("PHASELAB_MPIRUN", ""),
+                                {"-n", "3", "--oversubscribe", phaselab_exe(), "run",
+                                 dir / "s.toml", "--out", dir / "mpi", "--quiet", "--threads", "1"},
+                                dir, tag, o),
+                          dir, tag);
+  REQUIRE(r.rc == 0);
+  expect_same_outputs(dir / "one", dir / "mpi");
+  // Points of later rounds ran on the worker ranks too.
+  const std::string rec = slurp(dir / "mpi/run.json");
+  CHECK(rec.find("\"mpi_ranks\": 3") != std::string::npos);
+  CHECK(count_of(rec, "\"rank\": 1") + count_of(rec, "\"rank\": 2") > 0);
+  CHECK(count_of(rec, "\"search_round\": 3") > 0);
+}
+
 TEST_CASE("search: check refuses bad [search] tables, naming file:line:col and key") {
   TempDir dir;
   struct Case {
