@@ -536,6 +536,7 @@ class Run {
           e.value = plan_->value(off);
           e.round = round;
           if (done_.count(pt.index)) {
+            std::lock_guard<std::mutex> l(recs_mu_);
             PointRecord& r = recs_.at(pt.index);
             r.status = PointStatus::resumed;
             r.labelled =
