@@ -316,6 +316,41 @@ TEST_CASE("search: mpirun -n 3 hands each round's points to the ranks, same tabl
   CHECK(count_of(rec, "\"search_round\": 3") > 0);
 }
 
+TEST_CASE("search: a float key's points map back from their cells (resume, merge)") {
+  // x on a log grid of 2^40 steps: merge and --resume must find every point from its cell text.
+  TempDir dir;
+  spit(dir / "s.toml", search_toml("seeds = 2", "m = [0.7, 1.3]", "",
+                                   "key = \"x\"\nmin = 0.5\nmax = 3000\ncolumn = \"phase\"\n"
+                                   "rel_tol = 0.01\ninitial = 7"));
+  REQUIRE(phaselab({"run", dir / "s.toml", "--out", dir / "one", "--quiet"}, dir).rc == 0);
+  const auto b = table(dir / "one/boundaries.csv");
+  REQUIRE(b.size() == 4);
+  for (const auto& row : b) {
+    const double t = 37.3 * num(row.at("m"));
+    CHECK(num(row.at("lo")) <= t);
+    CHECK(num(row.at("hi")) > t);
+    CHECK(num(row.at("hi")) / num(row.at("lo")) <= 1.01 + 1e-12);
+  }
+  const std::string parent = dir / "sh";
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(phaselab({"run", dir / "s.toml", "--shard", std::to_string(i) + "/3", "--out", parent,
+                      "--quiet"},
+                     dir)
+                .rc == 0);
+  REQUIRE(phaselab({"merge", parent, parent + "/shard-0-of-3", parent + "/shard-1-of-3",
+                    parent + "/shard-2-of-3"},
+                   dir)
+              .rc == 0);
+  expect_same_outputs(dir / "one", parent);
+  // --resume of the finished run: every point is found done, nothing runs, same tables.
+  const std::string before = slurp(dir / "one/results.csv");
+  const Result again =
+      phaselab({"run", dir / "s.toml", "--out", dir / "one", "--resume", "--quiet"}, dir);
+  REQUIRE(again.rc == 0);
+  CHECK(slurp(dir / "one/results.csv") == before);
+  CHECK(slurp(dir / "one/run.json").find("\"ok\": 0,") != std::string::npos);
+}
+
 TEST_CASE("search: check refuses bad [search] tables, naming file:line:col and key") {
   TempDir dir;
   struct Case {
