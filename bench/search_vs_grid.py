@@ -129,7 +129,8 @@ def main():
     ap.add_argument("--phaselab", default="build/driver/phaselab")
     ap.add_argument("--only-sweep", action="append", default=[],
                     help="KEY=VALUE: one value of a sweep key; seeds=[0, 1] replaces [run] seeds")
-    ap.add_argument("--skip-grid", action="store_true", help="reuse OUT/grid")
+    ap.add_argument("--reuse", action="store_true",
+                    help="compare the runs already in OUT (and the CPU recorded when they ran)")
     args = ap.parse_args()
     text = open(args.config).read()
     cfg = tomllib.loads(text)
@@ -143,13 +144,17 @@ def main():
     values = grid_values(s)
     open(grid_cfg, "w").write(with_sweep(strip_search(text), key, values, only))
     sweep_keys = [k for k in cfg.get("sweep", {})]
-    cpu_s, wall_s = run(args.phaselab, search_cfg, os.path.join(args.out, "search"), args.threads)
-    if args.skip_grid:
-        rec = json.load(open(os.path.join(args.out, "grid", "cpu.json")))
-        cpu_g, wall_g = rec["cpu"], rec["wall"]
-    else:
-        cpu_g, wall_g = run(args.phaselab, grid_cfg, os.path.join(args.out, "grid"), args.threads)
-        json.dump({"cpu": cpu_g, "wall": wall_g}, open(os.path.join(args.out, "grid", "cpu.json"), "w"))
+    def timed(cfg_path, name):
+        out = os.path.join(args.out, name)
+        if args.reuse:  # the CPU measured when the run was made
+            rec = json.load(open(os.path.join(out, "cpu.json")))
+            return rec["cpu"], rec["wall"]
+        cpu, wall = run(args.phaselab, cfg_path, out, args.threads)
+        json.dump({"cpu": cpu, "wall": wall}, open(os.path.join(out, "cpu.json"), "w"))
+        return cpu, wall
+
+    cpu_s, wall_s = timed(search_cfg, "search")
+    cpu_g, wall_g = timed(grid_cfg, "grid")
     g = grid_brackets(os.path.join(args.out, "grid"), key, s["column"], sweep_keys + [key], s.get("above"))
     b = read(os.path.join(args.out, "search", "boundaries.csv"))
     pts = read(os.path.join(args.out, "search", "search_points.csv"))
@@ -161,35 +166,80 @@ def main():
           f"CPU {cpu_g:.1f} s, wall {wall_g:.1f} s")
     print(f"search: {sum(evals.values())} evaluations in {len(evals)} searches, "
           f"CPU {cpu_s:.1f} s, wall {wall_s:.1f} s; CPU ratio search/grid {cpu_s / cpu_g:.3f}")
-    head = sweep_keys + ["seed", "boundary", "grid bracket", "search bracket", "agree",
-                         "grid points", "search points"]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    agree_all = True
+    # Every boundary the search reports, and whether the grid has one with the same labels in an
+    # overlapping bracket (the grid's brackets are between adjacent grid values).
     by_ident = {}
     for r in b:
         ident = tuple(r[k] for k in sweep_keys) + (r["seed"],)
         by_ident.setdefault(ident, []).append(r)
+    head = sweep_keys + ["seed", "search boundary", "search bracket", "grid brackets with these labels",
+                         "confirmed", "search points", "grid points"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    confirmed = total = 0
     for ident in sorted(set(by_ident) | set(g)):
         grid_b = g.get(ident, [])
-        search_b = [r for r in by_ident.get(ident, []) if r["lo"] != ""]
-        n = max(len(grid_b), len(search_b), 1)
-        for i in range(n):
-            gb = grid_b[i] if i < len(grid_b) else None
-            sb = search_b[i] if i < len(search_b) else None
-            name = f"{(sb or {}).get('left') or (gb or ['?'])[0]} / {(sb or {}).get('right') or (gb or ['', '?'])[1]}"
-            gtxt = f"[{gb[2]:g}, {gb[3]:g}]" if gb else "none"
-            stxt = f"[{float(sb['lo']):g}, {float(sb['hi']):g}]" if sb else "none"
-            ok = False
-            if gb and sb:
-                lo, hi = float(sb["lo"]), float(sb["hi"])
-                ok = (gb[0], gb[1]) == (sb["left"], sb["right"]) and lo <= gb[3] and hi >= gb[2]
-            elif not gb and not sb:
-                ok = True
-            agree_all = agree_all and ok
-            print("| " + " | ".join(list(ident) + [name, gtxt, stxt, "yes" if ok else "NO",
-                                                  str(len(values)), str(evals.get(ident, 0))]) + " |")
-    print(f"all brackets agree: {'yes' if agree_all else 'no'}")
+        for r in by_ident.get(ident, []):
+            if r["lo"] == "":
+                same = [x for x in grid_b]
+                print("| " + " | ".join(list(ident) + [r["note"], "none", str(len(same)) + " grid brackets",
+                                                      "yes" if not same else "NO", str(evals.get(ident, 0)),
+                                                      str(len(values))]) + " |")
+                total += 1
+                confirmed += not same
+                continue
+            lo, hi = float(r["lo"]), float(r["hi"])
+            match = [x for x in grid_b if (x[0], x[1]) == (r["left"], r["right"])]
+            ok = any(x[2] <= hi and x[3] >= lo for x in match)
+            total += 1
+            confirmed += ok
+            gl = ", ".join(f"[{x[2]:g}, {x[3]:g}]" for x in match) or "none"
+            print("| " + " | ".join(list(ident) + [f"{r['left']} / {r['right']}", f"[{lo:g}, {hi:g}]", gl,
+                                                  "yes" if ok else "NO", str(evals.get(ident, 0)),
+                                                  str(len(values))]) + " |")
+    print(f"search boundaries confirmed by the grid: {confirmed} of {total}")
+    if s["column"] == "class":
+        # markov_icl: K1* and K2* by the summary's leading-run rule (plugins/markov_common/
+        # summary.hpp k_boundaries), applied to the grid's points and to the search's points.
+        print()
+        print("K1*, K2* by markov_icl's summary rule (leading runs), on each set of points:")
+        head = sweep_keys + ["seed", "grid classes (m mem, G gen_then_mem, g gen)", "grid K1*", "search K1*",
+                             "agree", "grid K2*", "search K2*", "agree"]
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        gp = final_labels(os.path.join(args.out, "grid"), key, "class", sweep_keys + [key])
+        sp = final_labels(os.path.join(args.out, "search"), key, "class", sweep_keys + [key])
+        for ident in sorted(gp):
+            gk1, gk2 = leading_runs(gp[ident])
+            sk1, sk2 = leading_runs(sp.get(ident, []))
+            letters = "".join({"mem": "m", "gen_then_mem": "G", "gen": "g"}.get(c, "?") for _, c in gp[ident])
+            def txt(x):
+                return f"[{x[0]:g}, {x[1]:g}]" if x else "none"
+            def agree(a, c):
+                return "yes" if (a and c and a[0] <= c[1] and a[1] >= c[0]) or (not a and not c) else "NO"
+            print("| " + " | ".join(list(ident) + [letters, txt(gk1), txt(sk1), agree(gk1, sk1),
+                                                  txt(gk2), txt(sk2), agree(gk2, sk2)]) + " |")
+
+
+def final_labels(out, key, column, keys):
+    rows = read(os.path.join(out, "results.csv"))
+    per = {}
+    for r in rows:
+        if "final" in r and r["final"] != "1":
+            continue
+        ident = tuple(r[k] for k in keys if k != key) + (r["seed"],)
+        per.setdefault(ident, []).append((float(r[key]), r[column]))
+    return {k: sorted(v) for k, v in per.items()}
+
+
+def leading_runs(pts):
+    """(K1* bracket, K2* bracket): the end of the leading run of mem, of memorising classes."""
+    def bracket(pred):
+        i = 0
+        while i < len(pts) and pred(pts[i][1]):
+            i += 1
+        return (pts[i - 1][0], pts[i][0]) if 0 < i < len(pts) else None
+    return bracket(lambda c: c == "mem"), bracket(lambda c: c in ("mem", "gen_then_mem"))
 
 
 if __name__ == "__main__":
