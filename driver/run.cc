@@ -412,6 +412,7 @@ class Run {
       else
         todo_.push_back(&pt);
     }
+    costliest_first(&todo_);
     if (opt_.resume && !start_record()) return kExitWrite;
     return 0;
   }
@@ -437,6 +438,23 @@ class Run {
       done_rows_[plan_->index(s, off)].push_back(Row(recs[r].begin() + long(nlead), recs[r].end()));
     }
     return true;
+  }
+
+  // Points run (and go to MPI ranks) in decreasing order of the plugin's cost estimate, ties in
+  // run order, so the longest points do not start last; without an estimate, in run order. The
+  // tables are rewritten in run order at the end, so the order changes no result.
+  void costliest_first(std::vector<const Point*>* todo) const {
+    std::vector<Point> pts;
+    for (const Point* p : *todo) pts.push_back(*p);
+    const std::vector<double> costs = point_costs(pts, plugin_);
+    if (costs.empty()) return;
+    std::vector<size_t> order(todo->size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return costs[a] > costs[b]; });
+    std::vector<const Point*> sorted;
+    for (size_t i : order) sorted.push_back((*todo)[i]);
+    *todo = std::move(sorted);
   }
 
   // ---------------------------------------------------------------- execute
@@ -553,6 +571,7 @@ class Run {
                           std::to_string(todo.size()) + " point" + (todo.size() > 1 ? "s" : "") +
                           " in " + std::to_string(planned.size()) + " search" +
                           (planned.size() > 1 ? "es" : ""));
+        costliest_first(&todo);
         {
           std::lock_guard<std::mutex> l(round_mu_);
           todo_ = todo;
@@ -590,7 +609,8 @@ class Run {
     }
   }
 
-  // One worker per thread pulls points in order, so early points finish first. When fewer
+  // One worker per thread pulls points in todo_'s order (costliest first where the plugin has an
+  // estimate). When fewer
   // points than threads are left, the idle threads join the running points' parallel loops.
   void run_local() {
     run_on_workers(threads_, [&](int w) {

@@ -133,6 +133,25 @@ TEST_CASE("shards merged equal the one-process run byte for byte, for N = 1, 2, 
   CHECK(count_lines(slurp(dir / "sh25/shard-24-of-25/results.csv")) == 1);
 }
 
+TEST_CASE("points run costliest first where the plugin estimates cost; the tables keep run order") {
+  // toy's estimate is 1 + sleep_ms: on one thread the points must finish 40, 20, 0 (journal
+  // order), while results.csv stays in run order (sleep_ms 0, 20, 40 for each n).
+  TempDir dir;
+  spit(dir / "c.toml",
+       "plugin = \"toy\"\n[run]\nseeds = 1\n[sweep]\nn = [4, 8]\nsleep_ms = [0, 20, 40]\n");
+  const Result r =
+      phaselab({"run", dir / "c.toml", "--out", dir / "one", "--quiet", "--threads", "1"}, dir);
+  REQUIRE(r.rc == 0);
+  CHECK(slurp(dir / "one/journal.csv") ==
+        "n,sleep_ms,seed\n4,40,0\n8,40,0\n4,20,0\n8,20,0\n4,0,0\n8,0,0\n");
+  const std::string res = slurp(dir / "one/results.csv");
+  const size_t a = res.find("\n4,0,0,"), b = res.find("\n4,20,0,"), c = res.find("\n4,40,0,"),
+               d = res.find("\n8,0,0,");
+  CHECK(a < b);
+  CHECK(b < c);
+  CHECK(c < d);
+}
+
 TEST_CASE("--shard balances by the plugin's cost estimate; merge follows the same deal") {
   // Three points cost 61 (sleep_ms = 60) and three cost 1: largest first to the least-loaded
   // shard gives {61, 61} and {61, 1, 1, 1}, i.e. 2 and 4 points; a deal by count would give 3
