@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "driver/config.hpp"
@@ -145,6 +146,92 @@ uint64_t machine_memory_bytes() {
   return uint64_t(pages) * uint64_t(page);
 }
 
+namespace {
+
+// A cgroup limit file's value: "max" (v2) or a number; values of 2^60 and more are v1's
+// "unlimited". 0 when absent, unreadable or unlimited.
+uint64_t read_limit(const std::string& path) {
+  std::string text, why;
+  if (!read_file(path, &text, &why)) return 0;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  if (text.empty() || text == "max") return 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (!end || *end || v == 0 || v >= (1ull << 60)) return 0;
+  return uint64_t(v);
+}
+
+// The smallest limit on the way from `dir` (root + path) up to `root`, each level's file `name`.
+uint64_t smallest_limit(const std::string& root, std::string path, const char* name) {
+  uint64_t best = 0;
+  while (true) {
+    const uint64_t v = read_limit(root + path + (path == "/" ? "" : "/") + name);
+    if (v && (!best || v < best)) best = v;
+    if (path.empty() || path == "/") break;
+    const size_t slash = path.find_last_of('/');
+    path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+  }
+  return best;
+}
+
+uint64_t env_mb(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const unsigned long long mb = std::strtoull(v, &end, 10);
+  return end && (*end == 0 || *end == 'M') && mb > 0 && mb < (1ull << 40) ? uint64_t(mb) << 20 : 0;
+}
+
+}  // namespace
+
+uint64_t cgroup_memory_limit() {
+  const char* r = std::getenv("PHASELAB_CGROUP_ROOT");  // tests point these at a fake tree
+  const char* c = std::getenv("PHASELAB_PROC_CGROUP");
+  const std::string root = r && *r ? r : "/sys/fs/cgroup";
+  std::string text, why;
+  if (!read_file(c && *c ? c : "/proc/self/cgroup", &text, &why)) return 0;
+  uint64_t best = 0;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    const std::string line = text.substr(at, nl - at);
+    at = nl + 1;
+    const size_t c1 = line.find(':'), c2 = c1 == std::string::npos ? c1 : line.find(':', c1 + 1);
+    if (c2 == std::string::npos) continue;
+    const std::string id = line.substr(0, c1), ctl = line.substr(c1 + 1, c2 - c1 - 1),
+                      path = line.substr(c2 + 1);
+    uint64_t v = 0;
+    if (id == "0" && ctl.empty())  // v2: one unified tree
+      v = smallest_limit(root, path, "memory.max");
+    else if (("," + ctl + ",").find(",memory,") != std::string::npos)  // v1: the memory tree
+      v = smallest_limit(root + "/memory", path, "memory.limit_in_bytes");
+    if (v && (!best || v < best)) best = v;
+  }
+  return best;
+}
+
+MemoryLimit memory_limit() {
+  MemoryLimit m;
+  m.bytes = machine_memory_bytes();
+  m.source = "this machine's memory";
+  auto take = [&](uint64_t v, const std::string& source) {
+    if (v && (!m.bytes || v < m.bytes)) {
+      m.bytes = v;
+      m.source = source;
+    }
+  };
+  take(cgroup_memory_limit(), "this process's cgroup memory limit");
+  take(env_mb("SLURM_MEM_PER_NODE"), "the Slurm job's memory (SLURM_MEM_PER_NODE)");
+  if (const uint64_t per_cpu = env_mb("SLURM_MEM_PER_CPU")) {
+    const char* n = std::getenv("SLURM_CPUS_ON_NODE");
+    const long cpus = n && *n ? std::strtol(n, nullptr, 10) : 1;
+    take(per_cpu * uint64_t(std::max(1L, cpus)),
+         "the Slurm job's memory (SLURM_MEM_PER_CPU x SLURM_CPUS_ON_NODE)");
+  }
+  return m;
+}
+
 std::string format_bytes(uint64_t b) {
   char buf[32];
   if (b >= (1ull << 30))
@@ -173,13 +260,23 @@ MemoryEstimate estimate_memory(const RunConfig& cfg, const Plugin& plugin, int t
     while (true) {
       for (size_t a = 0; a < cfg.sweep.size(); ++a)
         params[cfg.sweep[a].param] = cfg.sweep[a].values[pos[a]];
-      const auto v = to_pl_values(params);
-      const uint64_t b = fn(v.data(), uint32_t(v.size()));
-      if (b > m.per_point) {
-        m.per_point = b;
-        m.at.clear();
-        for (const auto& a : cfg.sweep)
-          m.at += (m.at.empty() ? "" : " ") + a.key + "=" + value_text(params[a.param]);
+      for (int end = 0; end < (cfg.search.on ? 2 : 1); ++end) {  // a search: both ends of its key
+        if (cfg.search.on) {
+          ParamValue& k = params[cfg.search.param];
+          k.f = end ? cfg.search.max : cfg.search.min;
+          k.i = int64_t(k.f);
+        }
+        const auto v = to_pl_values(params);
+        const uint64_t b = fn(v.data(), uint32_t(v.size()));
+        if (b > m.per_point) {
+          m.per_point = b;
+          m.at.clear();
+          for (const auto& a : cfg.sweep)
+            m.at += (m.at.empty() ? "" : " ") + a.key + "=" + value_text(params[a.param]);
+          if (cfg.search.on)
+            m.at += (m.at.empty() ? "" : " ") + cfg.search.key + "=" +
+                    value_text(params[cfg.search.param]);
+        }
       }
       if (cfg.sweep.empty()) break;
       size_t a = cfg.sweep.size();
@@ -201,7 +298,8 @@ MemoryEstimate estimate_memory(const RunConfig& cfg, const Plugin& plugin, int t
 }
 
 bool check_memory(const RunConfig& cfg, const Plugin& plugin, int threads, std::string* error) {
-  const uint64_t have = machine_memory_bytes();
+  const MemoryLimit limit = memory_limit();
+  const uint64_t have = limit.bytes;
   if (have == 0) return true;
   const MemoryEstimate m = estimate_memory(cfg, plugin, threads);
   if (m.total <= have / 10 * 8) return true;
@@ -214,7 +312,7 @@ bool check_memory(const RunConfig& cfg, const Plugin& plugin, int threads, std::
   else
     what = format_bytes(m.bookkeeping) + " for the point list";
   *error = cfg.file + ": error: this run needs about " + format_bytes(m.total) + " (" + what +
-           "), more than 80% of this machine's " + format_bytes(have) +
+           "), more than 80% of " + limit.source + ", " + format_bytes(have) +
            "; use smaller sizes or fewer --threads, or pass --force to try anyway";
   return false;
 }

@@ -46,7 +46,16 @@ struct MemoryEstimate {
   uint64_t total = 0;
 };
 MemoryEstimate estimate_memory(const RunConfig& cfg, const Plugin& plugin, int threads);
-// False with a message when the estimate exceeds 80% of the machine's memory.
+// The memory this process may use: the smallest of the machine's physical memory, its cgroup's
+// limit (v2 memory.max, v1 memory.limit_in_bytes, on the way up to the root) and a Slurm job's
+// SLURM_MEM_PER_NODE, or SLURM_MEM_PER_CPU x SLURM_CPUS_ON_NODE (MB); `source` says which.
+struct MemoryLimit {
+  uint64_t bytes = 0;  // 0: unknown
+  std::string source;
+};
+MemoryLimit memory_limit();
+uint64_t cgroup_memory_limit();  // 0: none found
+// False with a message when the estimate exceeds 80% of memory_limit().
 bool check_memory(const RunConfig& cfg, const Plugin& plugin, int threads, std::string* error);
 
 // "1.5 GB".

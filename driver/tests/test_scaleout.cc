@@ -490,3 +490,56 @@ TEST_CASE(
   CHECK(r.rc == 0);
   CHECK(r.err.find("0 to run") != std::string::npos);
 }
+
+TEST_CASE(
+    "the memory check reads the job's limit: cgroup v2 and v1, SLURM_MEM_PER_NODE and PER_CPU") {
+  // toy claims mem_mb per point; 2 points at once. A fake cgroup tree stands in for the kernel's.
+  TempDir dir;
+  spit(dir / "c.toml",
+       "plugin = \"toy\"\n[run]\nthreads = 2\n[sweep]\nn = [4, 8]\n[toy]\nmem_mb = 100\n");
+  // No limit below the machine's memory: runs.
+  const Result free_run =
+      phaselab({"check", dir / "c.toml"}, dir, {"PHASELAB_PROC_CGROUP=" + (dir / "none")});
+  CHECK(free_run.rc == 0);
+  // v2: the parent's memory.max (200 MB) applies to the child ("max"): 2 x 100 MB > 80%.
+  REQUIRE(::mkdir((dir / "v2").c_str(), 0755) == 0);
+  REQUIRE(::mkdir((dir / "v2/job").c_str(), 0755) == 0);
+  REQUIRE(::mkdir((dir / "v2/job/step").c_str(), 0755) == 0);
+  spit(dir / "v2/job/memory.max", "209715200\n");
+  spit(dir / "v2/job/step/memory.max", "max\n");
+  spit(dir / "cg2", "0::/job/step\n");
+  const Result v2 =
+      phaselab({"check", dir / "c.toml"}, dir,
+               {"PHASELAB_PROC_CGROUP=" + (dir / "cg2"), "PHASELAB_CGROUP_ROOT=" + (dir / "v2")});
+  CHECK(v2.rc == 2);
+  CHECK(v2.err.find("more than 80% of this process's cgroup memory limit, 200.0 MB") !=
+        std::string::npos);
+  // v1: the memory controller's tree.
+  REQUIRE(::mkdir((dir / "v1").c_str(), 0755) == 0);
+  REQUIRE(::mkdir((dir / "v1/memory").c_str(), 0755) == 0);
+  REQUIRE(::mkdir((dir / "v1/memory/slurm").c_str(), 0755) == 0);
+  spit(dir / "v1/memory/memory.limit_in_bytes", "9223372036854771712\n");  // unlimited
+  spit(dir / "v1/memory/slurm/memory.limit_in_bytes", "157286400\n");
+  spit(dir / "cg1", "5:cpuset:/\n4:memory:/slurm\n0::/\n");
+  const Result v1 =
+      phaselab({"check", dir / "c.toml"}, dir,
+               {"PHASELAB_PROC_CGROUP=" + (dir / "cg1"), "PHASELAB_CGROUP_ROOT=" + (dir / "v1")});
+  CHECK(v1.rc == 2);
+  CHECK(v1.err.find("cgroup memory limit, 150.0 MB") != std::string::npos);
+  // Slurm's --mem and --mem-per-cpu (MB), the smallest limit wins.
+  const Result node =
+      phaselab({"run", dir / "c.toml", "--out", dir / "r1"}, dir,
+               {"PHASELAB_PROC_CGROUP=" + (dir / "none"), "SLURM_MEM_PER_NODE=240"});
+  CHECK(node.rc == 2);
+  CHECK(node.err.find("(SLURM_MEM_PER_NODE), 240.0 MB") != std::string::npos);
+  CHECK(!exists(dir / "r1/results.csv"));
+  const Result cpu = phaselab(
+      {"check", dir / "c.toml"}, dir,
+      {"PHASELAB_PROC_CGROUP=" + (dir / "none"), "SLURM_MEM_PER_CPU=100", "SLURM_CPUS_ON_NODE=2"});
+  CHECK(cpu.rc == 2);
+  CHECK(cpu.err.find("SLURM_MEM_PER_CPU x SLURM_CPUS_ON_NODE), 200.0 MB") != std::string::npos);
+  const Result enough =
+      phaselab({"check", dir / "c.toml"}, dir,
+               {"PHASELAB_PROC_CGROUP=" + (dir / "none"), "SLURM_MEM_PER_NODE=1000"});
+  CHECK(enough.rc == 0);
+}
