@@ -323,9 +323,9 @@ class Run {
     if (!lock_.acquire(out_, &why, &lock_note_)) return usage_error(why);
     json_path_ = out_ + "/run.json";
     if (!opt_.resume && (fs::exists(out_ + "/results.csv") || fs::exists(json_path_)))
-      return usage_error(out_ +
-                         " already holds a run (results.csv); pass --resume to continue it, or "
-                         "choose another --out");
+      return usage_error(out_ + " already holds a run (" +
+                         (fs::exists(out_ + "/results.csv") ? "results.csv" : "run.json") +
+                         "); pass --resume to continue it, or choose another --out");
     if (opt_.resume && fs::exists(json_path_) &&
         !check_resume_matches(out_, resolved_config(cfg_, plugin_, kt_.target ? kt_.target : ""),
                               &why))

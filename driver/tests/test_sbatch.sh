@@ -49,5 +49,21 @@ for f in results.csv history.csv; do
   fi
 done
 [[ -d $tmp/sweep/shard-0-of-3 && -d $tmp/sweep/shard-2-of-3 ]] || status=1
+
+# A task killed while it was starting (its folder holds run.json saying "running", no results.csv
+# yet) must continue when Slurm requeues it: the shard step always passes --resume.
+"$PHASELAB" run "$tmp/s.toml" --shard 1/3 --out "$tmp/requeue" --quiet
+rm "$tmp/requeue/shard-1-of-3/results.csv" "$tmp/requeue/shard-1-of-3/journal.csv"
+sed -i 's/"status": "ok"/"status": "running"/' "$tmp/requeue/shard-1-of-3/run.json"
+if SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_COUNT=3 SLURM_CPUS_PER_TASK=1 \
+  PHASELAB_SWEEP_STEP=shard bash "$root/scripts/slurm/sweep.sbatch" "$tmp/s.toml" "$tmp/requeue" 3 \
+  >"$tmp/requeue.log" 2>&1 && cmp -s "$tmp/sweep/shard-1-of-3/results.csv" \
+  "$tmp/requeue/shard-1-of-3/results.csv"; then
+  echo "a shard killed at start-up continues on requeue: ok"
+else
+  echo "a shard killed at start-up did not continue on requeue:"
+  cat "$tmp/requeue.log"
+  status=1
+fi
 ((status == 0)) || { cat "$tmp"/*.log 2>/dev/null | tail -n 40; }
 exit $status
