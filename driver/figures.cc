@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -31,11 +32,46 @@ bool same_cell(const std::string& a, const std::string& b) {
   return number(a, &x) && number(b, &y) && x == y;
 }
 
-// Single-quoted gnuplot string (no escapes inside; a quote is doubled).
+// Text for one line of a gnuplot script or data file: control characters become spaces. A
+// newline inside a string would end it and run the next line as a command (a title or a CSV
+// cell must never run anything); in a comment of the .dat file it would add data lines.
+std::string one_line(const std::string& s) {
+  std::string o = s;
+  for (char& c : o)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  return o;
+}
+
+// Single-quoted gnuplot string on one line (no escapes inside; a quote is doubled; gnuplot does
+// not expand backquotes or macros inside single quotes).
 std::string gp(const std::string& s) {
   std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("''") : std::string(1, c);
+  for (char c : one_line(s)) o += c == '\'' ? std::string("''") : std::string(1, c);
   return o + "'";
+}
+
+// Whether `options` (a series' gnuplot options after its style) is only words and numbers
+// (lw 2 dt 3 pt 7 ps 1.5) and quoted colours (lc rgb 'gray', lc rgb "#ff8800"): nothing that
+// could end the plot element and start another (a comma), a command (a semicolon) or call a
+// function (parentheses, system("...")).
+bool safe_options(const std::string& options) {
+  auto plain = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' ||
+           c == '#' || c == '_';
+  };
+  for (size_t i = 0; i < options.size(); ++i) {
+    const char c = options[i];
+    if (c == '\'' || c == '"') {
+      const size_t end = options.find(c, i + 1);
+      if (end == std::string::npos) return false;
+      for (size_t j = i + 1; j < end; ++j)
+        if (!plain(options[j]) && options[j] != ' ') return false;
+      i = end;
+    } else if (!plain(c) && c != ' ') {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string find_in_path(const std::string& exe) {
@@ -543,11 +579,13 @@ class Figure {
   // Data file: one block per (panel, series), separated by two blank lines (gnuplot `index`).
   void write_data() {
     if (pd_) {
-      dat_ = "# " + name_ + ": from " + pd_->table + ".csv, written by phaselab\n";
+      dat_ =
+          "# " + one_line(name_) + ": from " + one_line(pd_->table) + ".csv, written by phaselab\n";
     } else {
       std::vector<std::string> files;
       for (const auto& s : src_) files.push_back(s.file);
-      dat_ = "# " + name_ + ": written by phaselab plot from " + joined(files) + "\n";
+      dat_ = "# " + one_line(name_) + ": written by phaselab plot from " + one_line(joined(files)) +
+             "\n";
       csv_ = "series,x,y,se,n\n";
     }
     size_t block = 0;
@@ -562,8 +600,10 @@ class Figure {
       for (size_t si = 0; si < series_keys_.size(); ++si) {
         auto it = data_.find({panel_values_[pi], si});
         if (it == data_.end()) continue;
-        dat_ += "# " + (faceted_ ? facet_name_ + "=" + panel_values_[pi] + ": " : "") +
-                series_titles_[si] + "\n";
+        dat_ += "# " +
+                one_line((faceted_ ? facet_name_ + "=" + panel_values_[pi] + ": " : "") +
+                         series_titles_[si]) +
+                "\n";
         const std::string spec = gp(name_ + ".dat") + " index " + std::to_string(block);
         const auto& rows = it->second;
         const Kind kind = series_kinds_[si];
@@ -862,8 +902,8 @@ class Figure {
   std::string script() const {
     std::string axes = heatmap_ ? heatmap_axes() : xy_axes();
     if (hist_) axes += "set style fill transparent solid 0.3\n";
-    std::string g =
-        "# " + name_ + ".png from " + name_ + ".dat; redraw with: gnuplot " + name_ + ".gp\n";
+    std::string g = "# " + one_line(name_) + ".png from " + one_line(name_) +
+                    ".dat; redraw with: gnuplot " + one_line(name_) + ".gp\n";
     if (dropped_) g += "# " + std::to_string(dropped_) + " rows outside the declared categories\n";
     return g + (faceted_ ? faceted_script(axes) : single_script(axes));
   }
@@ -896,8 +936,8 @@ class Figure {
     const size_t width = 380 * cols + (legend() ? 240 : 0), height = 50 + 300 * rows;
     const double strip = legend() ? 240.0 / double(width) : 0.0, top = 40.0 / double(height);
     const double pw = (1 - strip) / double(cols), ph = (1 - top) / double(rows);
-    std::string g = "# facets: " + std::to_string(panels) + " panels by " + facet_name_ + ", " +
-                    std::to_string(rows) + " rows x " + std::to_string(cols) + " columns\n";
+    std::string g = "# facets: " + std::to_string(panels) + " panels by " + one_line(facet_name_) +
+                    ", " + std::to_string(rows) + " rows x " + std::to_string(cols) + " columns\n";
     g += "set terminal " + terminal() + " size " + std::to_string(width) + "," +
          std::to_string(height) + " font ',9'\n";
     g += "set termoption noenhanced\n";
@@ -1076,6 +1116,13 @@ bool parse_series(const std::string& text, SeriesSpec* s, std::string* error) {
       const size_t sp = v.find(' ');
       s->style = v.substr(0, sp);
       s->options = sp == std::string::npos ? "" : v.substr(sp + 1);
+      if (!safe_options(s->options)) {
+        *error = "series " + driver::quoted(text) + ": style options " +
+                 driver::quoted(s->options) +
+                 " may hold only words, numbers and quoted colours (e.g. lw 2 dt 3 lc rgb "
+                 "'gray')";
+        return false;
+      }
       if (s->style != "lines" && s->style != "points" && s->style != "linespoints" &&
           s->style != "mean") {
         *error = "series " + driver::quoted(text) + ": style " + driver::quoted(s->style) +
@@ -1186,6 +1233,45 @@ bool select_source(const SeriesSpec& sp, Source* s, std::string* why) {
   return true;
 }
 
+// `phaselab plot --out FIG.png` writes FIG.png, FIG.gp, FIG.dat, FIG.csv and FIG.log. None may be
+// one of the plot's input tables, nor an existing file that an earlier `phaselab plot` to FIG.png
+// did not write (a run's results.csv or journal.csv, a run figure's .gp and .dat, a user's
+// file): *why says which, and nothing is written.
+bool check_outputs(const std::filesystem::path& out, const std::vector<Source>& sources,
+                   std::string* why) {
+  namespace fs = std::filesystem;
+  const std::string stem = out.stem().string();
+  const fs::path base = out.parent_path() / stem;
+  auto starts = [](const fs::path& p, const std::string& head) {
+    std::string text;
+    return read_file(p.string(), &text, nullptr) && text.compare(0, head.size(), head) == 0;
+  };
+  const bool ours = starts(fs::path(base.string() + ".dat"),
+                           "# " + one_line(stem) + ": written by phaselab plot from ");
+  for (const char* ext : {".png", ".gp", ".dat", ".csv", ".log"}) {
+    const fs::path p = base.string() + ext;
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(p, ec);
+    if (ec || !fs::exists(st)) continue;
+    for (const Source& s : sources)
+      if (fs::equivalent(p, s.file, ec)) {
+        *why = "--out " + out.string() + " would overwrite " + p.string() +
+               ", a table this plot reads; choose another --out";
+        return false;
+      }
+    const bool mine = fs::is_regular_file(st) && ours &&
+                      (std::string(ext) != ".csv" || starts(p, "series,x,y,se,n\n"));
+    if (!mine) {
+      *why = "--out " + out.string() + " would overwrite " + p.string() +
+             ", which no earlier phaselab plot to " + out.filename().string() +
+             " wrote (phaselab plot writes FIG.png, .gp, .dat, .csv and .log); choose another "
+             "--out or remove it";
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 PlotOutcome draw_plot(const PlotSpec& spec) {
@@ -1195,6 +1281,11 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
   if (out.extension() != ".png" || out.stem().empty()) {
     o.status = 2;
     o.error = "--out must name a .png file, got " + driver::quoted(spec.out);
+    return o;
+  }
+  if (one_line(spec.out) != spec.out) {
+    o.status = 2;
+    o.error = "--out " + driver::quoted(spec.out) + " holds a control character (a newline?)";
     return o;
   }
   if (spec.series.empty()) {
@@ -1212,6 +1303,10 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
   if (!fill_params(&filled.title, sources[0].file, &o.error)) {
     o.status = 2;
     o.error = "--title: " + o.error;
+    return o;
+  }
+  if (!check_outputs(out, sources, &o.error)) {
+    o.status = 2;
     return o;
   }
   const std::string fig_dir = out.parent_path().empty() ? "." : out.parent_path().string();
