@@ -362,11 +362,15 @@ class Run {
       return kExitWrite;
     }
     for (const auto& n : notes) std::fprintf(stderr, "phaselab: %s\n", n.c_str());
+    const std::map<uint64_t, size_t> kept_rows = store_.row_counts();
     for (const auto& pt : points_) {
-      if (done_.count(pt.index))
+      if (done_.count(pt.index)) {
         recs_[pt.index].status = PointStatus::resumed;
-      else
+        const auto it = kept_rows.find(pt.index);  // its rows, for merge's check
+        recs_[pt.index].rows = it == kept_rows.end() ? 0 : it->second;
+      } else {
         todo_.push_back(&pt);
+      }
     }
     if (opt_.resume && !start_record()) return kExitWrite;
     return 0;
