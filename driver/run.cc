@@ -50,7 +50,12 @@ namespace fs = std::filesystem;
 std::atomic<int> g_stop{0};
 int g_abort_pipe[2] = {-1, -1};  // a second Ctrl-C writes here; the abort watcher records
 
+// SIGINT, SIGTERM, SIGHUP (the terminal closed) and SIGPIPE (`phaselab run ... | head` and the
+// reader gone) stop the run the same way: finished points kept, run.json "interrupted", the lock
+// released. A SIGPIPE never escalates to the abort: every later write to the closed pipe raises
+// another one, and each only fails with EPIPE.
 extern "C" void on_signal(int sig) {
+  if (sig == SIGPIPE && g_stop.load() != 0) return;
   if (g_stop.exchange(1) != 0) {  // second Ctrl-C: record what finished and exit at once
     if (g_abort_pipe[1] >= 0) {
       (void)!::write(g_abort_pipe[1], "x", 1);
@@ -830,7 +835,7 @@ bool stop_requested() { return g_stop.load() != 0; }
 
 namespace {
 struct sigaction g_old_int {
-}, g_old_term{};
+}, g_old_term{}, g_old_hup{}, g_old_pipe{};
 }  // namespace
 
 void install_stop_handlers() {
@@ -840,11 +845,15 @@ void install_stop_handlers() {
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, &g_old_int);
   ::sigaction(SIGTERM, &sa, &g_old_term);
+  ::sigaction(SIGHUP, &sa, &g_old_hup);
+  ::sigaction(SIGPIPE, &sa, &g_old_pipe);
 }
 
 void restore_stop_handlers() {
   ::sigaction(SIGINT, &g_old_int, nullptr);
   ::sigaction(SIGTERM, &g_old_term, nullptr);
+  ::sigaction(SIGHUP, &g_old_hup, nullptr);
+  ::sigaction(SIGPIPE, &g_old_pipe, nullptr);
 }
 
 void run_on_workers(int threads, const std::function<void(int)>& worker) {
