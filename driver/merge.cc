@@ -16,6 +16,7 @@
 #include "driver/config.hpp"
 #include "driver/figures.hpp"
 #include "driver/json_text.hpp"
+#include "driver/limits.hpp"
 #include "driver/outputs.hpp"
 #include "driver/plugins.hpp"
 #include "driver/progress.hpp"
@@ -250,6 +251,10 @@ class Merge {
                       (sh.contains(k) ? short_json(sh[k]) : std::string("nothing")));
       s.spec.index = sh["index"].get<uint64_t>();
       s.spec.count = sh["count"].get<uint64_t>();
+      if (s.spec.count > kMaxPoints)
+        return fail(dir + "/run.json: shard.count " + std::to_string(s.spec.count) +
+                    " is more than the most points a run may have (" + std::to_string(kMaxPoints) +
+                    ")");
       if (s.spec.count == 0 || s.spec.index >= s.spec.count)
         return fail(dir + "/run.json: shard " + std::to_string(s.spec.index) + " of " +
                     std::to_string(s.spec.count) + " is not a shard I of N with 0 <= I < N");

@@ -321,6 +321,14 @@ TEST_CASE("merge refuses tables whose rows do not match the journal, and bad sha
     spit(s1 + "/run.json", r);
     refused("shard 1 of 0 is not a shard I of N");
   }
+  SUBCASE("shard.count huge") {
+    std::string r = rec;
+    const size_t at = r.find("\"count\": 2");
+    REQUIRE(at != std::string::npos);
+    r.replace(at, 10, "\"count\": 999999999999999999");
+    spit(s1 + "/run.json", r);
+    refused("shard.count 999999999999999999 is more than the most points a run may have");
+  }
   SUBCASE("a string where a number goes") {
     std::string r = rec;
     const size_t at = r.find("\"index\": 1");
@@ -393,6 +401,16 @@ TEST_CASE("--shard: I/N, auto from job-array environments, and its errors") {
   CHECK(r.err.find("I must be in [0, 4)") != std::string::npos);
   r = shard_of({}, "1/x");
   CHECK(r.rc == 2);
+  // A huge N is refused before anything is made (it aborted with bad_alloc, folder and lock
+  // left); a Slurm array of 0 tasks names itself.
+  r = shard_of({}, "1/999999999999999999");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--shard 1/999999999999999999: N must be at most 100000") != std::string::npos);
+  CHECK_FALSE(exists(dir / "a/shard-1-of-999999999999999999"));
+  r = shard_of({"SLURM_ARRAY_TASK_ID=0", "SLURM_ARRAY_TASK_COUNT=0"}, "auto");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("SLURM_ARRAY_TASK_COUNT=0 must be in [1, 100000]") != std::string::npos);
+  CHECK(r.err.find("18446744073709551615") == std::string::npos);
   r = phaselab({"run", dir / "s.toml", "--shard", "0/2", "--quiet"}, dir);
   CHECK(r.rc == 2);
   CHECK(r.err.find("--shard needs the run folder") != std::string::npos);
