@@ -19,9 +19,11 @@ fi
 exe=$(find "$tmp/root" -path '*/bin/phaselab' -type f | head -n 1)
 kernels=$(find "$tmp/root" -name 'libphaselab_kernels.so*' | head -n 1)
 [[ -n $exe && -n $kernels ]] || { echo "FAIL: no installed phaselab or kernel library"; exit 1; }
-export LD_LIBRARY_PATH=$(dirname "$kernels")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+libdir=$(dirname "$kernels")
+export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 unset PHASELAB_PLUGIN_PATH
 fail=0
+configs=0
 list=$("$exe" list 2>&1)
 for p in copy_task copy_theory markov_icl markov_minimal circuits; do
   if ! grep -q "^$p " <<<"$list"; then
@@ -29,8 +31,9 @@ for p in copy_task copy_theory markov_icl markov_minimal circuits; do
     fail=1
   fi
 done
-cd "$tmp"  # run folders named in configs (runs/...) do not exist here
+cd "$tmp" || exit 1  # run folders named in configs (runs/...) do not exist here
 for cfg in "$root"/configs/*.toml; do
+  configs=$((configs + 1))
   out=$("$exe" check "$cfg" 2>&1)
   rc=$?
   if [[ $(basename "$cfg") == circuits_from_run.toml ]]; then
@@ -43,5 +46,5 @@ for cfg in "$root"/configs/*.toml; do
     fail=1
   fi
 done
-[[ $fail == 0 ]] && echo "ok: 5 plugins installed, $(ls "$root"/configs/*.toml | wc -l) configs checked"
+[[ $fail == 0 ]] && echo "ok: 5 plugins installed, $configs configs checked"
 exit $fail
