@@ -291,8 +291,8 @@ bool read_source(const std::string& file, Source* s, std::string* why) {
 class Figure {
  public:
   Figure(const pl_plot_decl& pd, const std::map<std::string, std::string>& constants,
-         const Tool& tool)
-      : pd_(&pd), constants_(&constants), tool_(tool) {
+         const std::vector<std::string>& params, const Tool& tool)
+      : pd_(&pd), constants_(&constants), params_(params), tool_(tool) {
     name_ = pd.name;
     res_.name = pd.name;
     // The optional style, as much of it as the plugin's struct has (later fields stay zero).
@@ -449,7 +449,30 @@ class Figure {
       facet_name_ = header()[size_t(fc_)];
     }
     if (heatmap_) groups.clear();
+    find_pooled();
     return true;
+  }
+
+  // Swept parameters (columns that are parameters, not constants) the figure neither draws on an
+  // axis nor groups, facets or filters by, and that vary in the rows drawn: its means (and
+  // histograms) pool over them. The title and the y label say so; a curve labelled "mean +- s.e.
+  // over seeds" must not silently average several settings.
+  void find_pooled() {
+    const Source& s = src_[0];
+    for (const auto& name : params_) {
+      const int c = col(name);
+      if (c < 0 || constants_->count(name) || c == s.xc || c == fc_ || c == zc_) continue;
+      bool used = std::find(s.groups.begin(), s.groups.end(), c) != s.groups.end();
+      for (const auto& y : s.ys) used = used || y.second == c;
+      for (const auto& f : s.filters) used = used || f.first == c;
+      std::string v;
+      if (!used && !single_value(c, &v)) pooled_.push_back(name);
+    }
+  }
+  std::string pooled_text() const {
+    std::string t;
+    for (const auto& p : pooled_) t += (t.empty() ? "" : ", ") + p;
+    return t;
   }
 
   // Position of a cell on a categorical axis, or its number; false to skip the row.
@@ -772,10 +795,12 @@ class Figure {
       if (style_.ylabel && *style_.ylabel) l = style_.ylabel;
     }
     const auto& groups = src_[0].groups;
-    if (any_errorbars_)
-      l += col("seed") >= 0 && std::find(groups.begin(), groups.end(), col("seed")) == groups.end()
-               ? " (mean +- s.e. over seeds)"
-               : " (mean +- s.e.)";
+    const bool seeds =
+        col("seed") >= 0 && std::find(groups.begin(), groups.end(), col("seed")) == groups.end();
+    if (any_errorbars_ && !pooled_.empty())
+      l += " (mean +- s.e. over " + std::string(seeds ? "seeds and " : "") + pooled_text() + ")";
+    else if (any_errorbars_)
+      l += seeds ? " (mean +- s.e. over seeds)" : " (mean +- s.e.)";
     return l;
   }
 
@@ -896,7 +921,10 @@ class Figure {
   std::string title() const {
     if (ps_) return ps_->title.empty() ? name_ : ps_->title;
     std::string t = pd_->title && *pd_->title ? pd_->title : pd_->name;
-    return fixed_.empty() ? t : t + " (" + fixed_ + ")";
+    std::string notes = fixed_;
+    if (!pooled_.empty())
+      notes += std::string(notes.empty() ? "" : "; ") + "pooled over " + pooled_text();
+    return notes.empty() ? t : t + " (" + notes + ")";
   }
 
   std::string script() const {
@@ -1013,7 +1041,9 @@ class Figure {
 
   const pl_plot_decl* pd_ = nullptr;                               // a run figure's declaration
   const std::map<std::string, std::string>* constants_ = nullptr;  // and the run's constants
-  const PlotSpec* ps_ = nullptr;                                   // or `phaselab plot`'s figure
+  std::vector<std::string> params_;  // the plugin's parameter names (run figures)
+  std::vector<std::string> pooled_;  // swept parameters the run figure averages over
+  const PlotSpec* ps_ = nullptr;     // or `phaselab plot`'s figure
   const Tool& tool_;
   std::string name_;  // file names: <name>.png, .gp, .dat (and .csv for `phaselab plot`)
   FigureResult res_;
@@ -1055,8 +1085,11 @@ std::vector<FigureResult> render_figures(const pl_plugin& plugin, const std::str
   const Tool tool = find_gnuplot(fig_dir);
   *have_tool = !tool.exe.empty();
   *tool_text = tool.exe.empty() ? tool.why : "gnuplot " + tool.version + " (" + tool.terminal + ")";
+  std::vector<std::string> params;
+  for (uint32_t i = 0; i < plugin.num_params; ++i)
+    if (plugin.params && plugin.params[i].name) params.push_back(plugin.params[i].name);
   for (uint32_t i = 0; i < plugin.num_plots; ++i)
-    out.push_back(Figure(plugin.plots[i], constants, tool).draw(out_dir, fig_dir));
+    out.push_back(Figure(plugin.plots[i], constants, params, tool).draw(out_dir, fig_dir));
   return out;
 }
 
