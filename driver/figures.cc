@@ -259,7 +259,8 @@ struct Source {
   std::vector<int> groups;                           // one series per distinct combination
   std::string title;                                 // template ({column}); "" = group labels
   Kind kind = Kind::Mean;
-  std::string options;  // extra gnuplot options of its series
+  std::string options;              // extra gnuplot options of its series
+  std::vector<std::string> pooled;  // `phaselab plot` style=mean: swept keys it averages over
   int col(const std::string& c) const {
     const auto& h = recs[0];
     auto it = std::find(h.begin(), h.end(), c);
@@ -501,11 +502,17 @@ class Figure {
         for (size_t at = t.find(ph); at != std::string::npos; at = t.find(ph, at))
           t.replace(at, ph.size(), rec[size_t(g)]), at += rec[size_t(g)].size();
       }
-      return t;
+      return t + pooled_note(s);
     }
     std::string title = glabel;
     if (s.ys.size() > 1 || title.empty()) title += (title.empty() ? "" : " ") + yname;
-    return title;
+    return title + pooled_note(s);
+  }
+
+  static std::string pooled_note(const Source& s) {
+    std::string t;
+    for (const auto& p : s.pooled) t += (t.empty() ? "" : ", ") + p;
+    return t.empty() ? "" : " (pooled over " + t + ")";
   }
 
   // The rows into data_[(panel value, series)]. Heat maps: one series; its points carry z.
@@ -919,7 +926,10 @@ class Figure {
     return tool_.terminal.empty() ? std::string("pngcairo") : tool_.terminal;
   }
   std::string title() const {
-    if (ps_) return ps_->title.empty() ? name_ : ps_->title;
+    if (ps_) {  // one curve has no legend entry: the title says what it pools
+      const std::string t = ps_->title.empty() ? name_ : ps_->title;
+      return legend() || src_.size() != 1 ? t : t + pooled_note(src_[0]);
+    }
     std::string t = pd_->title && *pd_->title ? pd_->title : pd_->name;
     std::string notes = fixed_;
     if (!pooled_.empty())
@@ -1215,6 +1225,8 @@ bool fill_params(std::string* text, const std::string& table, std::string* why) 
   return true;
 }
 
+void find_pooled(Source* s);
+
 // A series' table read and its columns looked up; every column it names must be in the table.
 bool select_source(const SeriesSpec& sp, Source* s, std::string* why) {
   std::string file = sp.table;
@@ -1263,7 +1275,40 @@ bool select_source(const SeriesSpec& sp, Source* s, std::string* why) {
             : sp.style == "linespoints" ? Kind::LinesPoints
                                         : Kind::Lines;
   s->options = sp.options;
+  if (s->kind == Kind::Mean) find_pooled(s);
   return true;
+}
+
+// style=mean averages the rows that share an x within a curve: the keys the run (run.json beside
+// the table) sweeps that the series neither draws, groups by nor fixes with where=, and that vary
+// in its rows, are pooled; the legend entry and a warning say so.
+void find_pooled(Source* s) {
+  std::string text;
+  const std::string json_path =
+      (std::filesystem::path(s->file).parent_path() / "run.json").lexically_normal().string();
+  if (!read_file(json_path, &text, nullptr)) return;
+  const nlohmann::json run = nlohmann::json::parse(text, nullptr, false);
+  if (!run.is_object() || !run.contains("config") || !run["config"].is_object() ||
+      !run["config"].contains("sweep") || !run["config"]["sweep"].is_object())
+    return;
+  for (auto it = run["config"]["sweep"].begin(); it != run["config"]["sweep"].end(); ++it) {
+    const std::string& k = it.key();
+    const int c = s->col(k);
+    if (c < 0 || c == s->xc || std::find(s->groups.begin(), s->groups.end(), c) != s->groups.end())
+      continue;
+    bool fixed = false;
+    for (const auto& f : s->filters) fixed = fixed || f.first == c;
+    if (fixed) continue;
+    std::string first;
+    bool seen = false, varies = false;
+    for (size_t r = 1; r < s->recs.size() && !varies; ++r) {
+      if (!s->kept(s->recs[r])) continue;
+      const std::string& v = s->recs[r][size_t(c)];
+      if (!seen) first = v, seen = true;
+      varies = !same_cell(v, first);
+    }
+    if (varies) s->pooled.push_back(k);
+  }
 }
 
 // `phaselab plot --out FIG.png` writes FIG.png, FIG.gp, FIG.dat, FIG.csv and FIG.log. None may be
@@ -1347,6 +1392,12 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
   fs::create_directories(fig_dir, ec);  // a failure shows as the write error
   const Tool tool = find_gnuplot(fig_dir);
   o.tool = tool.exe.empty() ? tool.why : "gnuplot " + tool.version + " (" + tool.terminal + ")";
+  std::vector<std::string> pooled;
+  for (const auto& src : sources) {
+    std::string t;
+    for (const auto& p : src.pooled) t += (t.empty() ? "" : ", ") + p;
+    pooled.push_back(t);
+  }
   Figure fig(filled, std::move(sources), tool);
   std::vector<size_t> rows;
   o.status = fig.draw_plot(fig_dir, &rows);
@@ -1356,6 +1407,11 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
     if (rows[i] == 0)
       o.warnings.push_back("series " + std::to_string(i + 1) + " (" + spec.series[i].text +
                            ") selects no rows");
+  for (size_t i = 0; i < pooled.size(); ++i)
+    if (!pooled[i].empty())
+      o.warnings.push_back("series " + std::to_string(i + 1) + " (" + spec.series[i].text +
+                           ") averages over the swept keys " + pooled[i] +
+                           " (style=mean; add them to group= or where= to keep them apart)");
   return o;
 }
 

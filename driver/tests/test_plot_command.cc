@@ -133,6 +133,34 @@ TEST_CASE("plot: --out never overwrites an input table or a run folder's files")
   CHECK(slurp(rd + "/results.csv") == kTable);
 }
 
+// style=mean averages the rows at one x: a key the run sweeps that the series leaves out of x=,
+// group= and where= is pooled, and the warning and the legend entry say which.
+TEST_CASE("plot: style=mean names the swept keys it pools") {
+  namespace dt = pl::driver_test;
+  TempDir dir("pl_plot_pooled");
+  auto run = [&](const std::vector<std::string>& args) {
+    const std::string tag = dt::next_tag();
+    return dt::finish(dt::spawn(dt::phaselab_exe(), args, dir, tag), dir, tag);
+  };
+  const std::string rd = dir / "run";
+  REQUIRE(::mkdir(rd.c_str(), 0755) == 0);
+  spit(rd + "/run.json", R"({"config": {"sweep": {"init": ["a", "b"], "P": [8, 16]}}})");
+  spit(rd + "/results.csv",
+       "init,P,seed,cG\na,8,0,1\na,8,1,2\nb,8,0,5\nb,8,1,6\na,16,0,1\nb,16,0,5\n");
+  auto r = run({"plot", "--out", dir / "m.png", rd + ":x=P:y=cG:style=mean"});
+  CAPTURE(r.err);
+  CHECK(r.rc == 0);
+  CHECK(r.err.find("averages over the swept keys init (style=mean") != std::string::npos);
+  CHECK(slurp(dir / "m.gp").find("(pooled over init)'") != std::string::npos);
+  r = run({"plot", "--out", dir / "g.png", rd + ":x=P:y=cG:style=mean:group=init"});
+  CHECK(r.rc == 0);
+  CHECK(r.err.find("averages over") == std::string::npos);
+  CHECK(slurp(dir / "g.gp").find("pooled over") == std::string::npos);
+  r = run({"plot", "--out", dir / "w.png", rd + ":x=P:y=cG:style=mean:where=init=a"});
+  CHECK(r.rc == 0);
+  CHECK(r.err.find("averages over") == std::string::npos);
+}
+
 // Nothing passed to gnuplot runs: a newline in --title, --xlabel, --ylabel, a series title= or a
 // CSV group value stays inside its string, and style options that could start another plot
 // element or call a function are refused.
