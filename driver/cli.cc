@@ -104,7 +104,8 @@ const std::vector<CommandSpec>& commands() {
        "finished. One phaselab at a time writes a run folder (run.lock).\n"
        "exit status: 0 ok, 2 usage or config error, 3 plugin load or ABI error, 4 a point failed\n"
        "(recorded with its reason; the other points still ran), 5 the run folder could not be\n"
-       "written (disk full, I/O error: path and errno printed; --resume continues).\n"},
+       "written (disk full, I/O error: path and errno printed; --resume continues) or memory ran\n"
+       "out.\n"},
       {"merge",
        "phaselab merge OUT SHARD_DIR... [--quiet]",
        -3,
@@ -265,7 +266,8 @@ void print_usage(std::FILE* f) {
       "  phaselab --version        version and git commit\n"
       "\n"
       "exit status: 0 ok, 2 usage or config error, 3 plugin load or ABI error,\n"
-      "4 a point failed (the others still ran), 130 interrupted.\n"
+      "4 a point failed (the others still ran), 5 a file could not be written (disk full,\n"
+      "I/O error) or memory ran out, 130 interrupted (Ctrl-C, SIGTERM, SIGHUP, SIGPIPE).\n"
       "plugin search path: PHASELAB_PLUGIN_PATH, then this phaselab's plugin folder.\n");
 }
 

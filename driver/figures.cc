@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -31,11 +32,46 @@ bool same_cell(const std::string& a, const std::string& b) {
   return number(a, &x) && number(b, &y) && x == y;
 }
 
-// Single-quoted gnuplot string (no escapes inside; a quote is doubled).
+// Text for one line of a gnuplot script or data file: control characters become spaces. A
+// newline inside a string would end it and run the next line as a command (a title or a CSV
+// cell must never run anything); in a comment of the .dat file it would add data lines.
+std::string one_line(const std::string& s) {
+  std::string o = s;
+  for (char& c : o)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  return o;
+}
+
+// Single-quoted gnuplot string on one line (no escapes inside; a quote is doubled; gnuplot does
+// not expand backquotes or macros inside single quotes).
 std::string gp(const std::string& s) {
   std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("''") : std::string(1, c);
+  for (char c : one_line(s)) o += c == '\'' ? std::string("''") : std::string(1, c);
   return o + "'";
+}
+
+// Whether `options` (a series' gnuplot options after its style) is only words and numbers
+// (lw 2 dt 3 pt 7 ps 1.5) and quoted colours (lc rgb 'gray', lc rgb "#ff8800"): nothing that
+// could end the plot element and start another (a comma), a command (a semicolon) or call a
+// function (parentheses, system("...")).
+bool safe_options(const std::string& options) {
+  auto plain = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' ||
+           c == '#' || c == '_';
+  };
+  for (size_t i = 0; i < options.size(); ++i) {
+    const char c = options[i];
+    if (c == '\'' || c == '"') {
+      const size_t end = options.find(c, i + 1);
+      if (end == std::string::npos) return false;
+      for (size_t j = i + 1; j < end; ++j)
+        if (!plain(options[j]) && options[j] != ' ') return false;
+      i = end;
+    } else if (!plain(c) && c != ' ') {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string find_in_path(const std::string& exe) {
@@ -223,7 +259,8 @@ struct Source {
   std::vector<int> groups;                           // one series per distinct combination
   std::string title;                                 // template ({column}); "" = group labels
   Kind kind = Kind::Mean;
-  std::string options;  // extra gnuplot options of its series
+  std::string options;              // extra gnuplot options of its series
+  std::vector<std::string> pooled;  // `phaselab plot` style=mean: swept keys it averages over
   int col(const std::string& c) const {
     const auto& h = recs[0];
     auto it = std::find(h.begin(), h.end(), c);
@@ -255,8 +292,8 @@ bool read_source(const std::string& file, Source* s, std::string* why) {
 class Figure {
  public:
   Figure(const pl_plot_decl& pd, const std::map<std::string, std::string>& constants,
-         const Tool& tool)
-      : pd_(&pd), constants_(&constants), tool_(tool) {
+         const std::vector<std::string>& params, const Tool& tool)
+      : pd_(&pd), constants_(&constants), params_(params), tool_(tool) {
     name_ = pd.name;
     res_.name = pd.name;
     // The optional style, as much of it as the plugin's struct has (later fields stay zero).
@@ -413,7 +450,30 @@ class Figure {
       facet_name_ = header()[size_t(fc_)];
     }
     if (heatmap_) groups.clear();
+    find_pooled();
     return true;
+  }
+
+  // Swept parameters (columns that are parameters, not constants) the figure neither draws on an
+  // axis nor groups, facets or filters by, and that vary in the rows drawn: its means (and
+  // histograms) pool over them. The title and the y label say so; a curve labelled "mean +- s.e.
+  // over seeds" must not silently average several settings.
+  void find_pooled() {
+    const Source& s = src_[0];
+    for (const auto& name : params_) {
+      const int c = col(name);
+      if (c < 0 || constants_->count(name) || c == s.xc || c == fc_ || c == zc_) continue;
+      bool used = std::find(s.groups.begin(), s.groups.end(), c) != s.groups.end();
+      for (const auto& y : s.ys) used = used || y.second == c;
+      for (const auto& f : s.filters) used = used || f.first == c;
+      std::string v;
+      if (!used && !single_value(c, &v)) pooled_.push_back(name);
+    }
+  }
+  std::string pooled_text() const {
+    std::string t;
+    for (const auto& p : pooled_) t += (t.empty() ? "" : ", ") + p;
+    return t;
   }
 
   // Position of a cell on a categorical axis, or its number; false to skip the row.
@@ -442,11 +502,17 @@ class Figure {
         for (size_t at = t.find(ph); at != std::string::npos; at = t.find(ph, at))
           t.replace(at, ph.size(), rec[size_t(g)]), at += rec[size_t(g)].size();
       }
-      return t;
+      return t + pooled_note(s);
     }
     std::string title = glabel;
     if (s.ys.size() > 1 || title.empty()) title += (title.empty() ? "" : " ") + yname;
-    return title;
+    return title + pooled_note(s);
+  }
+
+  static std::string pooled_note(const Source& s) {
+    std::string t;
+    for (const auto& p : s.pooled) t += (t.empty() ? "" : ", ") + p;
+    return t.empty() ? "" : " (pooled over " + t + ")";
   }
 
   // The rows into data_[(panel value, series)]. Heat maps: one series; its points carry z.
@@ -543,11 +609,13 @@ class Figure {
   // Data file: one block per (panel, series), separated by two blank lines (gnuplot `index`).
   void write_data() {
     if (pd_) {
-      dat_ = "# " + name_ + ": from " + pd_->table + ".csv, written by phaselab\n";
+      dat_ =
+          "# " + one_line(name_) + ": from " + one_line(pd_->table) + ".csv, written by phaselab\n";
     } else {
       std::vector<std::string> files;
       for (const auto& s : src_) files.push_back(s.file);
-      dat_ = "# " + name_ + ": written by phaselab plot from " + joined(files) + "\n";
+      dat_ = "# " + one_line(name_) + ": written by phaselab plot from " + one_line(joined(files)) +
+             "\n";
       csv_ = "series,x,y,se,n\n";
     }
     size_t block = 0;
@@ -562,8 +630,10 @@ class Figure {
       for (size_t si = 0; si < series_keys_.size(); ++si) {
         auto it = data_.find({panel_values_[pi], si});
         if (it == data_.end()) continue;
-        dat_ += "# " + (faceted_ ? facet_name_ + "=" + panel_values_[pi] + ": " : "") +
-                series_titles_[si] + "\n";
+        dat_ += "# " +
+                one_line((faceted_ ? facet_name_ + "=" + panel_values_[pi] + ": " : "") +
+                         series_titles_[si]) +
+                "\n";
         const std::string spec = gp(name_ + ".dat") + " index " + std::to_string(block);
         const auto& rows = it->second;
         const Kind kind = series_kinds_[si];
@@ -732,10 +802,12 @@ class Figure {
       if (style_.ylabel && *style_.ylabel) l = style_.ylabel;
     }
     const auto& groups = src_[0].groups;
-    if (any_errorbars_)
-      l += col("seed") >= 0 && std::find(groups.begin(), groups.end(), col("seed")) == groups.end()
-               ? " (mean +- s.e. over seeds)"
-               : " (mean +- s.e.)";
+    const bool seeds =
+        col("seed") >= 0 && std::find(groups.begin(), groups.end(), col("seed")) == groups.end();
+    if (any_errorbars_ && !pooled_.empty())
+      l += " (mean +- s.e. over " + std::string(seeds ? "seeds and " : "") + pooled_text() + ")";
+    else if (any_errorbars_)
+      l += seeds ? " (mean +- s.e. over seeds)" : " (mean +- s.e.)";
     return l;
   }
 
@@ -854,16 +926,22 @@ class Figure {
     return tool_.terminal.empty() ? std::string("pngcairo") : tool_.terminal;
   }
   std::string title() const {
-    if (ps_) return ps_->title.empty() ? name_ : ps_->title;
+    if (ps_) {  // one curve has no legend entry: the title says what it pools
+      const std::string t = ps_->title.empty() ? name_ : ps_->title;
+      return legend() || src_.size() != 1 ? t : t + pooled_note(src_[0]);
+    }
     std::string t = pd_->title && *pd_->title ? pd_->title : pd_->name;
-    return fixed_.empty() ? t : t + " (" + fixed_ + ")";
+    std::string notes = fixed_;
+    if (!pooled_.empty())
+      notes += std::string(notes.empty() ? "" : "; ") + "pooled over " + pooled_text();
+    return notes.empty() ? t : t + " (" + notes + ")";
   }
 
   std::string script() const {
     std::string axes = heatmap_ ? heatmap_axes() : xy_axes();
     if (hist_) axes += "set style fill transparent solid 0.3\n";
-    std::string g =
-        "# " + name_ + ".png from " + name_ + ".dat; redraw with: gnuplot " + name_ + ".gp\n";
+    std::string g = "# " + one_line(name_) + ".png from " + one_line(name_) +
+                    ".dat; redraw with: gnuplot " + one_line(name_) + ".gp\n";
     if (dropped_) g += "# " + std::to_string(dropped_) + " rows outside the declared categories\n";
     return g + (faceted_ ? faceted_script(axes) : single_script(axes));
   }
@@ -896,8 +974,8 @@ class Figure {
     const size_t width = 380 * cols + (legend() ? 240 : 0), height = 50 + 300 * rows;
     const double strip = legend() ? 240.0 / double(width) : 0.0, top = 40.0 / double(height);
     const double pw = (1 - strip) / double(cols), ph = (1 - top) / double(rows);
-    std::string g = "# facets: " + std::to_string(panels) + " panels by " + facet_name_ + ", " +
-                    std::to_string(rows) + " rows x " + std::to_string(cols) + " columns\n";
+    std::string g = "# facets: " + std::to_string(panels) + " panels by " + one_line(facet_name_) +
+                    ", " + std::to_string(rows) + " rows x " + std::to_string(cols) + " columns\n";
     g += "set terminal " + terminal() + " size " + std::to_string(width) + "," +
          std::to_string(height) + " font ',9'\n";
     g += "set termoption noenhanced\n";
@@ -973,7 +1051,9 @@ class Figure {
 
   const pl_plot_decl* pd_ = nullptr;                               // a run figure's declaration
   const std::map<std::string, std::string>* constants_ = nullptr;  // and the run's constants
-  const PlotSpec* ps_ = nullptr;                                   // or `phaselab plot`'s figure
+  std::vector<std::string> params_;  // the plugin's parameter names (run figures)
+  std::vector<std::string> pooled_;  // swept parameters the run figure averages over
+  const PlotSpec* ps_ = nullptr;     // or `phaselab plot`'s figure
   const Tool& tool_;
   std::string name_;  // file names: <name>.png, .gp, .dat (and .csv for `phaselab plot`)
   FigureResult res_;
@@ -1015,8 +1095,11 @@ std::vector<FigureResult> render_figures(const pl_plugin& plugin, const std::str
   const Tool tool = find_gnuplot(fig_dir);
   *have_tool = !tool.exe.empty();
   *tool_text = tool.exe.empty() ? tool.why : "gnuplot " + tool.version + " (" + tool.terminal + ")";
+  std::vector<std::string> params;
+  for (uint32_t i = 0; i < plugin.num_params; ++i)
+    if (plugin.params && plugin.params[i].name) params.push_back(plugin.params[i].name);
   for (uint32_t i = 0; i < plugin.num_plots; ++i)
-    out.push_back(Figure(plugin.plots[i], constants, tool).draw(out_dir, fig_dir));
+    out.push_back(Figure(plugin.plots[i], constants, params, tool).draw(out_dir, fig_dir));
   return out;
 }
 
@@ -1076,6 +1159,13 @@ bool parse_series(const std::string& text, SeriesSpec* s, std::string* error) {
       const size_t sp = v.find(' ');
       s->style = v.substr(0, sp);
       s->options = sp == std::string::npos ? "" : v.substr(sp + 1);
+      if (!safe_options(s->options)) {
+        *error = "series " + driver::quoted(text) + ": style options " +
+                 driver::quoted(s->options) +
+                 " may hold only words, numbers and quoted colours (e.g. lw 2 dt 3 lc rgb "
+                 "'gray')";
+        return false;
+      }
       if (s->style != "lines" && s->style != "points" && s->style != "linespoints" &&
           s->style != "mean") {
         *error = "series " + driver::quoted(text) + ": style " + driver::quoted(s->style) +
@@ -1135,6 +1225,8 @@ bool fill_params(std::string* text, const std::string& table, std::string* why) 
   return true;
 }
 
+void find_pooled(Source* s);
+
 // A series' table read and its columns looked up; every column it names must be in the table.
 bool select_source(const SeriesSpec& sp, Source* s, std::string* why) {
   std::string file = sp.table;
@@ -1183,6 +1275,78 @@ bool select_source(const SeriesSpec& sp, Source* s, std::string* why) {
             : sp.style == "linespoints" ? Kind::LinesPoints
                                         : Kind::Lines;
   s->options = sp.options;
+  if (s->kind == Kind::Mean) find_pooled(s);
+  return true;
+}
+
+// style=mean averages the rows that share an x within a curve: the keys the run (run.json beside
+// the table) sweeps that the series neither draws, groups by nor fixes with where=, and that vary
+// in its rows, are pooled; the legend entry and a warning say so.
+void find_pooled(Source* s) {
+  std::string text;
+  const std::string json_path =
+      (std::filesystem::path(s->file).parent_path() / "run.json").lexically_normal().string();
+  if (!read_file(json_path, &text, nullptr)) return;
+  const nlohmann::json run = nlohmann::json::parse(text, nullptr, false);
+  if (!run.is_object() || !run.contains("config") || !run["config"].is_object() ||
+      !run["config"].contains("sweep") || !run["config"]["sweep"].is_object())
+    return;
+  for (auto it = run["config"]["sweep"].begin(); it != run["config"]["sweep"].end(); ++it) {
+    const std::string& k = it.key();
+    const int c = s->col(k);
+    if (c < 0 || c == s->xc || std::find(s->groups.begin(), s->groups.end(), c) != s->groups.end())
+      continue;
+    bool fixed = false;
+    for (const auto& f : s->filters) fixed = fixed || f.first == c;
+    if (fixed) continue;
+    std::string first;
+    bool seen = false, varies = false;
+    for (size_t r = 1; r < s->recs.size() && !varies; ++r) {
+      if (!s->kept(s->recs[r])) continue;
+      const std::string& v = s->recs[r][size_t(c)];
+      if (!seen) first = v, seen = true;
+      varies = !same_cell(v, first);
+    }
+    if (varies) s->pooled.push_back(k);
+  }
+}
+
+// `phaselab plot --out FIG.png` writes FIG.png, FIG.gp, FIG.dat, FIG.csv and FIG.log. None may be
+// one of the plot's input tables, nor an existing file that an earlier `phaselab plot` to FIG.png
+// did not write (a run's results.csv or journal.csv, a run figure's .gp and .dat, a user's
+// file): *why says which, and nothing is written.
+bool check_outputs(const std::filesystem::path& out, const std::vector<Source>& sources,
+                   std::string* why) {
+  namespace fs = std::filesystem;
+  const std::string stem = out.stem().string();
+  const fs::path base = out.parent_path() / stem;
+  auto starts = [](const fs::path& p, const std::string& head) {
+    std::string text;
+    return read_file(p.string(), &text, nullptr) && text.compare(0, head.size(), head) == 0;
+  };
+  const bool ours = starts(fs::path(base.string() + ".dat"),
+                           "# " + one_line(stem) + ": written by phaselab plot from ");
+  for (const char* ext : {".png", ".gp", ".dat", ".csv", ".log"}) {
+    const fs::path p = base.string() + ext;
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(p, ec);
+    if (ec || !fs::exists(st)) continue;
+    for (const Source& s : sources)
+      if (fs::equivalent(p, s.file, ec)) {
+        *why = "--out " + out.string() + " would overwrite " + p.string() +
+               ", a table this plot reads; choose another --out";
+        return false;
+      }
+    const bool mine = fs::is_regular_file(st) && ours &&
+                      (std::string(ext) != ".csv" || starts(p, "series,x,y,se,n\n"));
+    if (!mine) {
+      *why = "--out " + out.string() + " would overwrite " + p.string() +
+             ", which no earlier phaselab plot to " + out.filename().string() +
+             " wrote (phaselab plot writes FIG.png, .gp, .dat, .csv and .log); choose another "
+             "--out or remove it";
+      return false;
+    }
+  }
   return true;
 }
 
@@ -1195,6 +1359,11 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
   if (out.extension() != ".png" || out.stem().empty()) {
     o.status = 2;
     o.error = "--out must name a .png file, got " + driver::quoted(spec.out);
+    return o;
+  }
+  if (one_line(spec.out) != spec.out) {
+    o.status = 2;
+    o.error = "--out " + driver::quoted(spec.out) + " holds a control character (a newline?)";
     return o;
   }
   if (spec.series.empty()) {
@@ -1214,11 +1383,21 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
     o.error = "--title: " + o.error;
     return o;
   }
+  if (!check_outputs(out, sources, &o.error)) {
+    o.status = 2;
+    return o;
+  }
   const std::string fig_dir = out.parent_path().empty() ? "." : out.parent_path().string();
   std::error_code ec;
   fs::create_directories(fig_dir, ec);  // a failure shows as the write error
   const Tool tool = find_gnuplot(fig_dir);
   o.tool = tool.exe.empty() ? tool.why : "gnuplot " + tool.version + " (" + tool.terminal + ")";
+  std::vector<std::string> pooled;
+  for (const auto& src : sources) {
+    std::string t;
+    for (const auto& p : src.pooled) t += (t.empty() ? "" : ", ") + p;
+    pooled.push_back(t);
+  }
   Figure fig(filled, std::move(sources), tool);
   std::vector<size_t> rows;
   o.status = fig.draw_plot(fig_dir, &rows);
@@ -1228,6 +1407,11 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
     if (rows[i] == 0)
       o.warnings.push_back("series " + std::to_string(i + 1) + " (" + spec.series[i].text +
                            ") selects no rows");
+  for (size_t i = 0; i < pooled.size(); ++i)
+    if (!pooled[i].empty())
+      o.warnings.push_back("series " + std::to_string(i + 1) + " (" + spec.series[i].text +
+                           ") averages over the swept keys " + pooled[i] +
+                           " (style=mean; add them to group= or where= to keep them apart)");
   return o;
 }
 

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -319,8 +321,9 @@ int cmd_plot(const Args& a) {
 }  // namespace
 }  // namespace pl::driver
 
-int main(int argc, char** argv) {
-  using namespace pl::driver;
+namespace pl::driver {
+namespace {
+int main_command(int argc, char** argv) {
   Args a;
   if (!parse_args(argc, argv, &a)) return kExitUsage;
   if (a.command.empty()) {
@@ -347,4 +350,19 @@ int main(int argc, char** argv) {
   if (a.command == "merge") return cmd_merge(a, argc, argv);
   if (a.command == "plot") return cmd_plot(a);
   return cmd_run(a, argc, argv);
+}
+}  // namespace
+}  // namespace pl::driver
+
+int main(int argc, char** argv) {
+  // An allocation that fails anywhere (a huge sweep, a corrupt file's sizes) ends with a message
+  // and exit status 5, not an abort; the objects on the way out release the run folder's lock.
+  try {
+    return pl::driver::main_command(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "phaselab: error: out of memory (an allocation failed)\n");
+  } catch (const std::length_error& e) {
+    std::fprintf(stderr, "phaselab: error: out of memory (a size too large: %s)\n", e.what());
+  }
+  return pl::driver::kExitWrite;
 }

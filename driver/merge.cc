@@ -16,6 +16,7 @@
 #include "driver/config.hpp"
 #include "driver/figures.hpp"
 #include "driver/json_text.hpp"
+#include "driver/limits.hpp"
 #include "driver/outputs.hpp"
 #include "driver/plugins.hpp"
 #include "driver/progress.hpp"
@@ -241,10 +242,24 @@ class Merge {
       } catch (const std::exception& e) {
         return fail(dir + "/run.json is not valid JSON: " + e.what());
       }
-      if (!s.rec.contains("shard") || !s.rec["shard"].is_object())
+      if (!s.rec.is_object() || !s.rec.contains("shard") || !s.rec["shard"].is_object())
         return fail(dir + " is not a shard (its run did not use --shard)");
-      s.spec.index = s.rec["shard"].value("index", uint64_t(0));
-      s.spec.count = s.rec["shard"].value("count", uint64_t(0));
+      const json& sh = s.rec["shard"];
+      for (const char* k : {"index", "count", "points_in_run"})
+        if (!sh.contains(k) || !sh[k].is_number_unsigned())
+          return fail(dir + "/run.json: shard." + k + " must be a whole number >= 0, got " +
+                      (sh.contains(k) ? short_json(sh[k]) : std::string("nothing")));
+      s.spec.index = sh["index"].get<uint64_t>();
+      s.spec.count = sh["count"].get<uint64_t>();
+      if (s.spec.count > kMaxPoints)
+        return fail(dir + "/run.json: shard.count " + std::to_string(s.spec.count) +
+                    " is more than the most points a run may have (" + std::to_string(kMaxPoints) +
+                    ")");
+      if (s.spec.count == 0 || s.spec.index >= s.spec.count)
+        return fail(dir + "/run.json: shard " + std::to_string(s.spec.index) + " of " +
+                    std::to_string(s.spec.count) + " is not a shard I of N with 0 <= I < N");
+      if (!s.rec.contains("config") || !s.rec["config"].is_object())
+        return fail(dir + "/run.json has no config object");
       shards_.push_back(std::move(s));
     }
     if (shards_.empty()) return fail("no shard folders given");
@@ -373,8 +388,63 @@ class Merge {
     return 0;
   }
 
+  // Every journaled point once, and its rows once: journal.csv lists a point after all its rows
+  // are written, and run.json records how many rows each point wrote. A point listed twice, or
+  // rows removed or repeated since (by hand, or by a copy gone wrong), would merge into tables
+  // that look whole and are not. Where run.json has no row count (a point done before a --resume
+  // by an older phaselab), a row repeated word for word is taken as a copy.
+  int check_rows(const Shard& s, size_t journal_from, const std::vector<size_t>& table_from,
+                 const std::set<uint64_t>& done) {
+    const std::string again =
+        "; remove " + s.dir + " and run the shard again: " + shard_command(s, false);
+    std::map<uint64_t, size_t> listed, rows;
+    for (size_t l = journal_from; l < journal_.lines.size(); ++l)
+      if (++listed[journal_.lines[l].first] == 2)
+        return fail(s.dir + "/journal.csv lists point " + all_[journal_.lines[l].first].label +
+                    " twice (the file was changed by something other than phaselab)" + again);
+    std::map<uint64_t, std::string> repeated;  // point -> "TABLE.csv: LINE"
+    for (size_t t = 0; t < tables_.size(); ++t) {
+      std::map<uint64_t, std::set<std::string>> seen;
+      for (size_t l = table_from[t]; l < tables_[t].lines.size(); ++l) {
+        const auto& [i, line] = tables_[t].lines[l];
+        ++rows[i];
+        if (!seen[i].insert(line).second && !repeated.count(i))
+          repeated[i] = std::string(plugin_.entry.tables[t].name) + ".csv: " + line;
+      }
+    }
+    std::map<uint64_t, size_t> recorded;  // rows written, from run.json's point records
+    if (s.rec.contains("points") && s.rec["points"].is_array())
+      for (const json& pr : s.rec["points"]) {
+        if (!pr.is_object() || !pr.contains("index") || !pr["index"].is_number_unsigned() ||
+            !pr.contains("rows") || !pr["rows"].is_number_unsigned())
+          continue;
+        const std::string st = pr.value("status", std::string());
+        const size_t want = pr["rows"].get<size_t>();
+        if (st == "ok" || (st == "done_before" && want > 0))
+          recorded[pr["index"].get<uint64_t>()] = want;
+      }
+    std::string tables;
+    for (uint32_t t = 0; t < plugin_.entry.num_tables; ++t)
+      tables += std::string(t ? ", " : "") + plugin_.entry.tables[t].name + ".csv";
+    for (uint64_t i : done) {
+      const size_t have = rows.count(i) ? rows.at(i) : 0;
+      if (recorded.count(i) && have != recorded.at(i))
+        return fail(
+            s.dir + ": point " + all_[i].label + " wrote " + std::to_string(recorded.at(i)) +
+            " rows (run.json), its tables (" + tables + ") hold " + std::to_string(have) +
+            (have < recorded.at(i) ? " (rows were removed)" : " (rows were added)") + again);
+      if (!recorded.count(i) && repeated.count(i))
+        return fail(s.dir + " holds a row of point " + all_[i].label + " twice (" + repeated.at(i) +
+                    ")" + again);
+    }
+    return 0;
+  }
+
   int gather_shard(const Shard& s, size_t nkey) {
     const pl_plugin& p = plugin_.entry;
+    const size_t journal_from = journal_.lines.size();
+    std::vector<size_t> table_from;
+    for (const Lines& t : tables_) table_from.push_back(t.lines.size());
     std::unordered_map<std::string, uint64_t> key_index;
     const std::vector<Point> mine =
         plan_ ? std::vector<Point>{} : shard_points(all_, s.spec, costs_);
@@ -410,6 +480,7 @@ class Merge {
     if (!lost.empty())
       return fail(s.dir + " lacks " + std::to_string(lost.size()) + " of its points (" +
                   name_points(lost) + "); finish it with: " + shard_command(s, true));
+    if (int rc = check_rows(s, journal_from, table_from, done)) return rc;
     if (s.ordered.contains("points"))
       for (const ordered_json& pr : s.ordered["points"]) {
         const uint64_t i = pr.value("index", uint64_t(0));
@@ -588,6 +659,14 @@ class Merge {
 
 }  // namespace
 
-int execute_merge(const MergeOptions& opt) { return Merge(opt).go(); }
+int execute_merge(const MergeOptions& opt) {
+  try {
+    return Merge(opt).go();
+  } catch (const nlohmann::json::exception& e) {
+    // A hand-edited run.json whose field has the wrong type (a string where a number goes).
+    return fail(std::string("a shard's run.json has a field of the wrong type (was it edited?): ") +
+                e.what());
+  }
+}
 
 }  // namespace pl::driver

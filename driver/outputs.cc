@@ -275,6 +275,13 @@ bool ResultStore::rewrite(File& file, std::string* error) {
   return true;
 }
 
+std::map<uint64_t, size_t> ResultStore::row_counts() const {
+  std::map<uint64_t, size_t> n;
+  for (const auto& f : tables_)
+    for (const auto& l : f.lines) ++n[l.first];
+  return n;
+}
+
 bool ResultStore::finalize(std::string* error) {
   std::lock_guard<std::mutex> lock(mu_);
   close();

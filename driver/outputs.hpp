@@ -73,6 +73,8 @@ class ResultStore {
   void freeze() { mu_.lock(); }
   size_t failures() const { return failures_.lines.size(); }
   std::vector<std::string> table_files() const;
+  // Rows per point in the tables (after open with resume: the rows of the points done before).
+  std::map<uint64_t, size_t> row_counts() const;
 
  private:
   struct File {

@@ -53,7 +53,12 @@ namespace fs = std::filesystem;
 std::atomic<int> g_stop{0};
 int g_abort_pipe[2] = {-1, -1};  // a second Ctrl-C writes here; the abort watcher records
 
+// SIGINT, SIGTERM, SIGHUP (the terminal closed) and SIGPIPE (`phaselab run ... | head` and the
+// reader gone) stop the run the same way: finished points kept, run.json "interrupted", the lock
+// released. A SIGPIPE never escalates to the abort: every later write to the closed pipe raises
+// another one, and each only fails with EPIPE.
 extern "C" void on_signal(int sig) {
+  if (sig == SIGPIPE && g_stop.load() != 0) return;
   if (g_stop.exchange(1) != 0) {  // second Ctrl-C: record what finished and exit at once
     if (g_abort_pipe[1] >= 0) {
       (void)!::write(g_abort_pipe[1], "x", 1);
@@ -406,11 +411,16 @@ class Run {
       std::fprintf(stderr, "phaselab: error: %s\n", why.c_str());
       return kExitWrite;
     }
+    kept_rows_ = store_.row_counts();
+    const std::map<uint64_t, size_t>& kept_rows = kept_rows_;
     for (const auto& pt : points_) {
-      if (done_.count(pt.index))
+      if (done_.count(pt.index)) {
         recs_[pt.index].status = PointStatus::resumed;
-      else
+        const auto it = kept_rows.find(pt.index);  // its rows, for merge's check
+        recs_[pt.index].rows = it == kept_rows.end() ? 0 : it->second;
+      } else {
         todo_.push_back(&pt);
+      }
     }
     costliest_first(&todo_);
     if (opt_.resume && !start_record()) return kExitWrite;
@@ -557,6 +567,8 @@ class Run {
             std::lock_guard<std::mutex> l(recs_mu_);
             PointRecord& r = recs_.at(pt.index);
             r.status = PointStatus::resumed;
+            const auto it = kept_rows_.find(pt.index);  // its rows, for merge's check
+            r.rows = it == kept_rows_.end() ? 0 : it->second;
             r.labelled =
                 point_label(cfg_.search, p_.tables[0], done_rows_[pt.index], &r.label, &r.error);
           } else {
@@ -1085,6 +1097,7 @@ class Run {
   std::unique_ptr<SearchPlan> plan_;                // [search]
   std::set<uint64_t> searches_;                     // [search]: this run's (this shard's) searches
   std::map<uint64_t, std::vector<Row>> done_rows_;  // [search] --resume: rows of points done
+  std::map<uint64_t, size_t> kept_rows_;            // --resume: rows kept per point done before
   int rounds_ = 0;
   std::mutex round_mu_;  // [search]: todo_ and next_ of the round (MPI serves from them), and:
   std::condition_variable round_cv_;
@@ -1113,7 +1126,7 @@ bool stop_requested() { return g_stop.load() != 0; }
 
 namespace {
 struct sigaction g_old_int {
-}, g_old_term{};
+}, g_old_term{}, g_old_hup{}, g_old_pipe{};
 }  // namespace
 
 void install_stop_handlers() {
@@ -1123,11 +1136,15 @@ void install_stop_handlers() {
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, &g_old_int);
   ::sigaction(SIGTERM, &sa, &g_old_term);
+  ::sigaction(SIGHUP, &sa, &g_old_hup);
+  ::sigaction(SIGPIPE, &sa, &g_old_pipe);
 }
 
 void restore_stop_handlers() {
   ::sigaction(SIGINT, &g_old_int, nullptr);
   ::sigaction(SIGTERM, &g_old_term, nullptr);
+  ::sigaction(SIGHUP, &g_old_hup, nullptr);
+  ::sigaction(SIGPIPE, &g_old_pipe, nullptr);
 }
 
 void run_on_workers(int threads, const std::function<void(int)>& worker) {

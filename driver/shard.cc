@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "driver/limits.hpp"
+
 namespace pl::driver {
 namespace {
 
@@ -43,6 +45,11 @@ bool parse_shard(const std::string& text, const char* (*env)(const char*), Shard
   uint64_t given_n = 0;
   if (slash != std::string::npos && (!parse_u64(tail, &given_n) || given_n == 0)) {
     *error = "--shard: N in " + text + " must be an integer >= 1";
+    return false;
+  }
+  if (given_n > kMaxPoints) {
+    *error = "--shard " + text + ": N must be at most " + std::to_string(kMaxPoints) +
+             " (the most points a run may have; more shards than points are empty)";
     return false;
   }
   if (head != "auto") {
@@ -87,6 +94,11 @@ bool parse_shard(const std::string& text, const char* (*env)(const char*), Shard
     if (src.min && !have_min) first = src.base;
     if (src.count && !env_u64(env, src.count, &n, &have_n, error)) return false;
     std::string count_from = have_n ? std::string(src.count) : "";
+    if (have_n && (n == 0 || n > kMaxPoints)) {
+      *error = "--shard auto: " + count_from + "=" + std::to_string(n) + " must be in [1, " +
+               std::to_string(kMaxPoints) + "] (the number of tasks in the array)";
+      return false;
+    }
     if (!std::string(src.index).compare(0, 5, "SLURM")) {
       const char* step = env("SLURM_ARRAY_TASK_STEP");
       if (step && *step && std::string(step) != "1") {
@@ -109,6 +121,11 @@ bool parse_shard(const std::string& text, const char* (*env)(const char*), Shard
     if (!have_n) {
       bool have_env = false;
       if (!env_u64(env, "PHASELAB_SHARD_COUNT", &n, &have_env, error)) return false;
+      if (have_env && n > kMaxPoints) {
+        *error = "--shard auto: PHASELAB_SHARD_COUNT=" + std::to_string(n) + " must be at most " +
+                 std::to_string(kMaxPoints) + " (the most points a run may have)";
+        return false;
+      }
       if (!have_env || n == 0) {
         *error = std::string("--shard auto: ") + src.index +
                  " gives the index but this scheduler does not export the number of tasks: "

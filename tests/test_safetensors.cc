@@ -3,9 +3,14 @@
 // trips, the exact bytes of a small file built here from the format's definition, and every kind
 // of malformed or foreign file refused with a message saying what is wrong.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +18,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sdk/safetensors.hpp"
@@ -373,6 +379,57 @@ TEST_CASE("safetensors: the file functions name the path and errno") {
                        std::runtime_error);
   CHECK_THROWS_WITH_AS(st::get(f, "nope"), doctest::Contains("no tensor \"nope\" (the file has: "),
                        std::runtime_error);
+}
+
+// Peak resident memory of this process, in MB.
+long peak_mb() {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024;
+}
+
+// The header length and the header are checked before the data is read: a large file whose first
+// 8 bytes are not a header length, or whose data section is far larger than its tensors, is
+// refused without reading (or allocating) it; a FIFO is refused at once instead of waiting for a
+// writer. Before, read() allocated and read the whole file first, and open() of a FIFO hung.
+TEST_CASE("safetensors: header and file type checked before the data is read") {
+  TempDir dir;
+  constexpr off_t kBig = off_t(256) << 20;  // sparse: no disk space used
+  const long peak0 = peak_mb();
+  // first 8 bytes 0xff: a header length far past the end
+  const std::string junk = dir.file("junk.safetensors");
+  put_file(junk, Bytes(8, 0xff));
+  REQUIRE(::truncate(junk.c_str(), kBig) == 0);
+  CHECK_THROWS_WITH_AS(st::read(junk), doctest::Contains("exceeds the limit"), std::runtime_error);
+  // a valid header of a 4-byte tensor, then 256 MB of zeros
+  const std::string padded = dir.file("padded.safetensors");
+  put_file(padded, raw_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", Bytes(4)));
+  REQUIRE(::truncate(padded.c_str(), kBig) == 0);
+  CHECK_THROWS_WITH_AS(st::read(padded), doctest::Contains("bytes after the last tensor"),
+                       std::runtime_error);
+  CHECK(peak_mb() - peak0 < 64);
+  // a FIFO: refused, not waited on
+  const std::string fifo = dir.file("fifo.safetensors");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::atomic<int> outcome{0};  // 0: still in read(), 1: refused as not a regular file, 2: other
+  std::thread reader([&] {
+    try {
+      st::read(fifo);
+      outcome = 2;
+    } catch (const std::runtime_error& e) {
+      outcome = contains(e.what(), "not a regular file") ? 1 : 2;
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  while (outcome == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const int seen = outcome;
+  if (seen == 0) {  // still blocked in open(): a writer releases it so that the test can end
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);
+  }
+  reader.join();
+  CHECK(seen == 1);
 }
 
 TEST_CASE("safetensors: every truncation of a valid file is refused") {

@@ -151,6 +151,48 @@ TEST_CASE("figures: facets, one panel per value, shared legend, mean +- s.e. ove
   CHECK(near(yr.second, 10 + 0.05 * 9));
 }
 
+// A run figure that neither draws, groups, facets nor filters by a swept parameter averages over
+// it: the title names the pooled keys and the y label does not say "over seeds" alone (before, a
+// band labelled "mean +- s.e. over seeds" silently averaged every (init, temperature) setting).
+TEST_CASE("figures: swept keys a figure averages over are named in its title and y label") {
+  RunDir run;
+  std::string csv = "init,temperature,seed,step,loss\n";
+  for (const char* init : {"a", "b"})
+    for (const char* t : {"1", "2"})
+      for (const char* seed : {"0", "1"})
+        for (const char* step : {"1", "2"})
+          csv +=
+              std::string(init) + "," + t + "," + seed + "," + step + "," + t + "." + seed + "\n";
+  run.table("results", csv);
+  const pl_param_decl params[] = {pl::sdk::enum_param("init", "a", "a|b", "initialisation"),
+                                  pl::sdk::float_param("temperature", 1.0, "temperature"),
+                                  pl::sdk::int_param("L", 16, "length")};
+  const std::vector<pl_plot_decl> plots = {
+      pl::sdk::plot("all", "loss", "results", "step", "loss", ""),
+      pl::sdk::plot("by_init", "loss", "results", "step", "loss", "init"),
+      pl::sdk::plot("one_t", "loss", "results", "step", "loss", "init", "temperature=1"),
+  };
+  const pl::driver_test::ScopedEnv gnuplot("PHASELAB_GNUPLOT", "");
+  pl_plugin p{};
+  p.params = params;
+  p.num_params = 3;
+  p.plots = plots.data();
+  p.num_plots = uint32_t(plots.size());
+  std::string tool;
+  bool have = false;
+  pl::driver::render_figures(p, run.path, {{"L", "16"}}, &tool, &have);
+  const std::string all = run.read("figures/all.gp"), by_init = run.read("figures/by_init.gp"),
+                    one_t = run.read("figures/one_t.gp");
+  CHECK(all.find("set title 'loss (pooled over init, temperature)'") != std::string::npos);
+  CHECK(all.find("(mean +- s.e. over seeds and init, temperature)'") != std::string::npos);
+  CHECK(all.find("(mean +- s.e. over seeds)'") == std::string::npos);
+  CHECK(by_init.find("set title 'loss (pooled over temperature)'") != std::string::npos);
+  CHECK(by_init.find("(mean +- s.e. over seeds and temperature)'") != std::string::npos);
+  // every swept key drawn, grouped or filtered: nothing pooled, the seeds alone
+  CHECK(one_t.find("set title 'loss'") != std::string::npos);
+  CHECK(one_t.find("(mean +- s.e. over seeds)'") != std::string::npos);
+}
+
 TEST_CASE("figures: a categorical axis is labelled by name and spreads repeats over its band") {
   RunDir run;
   run.table("results",

@@ -281,6 +281,110 @@ TEST_CASE("merge refuses missing, duplicated, foreign and unfinished shards") {
   }
 }
 
+// merge checks the rows against the journal and run.json: a row removed, a results.csv emptied,
+// a row or a journal line repeated is an error (exit 2, nothing merged), not a whole-looking
+// table. A hand-edited run.json (a wrong type, shard.count = 0) is an error too, not a crash.
+TEST_CASE("merge refuses tables whose rows do not match the journal, and bad shard records") {
+  TempDir dir;
+  spit(dir / "s.toml", sweep_toml());
+  for (int i = 0; i < 2; ++i)
+    REQUIRE(phaselab({"run", dir / "s.toml", "--shard", std::to_string(i) + "/2", "--out",
+                      dir / "sh", "--quiet"},
+                     dir)
+                .rc == 0);
+  const std::string s0 = dir / "sh/shard-0-of-2", s1 = dir / "sh/shard-1-of-2";
+  const std::string res = slurp(s1 + "/results.csv"), hist = slurp(s1 + "/history.csv"),
+                    journal = slurp(s1 + "/journal.csv"), rec = slurp(s1 + "/run.json");
+  REQUIRE(count_lines(res) == 11);
+  auto restore = [&] {
+    spit(s1 + "/results.csv", res);
+    spit(s1 + "/history.csv", hist);
+    spit(s1 + "/journal.csv", journal);
+    spit(s1 + "/run.json", rec);
+  };
+  auto refused = [&](const std::string& what) {
+    const Result r = merge(dir, dir / "m", {s0, s1});
+    CAPTURE(r.err);
+    CHECK(r.rc == 2);
+    CHECK(r.err.find(what) != std::string::npos);
+    CHECK_FALSE(exists(dir / "m/results.csv"));
+    restore();
+  };
+  const size_t second = res.find('\n') + 1, third = res.find('\n', second) + 1;
+  const std::string row = res.substr(second, third - second);
+  SUBCASE("a row removed") {
+    spit(s1 + "/results.csv", res.substr(0, second) + res.substr(third));
+    refused(
+        "wrote 5 rows (run.json), its tables (results.csv, history.csv, points.csv) hold 4 "
+        "(rows were removed); remove " +
+        s1 + " and run the shard again: phaselab run");
+  }
+  SUBCASE("results.csv emptied") {
+    spit(s1 + "/results.csv", "");
+    refused("(rows were removed)");
+  }
+  SUBCASE("a row repeated") {
+    spit(s1 + "/results.csv", res + row);
+    refused("hold 6 (rows were added)");
+  }
+  SUBCASE("a journal line repeated") {
+    const size_t j2 = journal.find('\n') + 1, j3 = journal.find('\n', j2) + 1;
+    spit(s1 + "/journal.csv", journal + journal.substr(j2, j3 - j2));
+    refused("/journal.csv lists point ");
+  }
+  SUBCASE("shard.count = 0") {
+    std::string r = rec;
+    const size_t at = r.find("\"count\": 2");
+    REQUIRE(at != std::string::npos);
+    r.replace(at, 10, "\"count\": 0");
+    spit(s1 + "/run.json", r);
+    refused("shard 1 of 0 is not a shard I of N");
+  }
+  SUBCASE("shard.count huge") {
+    std::string r = rec;
+    const size_t at = r.find("\"count\": 2");
+    REQUIRE(at != std::string::npos);
+    r.replace(at, 10, "\"count\": 999999999999999999");
+    spit(s1 + "/run.json", r);
+    refused("shard.count 999999999999999999 is more than the most points a run may have");
+  }
+  SUBCASE("a string where a number goes") {
+    std::string r = rec;
+    const size_t at = r.find("\"index\": 1");
+    REQUIRE(at != std::string::npos);
+    r.replace(at, 10, "\"index\": \"1\"");
+    spit(s1 + "/run.json", r);
+    refused("shard.index must be a whole number >= 0, got \"1\"");
+  }
+  SUBCASE("a wrong type deeper in run.json") {
+    std::string r = rec;
+    const size_t at = r.find("\"counts\": {");
+    REQUIRE(at != std::string::npos);
+    r.replace(at, 11, "\"counts\": [1], \"x\": {");
+    const size_t st = r.find("\"status\": \"ok\"");
+    REQUIRE(st != std::string::npos);
+    r.replace(st, 14, "\"status\": \"interrupted\"");
+    spit(s1 + "/run.json", r);
+    refused("has a field of the wrong type");
+  }
+  SUBCASE("untouched shards merge; resumed points keep their row counts") {
+    const Result fin = phaselab(
+        {"run", dir / "s.toml", "--shard", "1/2", "--out", dir / "sh", "--resume", "--quiet"}, dir);
+    CHECK(fin.rc == 0);
+    CHECK(slurp(s1 + "/run.json").find("\"status\": \"done_before\", \"seconds\": ") !=
+          std::string::npos);
+    CHECK(
+        slurp(s1 + "/run.json").find("\"status\": \"done_before\", \"seconds\": 0, \"rows\": 5}") !=
+        std::string::npos);
+    CHECK(merge(dir, dir / "m", {s0, s1}).rc == 0);
+    // the last row of a point done before the --resume removed
+    spit(s1 + "/history.csv", hist.substr(0, hist.rfind('\n', hist.size() - 2) + 1));
+    const Result m2 = merge(dir, dir / "m2", {s0, s1});
+    CHECK(m2.rc == 2);
+    CHECK(m2.err.find("(rows were removed)") != std::string::npos);
+  }
+}
+
 TEST_CASE("--shard: I/N, auto from job-array environments, and its errors") {
   TempDir dir;
   spit(dir / "s.toml", sweep_toml());
@@ -316,6 +420,16 @@ TEST_CASE("--shard: I/N, auto from job-array environments, and its errors") {
   CHECK(r.err.find("I must be in [0, 4)") != std::string::npos);
   r = shard_of({}, "1/x");
   CHECK(r.rc == 2);
+  // A huge N is refused before anything is made (it aborted with bad_alloc, folder and lock
+  // left); a Slurm array of 0 tasks names itself.
+  r = shard_of({}, "1/999999999999999999");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--shard 1/999999999999999999: N must be at most 100000") != std::string::npos);
+  CHECK_FALSE(exists(dir / "a/shard-1-of-999999999999999999"));
+  r = shard_of({"SLURM_ARRAY_TASK_ID=0", "SLURM_ARRAY_TASK_COUNT=0"}, "auto");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("SLURM_ARRAY_TASK_COUNT=0 must be in [1, 100000]") != std::string::npos);
+  CHECK(r.err.find("18446744073709551615") == std::string::npos);
   r = phaselab({"run", dir / "s.toml", "--shard", "0/2", "--quiet"}, dir);
   CHECK(r.rc == 2);
   CHECK(r.err.find("--shard needs the run folder") != std::string::npos);

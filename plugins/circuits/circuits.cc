@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -65,6 +68,10 @@ const pl_param_decl kParams[] = {
     pl::sdk::bool_param("save", true,
                         "source = train: save the final model as a safetensors checkpoint "
                         "(checkpoints/<point>/step-NNNNNNNNN.safetensors)"),
+    pl::sdk::bool_param("unfinished", false,
+                        "source = run: probe a run whose run.json does not say it finished ok "
+                        "(interrupted, killed, still running); its last checkpoint is then "
+                        "probed as the final one"),
 };
 
 const char* const kResultCols[] = {"step",         "phase",
@@ -156,9 +163,84 @@ mk::TrainConfig train_config(const pl::sdk::Context& cx) {
 std::string check(const pl::sdk::Params& p) {
   if (p.int_value("d_model") % p.int_value("heads"))
     return "circuits.heads must divide circuits.d_model";
-  if (!p.is("source", "train") && p.string_value("path").empty())
-    return "circuits.path is required when circuits.source = \"" + p.string_value("source") + "\"";
+  if (p.is("source", "train")) return "";
+  const std::string src = p.string_value("source"), path = p.string_value("path");
+  if (path.empty()) return "circuits.path is required when circuits.source = \"" + src + "\"";
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st))
+    return "circuits.path \"" + path + "\" does not exist (circuits.source = \"" + src + "\")";
+  if (src == "file" && !fs::is_regular_file(st))
+    return "circuits.path \"" + path + "\" is not a checkpoint file (circuits.source = \"file\")";
+  if (src == "run" && !fs::is_directory(st))
+    return "circuits.path \"" + path + "\" is not a run folder (circuits.source = \"run\")";
   return "";
+}
+
+const pl_param_decl& decl(const char* name) {
+  for (const auto& d : kParams)
+    if (std::strcmp(d.name, name) == 0) return d;
+  throw std::logic_error(std::string("circuits: no parameter ") + name);
+}
+
+// A checkpoint's metadata checked against this plugin's own parameter ranges (what a config of
+// circuits may ask for), so that a hand-made or corrupted file (alpha = -0.5, K = 0) cannot run
+// with wrong chains or crash the chain sampler; throws std::runtime_error naming the file.
+void check_metadata(const std::string& file, const mk::CheckpointInfo& i) {
+  auto need = [&](const char* key, const char* name, double v) {
+    const pl_param_decl& d = decl(name);
+    const uint32_t f = d.range_flags;
+    bool ok = std::isfinite(v);
+    if (ok && (f & PL_RANGE_MIN)) ok = f & PL_RANGE_MIN_EXCLUSIVE ? v > d.min : v >= d.min;
+    if (ok && (f & PL_RANGE_MAX)) ok = f & PL_RANGE_MAX_EXCLUSIVE ? v < d.max : v <= d.max;
+    if (ok) return;
+    std::string range;
+    if (f & PL_RANGE_MIN)
+      range +=
+          std::string(f & PL_RANGE_MIN_EXCLUSIVE ? "> " : ">= ") + mk::detail::fmt_double(d.min);
+    if (f & PL_RANGE_MAX)
+      range += std::string(range.empty() ? "" : " and ") +
+               (f & PL_RANGE_MAX_EXCLUSIVE ? "< " : "<= ") + mk::detail::fmt_double(d.max);
+    throw std::runtime_error("circuits: checkpoint " + file + ": __metadata__ " + key + " = " +
+                             mk::detail::fmt_double(v) + " is outside circuits." + name +
+                             "'s range (" + range + ")");
+  };
+  const mk::ModelConfig& c = i.model;
+  need("K", "K", i.K);
+  need("alpha", "alpha", i.alpha);
+  need("alpha1", "alpha1", i.alpha1);
+  need("C", "C", c.C);
+  need("N", "N", c.N);
+  need("d_model", "d_model", c.d);
+  need("heads", "heads", c.heads);
+  need("layers", "layers", c.layers);
+  if (c.mlp && (c.ffn % c.d != 0 || c.ffn / c.d < 1 || c.ffn / c.d > 64))
+    throw std::runtime_error("circuits: checkpoint " + file +
+                             ": __metadata__ ffn = " + std::to_string(c.ffn) +
+                             " is not mlp_mult * d_model with mlp_mult in "
+                             "[1, 64] (d_model = " +
+                             std::to_string(c.d) + ")");
+  if (!(std::isfinite(c.ln_eps) && c.ln_eps > 0))
+    throw std::runtime_error("circuits: checkpoint " + file + ": __metadata__ ln_eps = " +
+                             mk::detail::fmt_double(c.ln_eps) + " must be a number > 0");
+}
+
+// The status recorded in the run.json of the run folder `path` (a run folder, or its
+// checkpoints/<point> folder): "ok" when it finished, "" when there is no run.json.
+std::string run_status(const std::string& path) {
+  fs::path dir = path;
+  if (!fs::exists(dir / "run.json") &&
+      dir.lexically_normal().parent_path().filename() == "checkpoints")
+    dir = dir.lexically_normal().parent_path().parent_path();
+  std::ifstream in(dir / "run.json", std::ios::binary);
+  if (!in) return "";
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  // phaselab writes the run's own keys two spaces in; the points' statuses are deeper.
+  const std::string key = "\n  \"status\": \"";
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return "unknown";
+  const size_t end = text.find('"', at + key.size());
+  return end == std::string::npos ? "unknown" : text.substr(at + key.size(), end - at - key.size());
 }
 
 // Checkpoint files of a run folder, by step: <run>/checkpoints/<point>/step-*.safetensors with
@@ -212,9 +294,22 @@ class Circuits {
       info_.plugin = std::string("circuits ") + kVersion;
       steps_ = mk::checkpoint_steps(tc_.steps, int(cx.int_value("checkpoints")));
     } else {
-      files_ = src_ == "file" ? std::vector<std::string>{cx.string_value("path")}
-                              : run_checkpoints(cx.string_value("path"));
+      const std::string path = cx.string_value("path");
+      if (src_ == "run") {
+        const std::string st = run_status(path);
+        if (!st.empty() && st != "ok") {
+          const std::string what = "circuits: the run " + path + " did not finish ok (run.json " +
+                                   "status \"" + st + "\"): its last checkpoint is not the " +
+                                   "final model";
+          if (!cx.bool_value("unfinished"))
+            throw std::runtime_error(what + "; finish it with phaselab run --resume, or set " +
+                                     "circuits.unfinished = true to probe it as it is");
+          cx.log(PL_LOG_WARN, what + " (circuits.unfinished = true: probed as it is)");
+        }
+      }
+      files_ = src_ == "file" ? std::vector<std::string>{path} : run_checkpoints(path);
       info_ = mk::load_checkpoint(files_.back()).info;
+      check_metadata(files_.back(), info_);
       model_ = std::make_unique<mk::Model<float>>(info_.model, &k_, 1, 1);
     }
     prepare();

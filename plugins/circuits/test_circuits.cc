@@ -5,11 +5,14 @@
 // an edge with the clean run changes nothing exactly; all senders of a receiver patched equals
 // the corrupted run; the corruptions do what they say; nearest-centroid accuracy by hand.
 #include <doctest/doctest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -178,6 +181,31 @@ TEST_CASE("checkpoint: truncated, foreign and mismatched files are refused with 
   CHECK_THROWS_AS(mk::load_into(mk::load_checkpoint(p), m2), std::invalid_argument);
   std::remove(p.c_str());
   std::remove(q.c_str());
+}
+
+// Sizes in __metadata__ that the tensors do not have (d_model 2048 on a d_model 8 model) are
+// refused before the parameter buffer is allocated (before: 134 MB for this one, gigabytes for
+// d_model 16384).
+TEST_CASE("checkpoint: metadata sizes are checked against the tensors before allocating") {
+  const pl_kernel_table k = table();
+  const mk::ModelConfig c = small_cfg();
+  mk::Model<float> m(c, &k, 1, 1);
+  mk::CheckpointInfo info;
+  info.model = c;
+  const std::string p = tmp_path("big.safetensors");
+  mk::save_checkpoint(p, m, info);
+  st::File f = st::read(p);
+  f.metadata["d_model"] = "2048";
+  st::write(p, f);
+  auto peak_mb = [] {
+    struct rusage ru {};
+    ::getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024;
+  };
+  const long before = peak_mb();
+  CHECK(load_error(p).find("has the wrong shape for the config") != std::string::npos);
+  CHECK(peak_mb() - before < 64);
+  std::remove(p.c_str());
 }
 
 TEST_CASE("head scores on hand-built patterns: previous-token, uniform, exact induction") {
@@ -375,4 +403,122 @@ TEST_CASE("nearest-centroid accuracy by hand") {
   const std::vector<bool> tr = {true, true, true, true, false, false, false, false};
   // centroids 0.5 and 10.5: 0.4 -> 0 (right), 9 -> 1 (right), 6 -> 1 (wrong), 4 -> 0 (wrong)
   CHECK(cc::nearest_centroid_accuracy(x, 1, y, tr, 2) == 0.5);
+}
+
+namespace {
+
+// `phaselab run|check CONFIG` in `dir` with the circuits plugin; the exit status (128 + signal
+// when killed) and stdout + stderr.
+struct Cmd {
+  int rc = -1;
+  std::string out;
+};
+Cmd phaselab(const std::string& dir, const std::string& args) {
+  const char* exe = std::getenv("PHASELAB_EXE");
+  REQUIRE(exe);
+  const std::string cmd =
+      "cd '" + dir + "' && PHASELAB_GNUPLOT= '" + exe + "' " + args + " > cmd.txt 2>&1";
+  const int st = std::system(cmd.c_str());
+  Cmd c;
+  c.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  const auto text = slurp(dir + "/cmd.txt");
+  c.out.assign(text.begin(), text.end());
+  return c;
+}
+
+// A run folder's failures.csv (the failed points' reasons).
+std::string failures(const std::string& run) {
+  const auto text = slurp(run + "/failures.csv");
+  return std::string(text.begin(), text.end());
+}
+
+}  // namespace
+
+// source = file | run: the checkpoint's metadata is checked against circuits' own ranges (alpha
+// = -0.5 and K = 0 ran with wrong chains and exit 0; alpha = -1e300 crashed); a run that did not
+// finish is refused unless circuits.unfinished = true; check refuses a path that does not exist.
+TEST_CASE("circuits plugin: checkpoint metadata in range, unfinished runs, a missing path") {
+  const pl_kernel_table k = table();
+  const std::string dir = tmp_path("e2e");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/run/checkpoints/p0000-s0");
+  const mk::ModelConfig c = small_cfg();
+  mk::Model<float> m(c, &k, 1, 1);
+  randomise(m, k, 5);
+  auto config = [&](const std::string& name, const std::string& source, const std::string& path,
+                    const std::string& extra = "") {
+    std::ofstream(dir + "/" + name)
+        << "plugin = \"circuits\"\n[run]\nseeds = [0]\n[circuits]\n"
+        << "source = \"" << source << "\"\npath = \"" << path << "\"\nn_probe = 8\n"
+        << extra;
+  };
+  struct Bad {
+    const char* what;
+    int K;
+    double alpha;
+    const char* message;
+  };
+  const Bad bad[] = {
+      {"alpha -0.5", 4, -0.5, "__metadata__ alpha = -0.5 is outside circuits.alpha's range (> 0)"},
+      {"K 0", 0, 1.0, "__metadata__ K = 0 is outside circuits.K's range (>= 1 and <= 1048576)"},
+      {"alpha -1e300", 4, -1e300, "__metadata__ alpha = -1.0000000000000001e+300 is outside"},
+  };
+  for (const Bad& b : bad) {
+    CAPTURE(b.what);
+    mk::CheckpointInfo info;
+    info.model = c;
+    info.K = b.K;
+    info.alpha = b.alpha;
+    info.alpha1 = 1;
+    mk::save_checkpoint(dir + "/bad.safetensors", m, info);
+    config("bad.toml", "file", "bad.safetensors");
+    const Cmd r = phaselab(dir, "run bad.toml --out bad_out --quiet");
+    CAPTURE(r.out);
+    CHECK(r.rc == 4);  // the point failed, with the reason
+    const std::string why = failures(dir + "/bad_out");
+    CAPTURE(why);
+    CHECK(why.find(b.message) != std::string::npos);
+    CHECK(why.find("bad.safetensors") != std::string::npos);
+    std::filesystem::remove_all(dir + "/bad_out");
+  }
+  // a run stopped before it finished: run.json says "interrupted"
+  mk::CheckpointInfo info;
+  info.model = c;
+  info.K = 4;
+  info.alpha = 1;
+  info.alpha1 = 1;
+  info.step = 10;
+  mk::save_checkpoint(dir + "/run/checkpoints/p0000-s0/step-000000010.safetensors", m, info);
+  std::ofstream(dir + "/run/run.json")
+      << "{\n  \"phaselab_version\": \"0.1.0\",\n  \"status\": \"interrupted\",\n  \"points\": [\n"
+         "    {\"index\": 0, \"status\": \"ok\"}\n  ]\n}\n";
+  config("run.toml", "run", "run");
+  Cmd r = phaselab(dir, "run run.toml --out run_out --quiet");
+  CAPTURE(r.out);
+  CHECK(r.rc == 4);
+  CHECK(failures(dir + "/run_out")
+            .find("the run run did not finish ok (run.json status \"\"interrupted\"\")") !=
+        std::string::npos);
+  CHECK(failures(dir + "/run_out").find("circuits.unfinished = true") != std::string::npos);
+  config("point.toml", "run", "run/checkpoints/p0000-s0");
+  r = phaselab(dir, "run point.toml --out point_out --quiet");
+  CHECK(r.rc == 4);
+  CHECK(failures(dir + "/point_out").find("status \"\"interrupted\"\"") != std::string::npos);
+  config("asked.toml", "run", "run", "unfinished = true\n");
+  r = phaselab(dir, "run asked.toml --out asked_out --quiet");
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("did not finish ok") != std::string::npos);  // still said, as a warning
+  // check: a path that does not exist is not "ok"
+  config("missing.toml", "file", "no/such.safetensors");
+  r = phaselab(dir, "check missing.toml");
+  CHECK(r.rc == 2);
+  CHECK(r.out.find("circuits.path \"no/such.safetensors\" does not exist") != std::string::npos);
+  config("missing_run.toml", "run", "no_such_run");
+  r = phaselab(dir, "check missing_run.toml");
+  CHECK(r.rc == 2);
+  CHECK(r.out.find("does not exist") != std::string::npos);
+  config("good.toml", "file", "run/checkpoints/p0000-s0/step-000000010.safetensors");
+  r = phaselab(dir, "check good.toml");
+  CHECK(r.rc == 0);
+  std::filesystem::remove_all(dir);
 }

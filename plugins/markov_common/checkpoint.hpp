@@ -239,12 +239,19 @@ class CheckpointReader {
     if (f_.tensors.size() != want.size())
       fail("expected " + std::to_string(want.size()) + " tensors for this config, found " +
            std::to_string(f_.tensors.size()));
-    std::vector<T> p(total, T(0));
+    // Every tensor checked before the buffer is allocated: the sizes in __metadata__ (d_model,
+    // ffn, ...) then match tensors the file holds, so a corrupt value cannot allocate gigabytes.
     for (const auto& w : want) {
       const st::Tensor* t = st::find(f_, w.name);
       if (!t) fail("tensor '" + w.name + "' is missing");
       if (t->dtype != dt) fail("tensor '" + w.name + "' is not " + st::dtype_name(dt));
       if (t->shape != w.shape) fail("tensor '" + w.name + "' has the wrong shape for the config");
+      if (w.off > total || w.len > total - w.off)
+        fail("tensor '" + w.name + "' does not fit the parameter buffer");
+    }
+    std::vector<T> p(total, T(0));
+    for (const auto& w : want) {
+      const st::Tensor* t = st::find(f_, w.name);
       const std::vector<T> v = st::as_values<T>(*t);
       std::copy(v.begin(), v.end(), p.begin() + std::ptrdiff_t(w.off));
     }

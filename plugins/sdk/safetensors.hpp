@@ -698,11 +698,17 @@ inline std::vector<unsigned char> serialize(const File& f) {
   return out;
 }
 
-// Parses a whole file's bytes; `source` names it in error messages.
-inline File parse(const unsigned char* p, size_t size, const std::string& source) {
-  using detail::fail;
+namespace detail {
+// The 8-byte header length and the header of a `size`-byte file whose first `avail` bytes are at
+// `p` (at least 8 + the header length of them, or all when the checks fail first): the length
+// against the file's size and the limit, the header as JSON into `metadata` and `entries`.
+// Returns the header length. read() calls it before reading the data section.
+inline uint64_t parse_header(const unsigned char* p, size_t avail, uint64_t size,
+                             const std::string& source,
+                             std::map<std::string, std::string>* metadata,
+                             std::vector<HeaderParser::Entry>* entries) {
   if (size < 8) {
-    const std::string kind = detail::foreign_kind(p, size);
+    const std::string kind = foreign_kind(p, avail);
     fail(source, "the file is " + std::to_string(size) +
                      " bytes, shorter than the 8-byte header length: not a safetensors file" +
                      (kind.empty() ? "" : " (" + kind + ")"));
@@ -710,7 +716,7 @@ inline File parse(const unsigned char* p, size_t size, const std::string& source
   uint64_t n = 0;
   for (int b = 7; b >= 0; --b) n = (n << 8) | p[b];
   if (n > kMaxHeaderBytes || n > size - 8) {
-    const std::string kind = detail::foreign_kind(p, size);
+    const std::string kind = foreign_kind(p, avail);
     if (!kind.empty())
       fail(source, "not a safetensors file: it looks like " + kind +
                        " (its first 8 bytes, read as "
@@ -723,18 +729,27 @@ inline File parse(const unsigned char* p, size_t size, const std::string& source
     fail(source, "header length " + std::to_string(n) + " but only " + std::to_string(size - 8) +
                      " bytes follow the length field: truncated or not a safetensors file");
   }
+  if (avail < 8 + n) fail(source, "the file shrank while it was read");
   {
     size_t i = 8;
     while (i < 8 + n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) ++i;
     if (i == 8 + n || p[i] != '{') {
-      const std::string kind = detail::foreign_kind(p, size);
+      const std::string kind = foreign_kind(p, avail);
       fail(source, "the header is not a JSON object: not a safetensors file" +
                        (kind.empty() ? "" : " (it looks like " + kind + ")"));
     }
   }
+  HeaderParser(p + 8, size_t(n), source).parse(metadata, entries);
+  return n;
+}
+}  // namespace detail
+
+// Parses a whole file's bytes; `source` names it in error messages.
+inline File parse(const unsigned char* p, size_t size, const std::string& source) {
+  using detail::fail;
   File f;
   std::vector<detail::HeaderParser::Entry> entries;
-  detail::HeaderParser(p + 8, size_t(n), source).parse(&f.metadata, &entries);
+  const uint64_t n = detail::parse_header(p, size, size, source, &f.metadata, &entries);
 
   const uint64_t data_size = size - 8 - n;
   for (const auto& e : entries) {
@@ -846,7 +861,8 @@ inline void write(const std::string& path, const File& f) {
 
 // Reads and checks a whole file. Throws std::runtime_error naming `path` and the problem.
 inline File read(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer; it is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     throw std::runtime_error("safetensors: " + path + ": cannot open: " + std::strerror(err));
@@ -859,25 +875,58 @@ inline File read(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw std::runtime_error(
-        "safetensors: " + path + ": " +
-        (S_ISDIR(st.st_mode) ? "is a folder, not a file" : "not a regular file"));
+    throw std::runtime_error("safetensors: " + path + ": " +
+                             (S_ISDIR(st.st_mode)
+                                  ? "is a folder, not a file"
+                                  : "not a regular file (a FIFO, socket or device)"));
   }
-  std::vector<unsigned char> bytes(size_t(st.st_size));
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  // Reads the file up to `want` bytes (fewer when it shrank while being read).
+  std::vector<unsigned char> bytes;
   size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t r = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw std::runtime_error("safetensors: " + path + ": read failed: " + std::strerror(err));
+  auto read_to = [&](uint64_t want) {
+    bytes.resize(size_t(want));
+    while (done < bytes.size()) {
+      const ssize_t r = ::read(fd, bytes.data() + done, bytes.size() - done);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        const int err = errno;
+        ::close(fd);
+        throw std::runtime_error("safetensors: " + path + ": read failed: " + std::strerror(err));
+      }
+      if (r == 0) break;  // shrank while reading: parse what is there
+      done += size_t(r);
     }
-    if (r == 0) break;  // shrank while reading: parse what is there
-    done += size_t(r);
+    bytes.resize(done);
+  };
+  // The header length and the header first: a foreign or corrupt file (a header length past the
+  // end, a data section other than the tensors') is refused before its data is read.
+  const uint64_t size = uint64_t(st.st_size);
+  read_to(std::min<uint64_t>(size, 64));
+  if (done == size && size < 64) {
+    ::close(fd);
+    return parse(bytes.data(), bytes.size(), path);
   }
+  try {
+    uint64_t n = 0;
+    for (int b = 7; b >= 0 && done >= 8; --b) n = (n << 8) | bytes[size_t(b)];
+    if (done >= 8 && n <= kMaxHeaderBytes && n <= size - 8) read_to(8 + n);
+    std::map<std::string, std::string> metadata;
+    std::vector<detail::HeaderParser::Entry> entries;
+    n = detail::parse_header(bytes.data(), done, size, path, &metadata, &entries);
+    uint64_t end = 0;
+    for (const auto& e : entries) end = std::max(end, e.end);
+    if (end < size - 8 - n)
+      detail::fail(path, std::to_string(size - 8 - n - end) +
+                             " bytes after the last tensor (the tensors end at " +
+                             std::to_string(end) + " of a " + std::to_string(size - 8 - n) +
+                             "-byte data section)");
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  read_to(size);
   ::close(fd);
-  bytes.resize(done);
   return parse(bytes.data(), bytes.size(), path);
 }
 
