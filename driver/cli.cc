@@ -119,6 +119,20 @@ const std::vector<CommandSpec>& commands() {
        "named), when a shard is given twice or shards are missing (their points are named).\n"
        "  phaselab merge runs/x runs/x/shard-*\n"
        "exit status: 0 ok, 2 refused, 4 some points failed (failures.csv).\n"},
+      {"status",
+       "phaselab status OUT [--json]",
+       1,
+       {{"--json", false}, {"--help", false}},
+       "Where a run folder, or a folder of shards (OUT/shard-I-of-N), stands, without changing\n"
+       "it: per part its status, whether a live phaselab holds its lock (or the lock is stale:\n"
+       "its process died), points done, failed and left (from journal.csv and failures.csv, "
+       "current\n"
+       "while a run goes on), missing shards, the point seconds so far and an estimate of what is\n"
+       "left, and the commands that finish the run: each unfinished shard's --resume, the same as\n"
+       "an `sbatch --array=` list for scripts/slurm/sweep.sbatch, and the merge. --json prints "
+       "the\n"
+       "same for scripts.\n"
+       "exit status: 0 ok, 2 OUT is neither a run folder nor a folder of shards.\n"},
       {"plot",
        "phaselab plot --out FIG.png [--title T] [--xlabel X] [--ylabel Y] [--logx] [--logy]\n"
        "              SERIES...",
@@ -259,6 +273,7 @@ void print_usage(std::FILE* f) {
       "  run CONFIG.toml [...]     run a config (--out --threads --target --resume --quiet\n"
       "                            --shard)\n"
       "  merge OUT SHARD_DIR...    join the shards of a run into one run folder\n"
+      "  status OUT [--json]       where a run or its shards stand, and what finishes it\n"
       "  plot --out FIG.png SERIES...\n"
       "                            draw series from run folders' tables on one figure\n"
       "\n"
@@ -299,7 +314,7 @@ bool parse_args(int argc, char** argv, Args* out) {
     std::fprintf(
         stderr,
         "phaselab: error: unknown command %s%s (commands: list, kernels, check, run, merge, "
-        "plot, new)\n",
+        "status, plot, new)\n",
         quoted(first).c_str(), dym.empty() ? "" : (" (did you mean " + dym + "?)").c_str());
     return false;
   }

@@ -19,6 +19,7 @@
 #include "driver/new_plugin.hpp"
 #include "driver/plugins.hpp"
 #include "driver/run.hpp"
+#include "driver/status.hpp"
 #include "driver/text.hpp"
 #include "driver/version.h"
 #include "phaselab/kernels.hpp"
@@ -349,6 +350,7 @@ int main_command(int argc, char** argv) {
     return cmd_new(a.positional[0], a.has("--dir") ? a.options.at("--dir") : "");
   if (a.command == "merge") return cmd_merge(a, argc, argv);
   if (a.command == "plot") return cmd_plot(a);
+  if (a.command == "status") return execute_status(a.positional[0], a.has("--json"));
   return cmd_run(a, argc, argv);
 }
 }  // namespace

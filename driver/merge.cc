@@ -157,53 +157,6 @@ bool write_table(const std::string& path, const Row& header, Lines* t, std::stri
   return true;
 }
 
-// The config recorded in a shard's run.json, resolved against the plugin found on the search
-// path (as `phaselab run` would resolve the file).
-bool load_config(const json& rec, Plugin* plugin, RunConfig* cfg, std::string* error) {
-  const json& c = rec["config"];
-  const std::string file = c.value("file", std::string("run.json")),
-                    text = c.value("toml", std::string());
-  toml::table t;
-  try {
-    t = toml::parse(text, file);
-  } catch (const toml::parse_error& e) {
-    *error = "the config recorded in run.json does not parse: " + std::string(e.description());
-    return false;
-  }
-  std::vector<std::string> errors;
-  std::string name, at;
-  if (!config_plugin_name(t, file, &name, &at, &errors)) {
-    *error = errors.empty() ? "no plugin in the recorded config" : errors[0];
-    return false;
-  }
-  const PluginFile* found = nullptr;
-  const auto files = discover_plugins(plugin_search_path());
-  for (const auto& f : files)
-    if (f.name == name) found = &f;
-  if (!found) {
-    *error = "plugin " + driver::quoted(name) + " not found (set PHASELAB_PLUGIN_PATH)";
-    return false;
-  }
-  std::string why;
-  if (!load_plugin(*found, plugin, &why)) {
-    *error = "plugin " + driver::quoted(name) + ": " + why;
-    return false;
-  }
-  const std::string have = plugin->entry.version ? plugin->entry.version : "";
-  const std::string want = rec["plugin"].value("version", std::string());
-  if (have != want) {
-    *error = "the shards ran plugin " + name + " " + want + ", this phaselab finds " + have + " (" +
-             found->path + ")";
-    return false;
-  }
-  cfg->text = text;
-  if (!resolve_config(t, file, *plugin, cfg, &errors)) {
-    *error = errors.empty() ? "the recorded config does not resolve" : errors[0];
-    return false;
-  }
-  return true;
-}
-
 // `phaselab merge` in stages: read and check the shards' records (one run, every shard once,
 // all finished), gather their tables by point, write the merged folder (tables, the plugin's
 // summaries and figures, run.json) and the closing lines. Each stage returns 0 to go on or the
@@ -293,7 +246,7 @@ class Merge {
   // The config and its points; every shard present and finished.
   int check_complete() {
     const Shard& ref = shards_[0];
-    if (!load_config(ref.rec, &plugin_, &cfg_, &why_)) return fail(ref.dir + ": " + why_);
+    if (!load_recorded_config(ref.rec, &plugin_, &cfg_, &why_)) return fail(ref.dir + ": " + why_);
     if (cfg_.search.on) return check_complete_search();
     all_ = enumerate_points(cfg_, plugin_);
     costs_ = point_costs(all_, plugin_);
@@ -667,6 +620,53 @@ int execute_merge(const MergeOptions& opt) {
     return fail(std::string("a shard's run.json has a field of the wrong type (was it edited?): ") +
                 e.what());
   }
+}
+
+// The config recorded in a run.json, resolved against the plugin found on the search path.
+bool load_recorded_config(const nlohmann::json& rec, Plugin* plugin, RunConfig* cfg,
+                          std::string* error) {
+  const nlohmann::json& c = rec["config"];
+  const std::string file = c.value("file", std::string("run.json")),
+                    text = c.value("toml", std::string());
+  toml::table t;
+  try {
+    t = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    *error = "the config recorded in run.json does not parse: " + std::string(e.description());
+    return false;
+  }
+  std::vector<std::string> errors;
+  std::string name, at;
+  if (!config_plugin_name(t, file, &name, &at, &errors)) {
+    *error = errors.empty() ? "no plugin in the recorded config" : errors[0];
+    return false;
+  }
+  const PluginFile* found = nullptr;
+  const auto files = discover_plugins(plugin_search_path());
+  for (const auto& f : files)
+    if (f.name == name) found = &f;
+  if (!found) {
+    *error = "plugin " + driver::quoted(name) + " not found (set PHASELAB_PLUGIN_PATH)";
+    return false;
+  }
+  std::string why;
+  if (!load_plugin(*found, plugin, &why)) {
+    *error = "plugin " + driver::quoted(name) + ": " + why;
+    return false;
+  }
+  const std::string have = plugin->entry.version ? plugin->entry.version : "";
+  const std::string want = rec["plugin"].value("version", std::string());
+  if (have != want) {
+    *error = "the shards ran plugin " + name + " " + want + ", this phaselab finds " + have + " (" +
+             found->path + ")";
+    return false;
+  }
+  cfg->text = text;
+  if (!resolve_config(t, file, *plugin, cfg, &errors)) {
+    *error = errors.empty() ? "the recorded config does not resolve" : errors[0];
+    return false;
+  }
+  return true;
 }
 
 }  // namespace pl::driver

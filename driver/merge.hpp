@@ -10,8 +10,12 @@
 // command that runs or finishes them).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "driver/config.hpp"
+#include "driver/plugins.hpp"
 
 namespace pl::driver {
 
@@ -23,5 +27,10 @@ struct MergeOptions {
 };
 
 int execute_merge(const MergeOptions& opt);
+
+// The config recorded in a run.json, resolved against the plugin found on the search path (as
+// `phaselab run` would resolve the file); false with *error when it cannot be.
+bool load_recorded_config(const nlohmann::json& rec, Plugin* plugin, RunConfig* cfg,
+                          std::string* error);
 
 }  // namespace pl::driver

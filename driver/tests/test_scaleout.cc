@@ -657,3 +657,56 @@ TEST_CASE(
                {"PHASELAB_PROC_CGROUP=" + (dir / "none"), "SLURM_MEM_PER_NODE=1000"});
   CHECK(enough.rc == 0);
 }
+
+TEST_CASE("status: a half-finished folder of shards, with a killed shard and a missing one") {
+  TempDir dir;
+  spit(dir / "s.toml", sweep_toml("sleep_ms = 40\n"));
+  const std::string parent = dir / "sh";
+  REQUIRE(phaselab({"run", dir / "s.toml", "--shard", "0/3", "--out", parent, "--quiet"}, dir).rc ==
+          0);
+  // Shard 1 killed with SIGKILL after its first points: run.json says running, the lock is stale.
+  const pid_t pid = spawn(
+      kExe, {"run", dir / "s.toml", "--shard", "1/3", "--out", parent, "--quiet", "--threads", "1"},
+      dir, "killed", std::vector<std::string>{});
+  const std::string journal = parent + "/shard-1-of-3/journal.csv";
+  for (int i = 0; i < 300 && count_lines(slurp(journal)) < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  const size_t done1 = count_lines(slurp(journal)) - 1;
+  REQUIRE(done1 >= 2);
+  REQUIRE(done1 < 7);
+  const Result st = phaselab({"status", parent}, dir);
+  CHECK(st.rc == 0);
+  CHECK(st.out.find("3 shards, 20 points: " + std::to_string(7 + done1) + " done, 0 failed") !=
+        std::string::npos);
+  CHECK(st.out.find("running, but no phaselab holds it  stale") != std::string::npos);
+  CHECK(st.out.find("shard-2-of-3                 missing") != std::string::npos);
+  CHECK(st.out.find("--shard 1/3 --out " + parent + " --resume") != std::string::npos);
+  CHECK(st.out.find("--shard 2/3 --out " + parent + " --resume") != std::string::npos);
+  CHECK(st.out.find("--shard 0/3") == std::string::npos);  // finished: no command
+  CHECK(st.out.find("sbatch --array=1,2 ") != std::string::npos);
+  CHECK(st.out.find("phaselab merge " + parent + " " + parent + "/shard-*") != std::string::npos);
+  const Result js = phaselab({"status", parent, "--json"}, dir);
+  CHECK(js.rc == 0);
+  CHECK(js.out.find("\"kind\": \"shards\"") != std::string::npos);
+  CHECK(js.out.find("\"done\": " + std::to_string(7 + done1)) != std::string::npos);
+  CHECK(js.out.find("\"lock\": \"stale\"") != std::string::npos);
+  // The printed commands finish the run: the merge then equals the one-process run.
+  REQUIRE(
+      phaselab({"run", dir / "s.toml", "--shard", "1/3", "--out", parent, "--resume", "--quiet"},
+               dir)
+          .rc == 0);
+  REQUIRE(
+      phaselab({"run", dir / "s.toml", "--shard", "2/3", "--out", parent, "--resume", "--quiet"},
+               dir)
+          .rc == 0);
+  const Result after = phaselab({"status", parent}, dir);
+  CHECK(after.out.find("20 done, 0 failed, 0 left") != std::string::npos);
+  CHECK(after.out.find("--resume") == std::string::npos);
+  REQUIRE(merge(dir, parent, shard_dirs(parent)).rc == 0);
+  REQUIRE(phaselab({"run", dir / "s.toml", "--out", dir / "one", "--quiet"}, dir).rc == 0);
+  expect_same_tables(dir / "one", parent);
+  // Neither a run nor shards: exit 2.
+  CHECK(phaselab({"status", dir / "nothing"}, dir).rc == 2);
+}
