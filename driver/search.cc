@@ -43,7 +43,7 @@ SearchPlan::SearchPlan(const RunConfig& cfg, const Plugin& plugin)
   for (const auto& c : combos_) {
     Row cells;
     for (const auto& a : cfg_.sweep) cells.push_back(driver::value_text(c[a.param]));
-    combo_keys_.push_back(join_key(cells));
+    combo_index_.emplace(join_key(cells), uint64_t(combo_index_.size()));
   }
 }
 
@@ -105,9 +105,8 @@ bool SearchPlan::decode(const Row& cells, uint64_t* search, uint64_t* offset) co
   const SearchSpec& s = cfg_.search;
   const size_t n = cfg_.sweep.size();
   if (cells.size() != n + 3) return false;
-  const auto it = std::find(combo_keys_.begin(), combo_keys_.end(),
-                            join_key(Row(cells.begin(), cells.begin() + long(n))));
-  if (it == combo_keys_.end()) return false;
+  const auto it = combo_index_.find(join_key(Row(cells.begin(), cells.begin() + long(n))));
+  if (it == combo_index_.end()) return false;
   int64_t seed = 0, round = 0;
   if (!parse_int(cells[n + 1], &seed) || !parse_int(cells[n + 2], &round) || round < 0)
     return false;
@@ -126,8 +125,7 @@ bool SearchPlan::decode(const Row& cells, uint64_t* search, uint64_t* offset) co
     off = uint64_t(m);
     if (value_text(off) != cells[n]) return false;  // not a value the search evaluates
   }
-  *search =
-      uint64_t(it - combo_keys_.begin()) * cfg_.seeds.size() + uint64_t(sit - cfg_.seeds.begin());
+  *search = it->second * cfg_.seeds.size() + uint64_t(sit - cfg_.seeds.begin());
   *offset = off;
   return true;
 }

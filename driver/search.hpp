@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "driver/config.hpp"
@@ -89,7 +90,7 @@ class SearchPlan {
   const RunConfig& cfg_;
   const Plugin& plugin_;
   std::vector<std::vector<ParamValue>> combos_;
-  std::vector<std::string> combo_keys_;  // join_key of each combination's sweep cells
+  std::unordered_map<std::string, uint64_t> combo_index_;  // join_key of sweep cells -> combo
 };
 
 // The label of a point from its results rows (the plugin's own cells): the `column` cell of the
