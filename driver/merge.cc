@@ -282,19 +282,7 @@ class Merge {
       return fail("the recorded config has " + std::to_string(plan_->size()) +
                   " searches, the shards say " +
                   std::to_string(ref.rec["shard"].value("points_in_run", uint64_t(0))));
-    const std::vector<uint64_t> first = plan_->initial();
-    std::vector<Point> grid;
-    for (uint64_t s = 0; s < plan_->size(); ++s)
-      for (uint64_t off : first) grid.push_back(plan_->point(s, off, 0));
-    const std::vector<double> pc = point_costs(grid, plugin_);
-    std::vector<double> costs;
-    if (!pc.empty())
-      for (uint64_t s = 0; s < plan_->size(); ++s) {
-        double c = 0;
-        for (size_t j = 0; j < first.size(); ++j) c += pc[size_t(s) * first.size() + j];
-        costs.push_back(c);
-      }
-    search_shard_ = shard_of_points(plan_->size(), n_, costs);
+    search_shard_ = search_shards(*plan_, plugin_, n_);
     std::string missing;
     for (uint64_t i = 0; i < n_; ++i)
       if (!by_index_.count(i)) missing += (missing.empty() ? "" : ", ") + std::to_string(i);

@@ -353,22 +353,9 @@ class Run {
   // an estimate.
   void plan_searches() {
     plan_ = std::make_unique<SearchPlan>(cfg_, plugin_);
-    std::vector<uint64_t> shard_of;
-    if (opt_.shard.count) {
-      const std::vector<uint64_t> first = plan_->initial();
-      std::vector<Point> grid;
-      for (uint64_t s = 0; s < plan_->size(); ++s)
-        for (uint64_t off : first) grid.push_back(plan_->point(s, off, 0));
-      const std::vector<double> pc = point_costs(grid, plugin_);
-      std::vector<double> costs;
-      if (!pc.empty())
-        for (uint64_t s = 0; s < plan_->size(); ++s) {
-          double c = 0;
-          for (size_t j = 0; j < first.size(); ++j) c += pc[size_t(s) * first.size() + j];
-          costs.push_back(c);
-        }
-      shard_of = shard_of_points(plan_->size(), opt_.shard.count, costs);
-    }
+    const std::vector<uint64_t> shard_of = opt_.shard.count
+                                               ? search_shards(*plan_, plugin_, opt_.shard.count)
+                                               : std::vector<uint64_t>{};
     for (uint64_t s = 0; s < plan_->size(); ++s)
       if (shard_of.empty() || shard_of[size_t(s)] == opt_.shard.index) searches_.insert(s);
   }
@@ -468,12 +455,13 @@ class Run {
   }
 
   // ---------------------------------------------------------------- execute
+  // The points on the workers (and MPI ranks) with the progress bar and the abort watcher. A
+  // [search] plans its points round by round (search_rounds), a plain run has them all.
   void execute() {
-    if (plan_) return execute_search();
     // Per-worker progress fractions of the running point, for the bar.
     fractions_.reset(new std::atomic<double>[size_t(threads_)]);
     for (int w = 0; w < threads_; ++w) fractions_[size_t(w)] = 0;
-    progress_ = std::make_unique<Progress>(todo_.size(), opt_.quiet, [this] {
+    progress_ = std::make_unique<Progress>(plan_ ? 0 : todo_.size(), opt_.quiet, [this] {
       double s = 0;
       for (int w = 0; w < threads_; ++w) s += fractions_[size_t(w)].load(std::memory_order_relaxed);
       return s;
@@ -481,7 +469,11 @@ class Run {
     announce();
     start_abort_watcher();
     progress_->start();
-    if (mpi_size() > 1)
+    if (plan_ && mpi_size() > 1)
+      run_mpi_search();
+    else if (plan_)
+      search_rounds();
+    else if (mpi_size() > 1)
       run_mpi();
     else
       run_local();
@@ -517,26 +509,7 @@ class Run {
   // [search]: round after round, every search's planned points (the first grid, then the
   // midpoints of its open brackets) run at once on the workers; a point done before (--resume)
   // gives its label from its rows. Which points run depends only on the config and the labels.
-  void execute_search() {
-    fractions_.reset(new std::atomic<double>[size_t(threads_)]);
-    for (int w = 0; w < threads_; ++w) fractions_[size_t(w)] = 0;
-    progress_ = std::make_unique<Progress>(0, opt_.quiet, [this] {
-      double s = 0;
-      for (int w = 0; w < threads_; ++w) s += fractions_[size_t(w)].load(std::memory_order_relaxed);
-      return s;
-    });
-    announce();
-    start_abort_watcher();
-    progress_->start();
-    if (mpi_size() > 1)
-      run_mpi_search();
-    else
-      search_rounds();
-    progress_->stop();
-    stop_abort_watcher();
-  }
-
-  // The rounds of every search of this run; ends with search_over_ set.
+  // Ends with search_over_ set.
   void search_rounds() {
     struct Over {  // however the rounds end, the worker ranks are then told there is no more
       Run* r;

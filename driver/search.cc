@@ -10,6 +10,7 @@
 #include <set>
 
 #include "driver/fsio.hpp"
+#include "driver/shard.hpp"
 #include "driver/text.hpp"
 
 namespace pl::driver {
@@ -238,6 +239,22 @@ std::vector<SearchBoundary> SearchPlan::boundaries(const std::vector<SearchEval>
     out.push_back(none);
   }
   return out;
+}
+
+std::vector<uint64_t> search_shards(const SearchPlan& plan, const Plugin& plugin, uint64_t count) {
+  const std::vector<uint64_t> first = plan.initial();
+  std::vector<Point> grid;
+  for (uint64_t s = 0; s < plan.size(); ++s)
+    for (uint64_t off : first) grid.push_back(plan.point(s, off, 0));
+  const std::vector<double> pc = point_costs(grid, plugin);
+  std::vector<double> costs;
+  if (!pc.empty())
+    for (uint64_t s = 0; s < plan.size(); ++s) {
+      double c = 0;
+      for (size_t j = 0; j < first.size(); ++j) c += pc[size_t(s) * first.size() + j];
+      costs.push_back(c);
+    }
+  return shard_of_points(plan.size(), count, costs);
 }
 
 bool point_label(const SearchSpec& s, const pl_table_decl& results, const std::vector<Row>& rows,

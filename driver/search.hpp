@@ -93,6 +93,10 @@ class SearchPlan {
   std::unordered_map<std::string, uint64_t> combo_index_;  // join_key of sweep cells -> combo
 };
 
+// The shard (0..count-1) of each search: whole searches dealt as `run --shard` deals points, by
+// the plugin's cost estimate of each search's first grid where it has one, else by count.
+std::vector<uint64_t> search_shards(const SearchPlan& plan, const Plugin& plugin, uint64_t count);
+
 // The label of a point from its results rows (the plugin's own cells): the `column` cell of the
 // last row with final = 1 where the table has a `final` column, else of the last row; with
 // `above`, "above" when that number is > above, else "below". False with *why when it has none.
