@@ -84,7 +84,8 @@ std::string find_in_path(const std::string& exe) {
   return "";
 }
 
-// Runs `gnuplot args...` in `dir`, stdout+stderr to `log`; returns the exit status (-1: no run).
+// Runs `gnuplot args...` in `dir`, stdout+stderr to `log`; returns the exit status (128 + the
+// signal when a signal ended it, e.g. Ctrl-C; -1: no run).
 int run_tool(const std::string& exe, const std::vector<std::string>& args, const std::string& dir,
              const std::string& log) {
   const pid_t pid = ::fork();
@@ -107,6 +108,7 @@ int run_tool(const std::string& exe, const std::vector<std::string>& args, const
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -1021,6 +1023,12 @@ class Figure {
     read_file(log, &log_text, nullptr);
     std::error_code ec;
     const auto size = std::filesystem::file_size(base + ".png", ec);
+    if (rc > 128) {  // Ctrl-C reaches gnuplot too: not a gnuplot error
+      fail("gnuplot was stopped by signal " + std::to_string(rc - 128) + " (" +
+           strsignal(rc - 128) + "); redraw with: cd " + fig_dir + " && gnuplot " + name_ + ".gp");
+      std::remove((base + ".png").c_str());  // a partial PNG
+      return;
+    }
     if (rc != 0 || ec || size == 0) {
       // gnuplot's message: the last line that says something (its first lines echo the command)
       std::string msg;

@@ -185,7 +185,11 @@ TEST_CASE("help, version and usage errors") {
   CHECK(r.err.find("unknown option --thread (did you mean --threads?)") != std::string::npos);
   r = phaselab({"run", d / "good.toml", "--threads", "two"}, d);
   CHECK(r.rc == 2);
-  CHECK(r.err.find("--threads must be an integer >= 0") != std::string::npos);
+  CHECK(r.err.find("--threads must be an integer in [0, 4096]") != std::string::npos);
+  r = phaselab({"run", d / "good.toml", "--threads", "100000"}, d);  // said ">= 0" before
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--threads must be an integer in [0, 4096] (0 = all cores), got \"100000\"") !=
+        std::string::npos);
   r = phaselab({"run"}, d);
   CHECK(r.rc == 2);
   CHECK(r.err.find("missing CONFIG.toml") != std::string::npos);
@@ -270,8 +274,8 @@ TEST_CASE("bad configs: exit status and message, nothing run") {
   }
   SUBCASE("empty sweep list") {
     expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = []\n", 2,
-               f + ":3:5: error: sweep.n must be a non-empty list of an integer in [1, 100000] "
-                   "values, got an empty list");
+               f + ":3:5: error: sweep.n must be a non-empty list of values, each an integer in "
+                   "[1, 100000], got an empty list");
   }
   SUBCASE("duplicate sweep key (TOML)") {
     expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = [1]\nn = [2]\n", 2, f + ":4:");

@@ -133,6 +133,30 @@ TEST_CASE("plot: --out never overwrites an input table or a run folder's files")
   CHECK(slurp(rd + "/results.csv") == kTable);
 }
 
+// Ctrl-C reaches gnuplot (the same process group): a gnuplot ended by a signal is reported as
+// stopped by that signal, not as "gnuplot failed (exit -1)".
+TEST_CASE("plot: a gnuplot stopped by a signal is named as such") {
+  namespace dt = pl::driver_test;
+  TempDir dir("pl_plot_signal");
+  spit(dir / "t.csv", kTable);
+  // answers the terminal probe, then dies of SIGINT as gnuplot does on Ctrl-C
+  spit(dir / "gnuplot", "#!/bin/sh\nif [ \"$1\" = -e ]; then echo 5.4; exit 0; fi\nkill -INT $$\n");
+  REQUIRE(::chmod((dir / "gnuplot").c_str(), 0755) == 0);
+  const std::string tag = dt::next_tag();
+  dt::SpawnOptions so;
+  so.gnuplot = true;
+  so.env = {"PHASELAB_GNUPLOT=" + dir / "gnuplot"};
+  const auto r =
+      dt::finish(dt::spawn(dt::phaselab_exe(),
+                           {"plot", "--out", dir / "s.png", dir / "t.csv:x=P:y=cG"}, dir, tag, so),
+                 dir, tag);
+  CAPTURE(r.err);
+  CHECK(r.rc == 5);
+  CHECK(r.err.find("gnuplot was stopped by signal 2 (Interrupt); redraw with: cd " + dir.path +
+                   " && gnuplot s.gp") != std::string::npos);
+  CHECK(r.err.find("exit -1") == std::string::npos);
+}
+
 // style=mean averages the rows at one x: a key the run sweeps that the series leaves out of x=,
 // group= and where= is pooled, and the warning and the legend entry say which.
 TEST_CASE("plot: style=mean names the swept keys it pools") {
