@@ -530,7 +530,10 @@ TEST_CASE("Ctrl-C keeps finished rows; --resume completes them like an uninterru
   CHECK(kept < 8);
   const std::string json = slurp(d / "int/run.json");
   CHECK(json.find("\"status\": \"interrupted\"") != std::string::npos);
-  CHECK(slurp(d / "int.err").find("continue with --resume") != std::string::npos);
+  // the whole command: the config's absolute path, --out, --resume
+  CHECK(slurp(d / "int.err")
+            .find("continue with: phaselab run " + d / "slow.toml" + " --out " +
+                  d / "int --resume") != std::string::npos);
 
   const Result r =
       phaselab({"run", d / "slow.toml", "--out", d / "int", "--resume", "--threads", "2"}, d);
@@ -569,7 +572,9 @@ TEST_CASE("SIGHUP and SIGPIPE stop a run like Ctrl-C: run.json interrupted, lock
     CHECK(kept < 8);
     CHECK(slurp(d / "int/run.json").find("\"status\": \"interrupted\"") != std::string::npos);
     CHECK_FALSE(exists(d / "int/run.lock"));
-    CHECK(slurp(d / "int.err").find("continue with --resume") != std::string::npos);
+    CHECK(slurp(d / "int.err")
+              .find("continue with: phaselab run " + d / "slow.toml" + " --out " +
+                    d / "int --resume") != std::string::npos);
     const Result r =
         phaselab({"run", d / "slow.toml", "--out", d / "int", "--resume", "--threads", "2"}, d);
     CHECK(r.rc == 0);
@@ -684,7 +689,8 @@ TEST_CASE("disk full (injected at the Nth byte): exit 5, path and errno, whole r
       continue;
     }
     CHECK(r.err.find("error: cannot write " + out + "/") != std::string::npos);
-    CHECK(r.err.find("continue with --resume --out " + out) != std::string::npos);
+    CHECK(r.err.find("continue with: phaselab run " + d / "s.toml" + " --out " + out +
+                     " --resume") != std::string::npos);
     const std::string json = slurp(out + "/run.json");
     CHECK(json.find("\"status\": \"write_error\"") != std::string::npos);
     CHECK(json.find("\"exit_status\": 5") != std::string::npos);
@@ -1028,8 +1034,8 @@ TEST_CASE("a second Ctrl-C still records what finished; --resume completes the r
   const std::string err = slurp(d / "ab.err");
   CAPTURE(err);
   CHECK(err.find("phaselab: aborted: ") != std::string::npos);
-  CHECK(err.find("points done are kept; continue with --resume --out " + d / "o") !=
-        std::string::npos);
+  CHECK(err.find("points done are kept; continue with: phaselab run " + d / "deaf.toml" +
+                 " --out " + d / "o --resume") != std::string::npos);
   const std::string json = slurp(d / "o/run.json");
   CHECK(json.find("\"status\": \"aborted\"") != std::string::npos);
   CHECK(json.find("\"exit_status\": 130") != std::string::npos);
@@ -1108,8 +1114,8 @@ TEST_CASE("disk full while the tables are created: run.json says write_error, no
       continue;  // the reserve did not fit, or the tables were made (the tests above)
     ++in_setup;
     CHECK(r.err.find("error: cannot write " + out + "/") != std::string::npos);
-    CHECK(r.err.find("nothing was run; free space and continue with --resume --out " + out) !=
-          std::string::npos);
+    CHECK(r.err.find("nothing was run; free space and continue with: phaselab run " + d / "s.toml" +
+                     " --out " + out + " --resume") != std::string::npos);
     const std::string json = slurp(out + "/run.json");
     CHECK(json.find("\"status\": \"write_error\"") != std::string::npos);
     CHECK(json.find("\"exit_status\": 5") != std::string::npos);

@@ -366,6 +366,40 @@ TEST_CASE("merge refuses tables whose rows do not match the journal, and bad sha
   }
 }
 
+// --resume on a shard's folder without --shard would run the whole sweep inside it: refused, with
+// the command that continues the shard; an interrupted shard's hint is that whole command.
+TEST_CASE("--resume of a shard folder needs its --shard; the hints give the whole command") {
+  TempDir dir;
+  spit(dir / "s.toml", sweep_toml("sleep_ms = 100\n"));
+  const std::string parent = dir / "sh", s1 = parent + "/shard-1-of-2";
+  const pid_t pid =
+      spawn(kExe, {"run", dir / "s.toml", "--shard", "1/2", "--out", parent, "--threads", "1"}, dir,
+            "int", std::vector<std::string>{});
+  const auto t0 = std::chrono::steady_clock::now();
+  while (count_lines(slurp(s1 + "/results.csv")) < 3 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(pid, SIGINT);
+  CHECK(wait_rc(pid) == 130);
+  const std::string cont =
+      "phaselab run " + dir / "s.toml" + " --shard 1/2 --out " + parent + " --resume";
+  CHECK(slurp(dir / "int.err").find("continue with: " + cont) != std::string::npos);
+  const std::string res = slurp(s1 + "/results.csv"), rec = slurp(s1 + "/run.json");
+  // the hint of before: --resume --out the shard's folder, no --shard
+  Result r = phaselab({"run", dir / "s.toml", "--resume", "--out", s1, "--quiet"}, dir);
+  CAPTURE(r.err);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("the run there is shard 1 of 2, this one is not sharded") != std::string::npos);
+  CHECK(r.err.find("continue it with: " + cont) != std::string::npos);
+  CHECK(slurp(s1 + "/results.csv") == res);
+  CHECK(slurp(s1 + "/run.json") == rec);
+  // the printed command works
+  r = phaselab({"run", dir / "s.toml", "--shard", "1/2", "--out", parent, "--resume", "--quiet"},
+               dir);
+  CHECK(r.rc == 0);
+  CHECK(count_lines(slurp(s1 + "/results.csv")) == 11);
+}
+
 TEST_CASE("--shard: I/N, auto from job-array environments, and its errors") {
   TempDir dir;
   spit(dir / "s.toml", sweep_toml());
