@@ -259,6 +259,31 @@ TEST_CASE("merge refuses missing, duplicated, foreign and unfinished shards") {
     expect_same_tables(dir / "one", dir / "m");
     // A second merge into the same folder is refused rather than overwriting it.
     CHECK(merge(dir, dir / "m", {s0, s1, s2}).rc == 2);
+    // A merge that stopped before its run.json was final (Ctrl-C, disk full) left "merging":
+    // merging again redoes it (it was refused for good before).
+    const std::string done_rec = slurp(dir / "m/run.json");
+    std::string merging = done_rec;
+    const size_t st = merging.find("\"status\": \"ok\"");
+    REQUIRE(st != std::string::npos);
+    merging.replace(st, 14, "\"status\": \"merging\"");
+    spit(dir / "m/run.json", merging);
+    spit(dir / "m/results.csv", "torn");
+    r = merge(dir, dir / "m", {s0, s1, s2});
+    CHECK(r.rc == 0);
+    CHECK(r.err.find("holds an unfinished merge: merging again") != std::string::npos);
+    expect_same_tables(dir / "one", dir / "m");
+    CHECK(slurp(dir / "m/run.json").find("\"status\": \"ok\"") != std::string::npos);
+    // A full disk during the merge: exit 5 (a write error, as for a run), not 2; then redone.
+    {
+      const ScopedEnv fault("PHASELAB_FAULT_WRITE_BYTES", "3000");
+      r = merge(dir, dir / "m5", {s0, s1, s2});
+    }
+    CAPTURE(r.err);
+    CHECK(r.rc == 5);
+    CHECK(r.err.find("No space left on device") != std::string::npos);
+    r = merge(dir, dir / "m5", {s0, s1, s2});
+    CHECK(r.rc == 0);
+    expect_same_tables(dir / "one", dir / "m5");
   }
 }
 
