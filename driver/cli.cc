@@ -118,7 +118,8 @@ const std::vector<CommandSpec>& commands() {
        "shards differ in config, phaselab or plugin version or kernel variants (the keys are\n"
        "named), when a shard is given twice or shards are missing (their points are named).\n"
        "  phaselab merge runs/x runs/x/shard-*\n"
-       "exit status: 0 ok, 2 refused, 4 some points failed (failures.csv).\n"},
+       "exit status: 0 ok, 2 refused, 4 some points failed (failures.csv), 5 a file could not be\n"
+       "written (disk full: free space and merge again into the same folder).\n"},
       {"plot",
        "phaselab plot --out FIG.png [--title T] [--xlabel X] [--ylabel Y] [--logx] [--logy]\n"
        "              SERIES...",

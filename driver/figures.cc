@@ -341,6 +341,31 @@ class Figure {
     const bool any = collect();
     *rows_per_source = rows_per_source_;
     if (!any) return 2;
+    // gnuplot takes minutes over 20,000 curves or millions of points and leaves an empty PNG:
+    // a figure that large is refused before anything is written.
+    size_t values = 0;  // style=mean draws one value per distinct x
+    for (const auto& [key, cells] : data_) {
+      if (series_kinds_[key.second] != Kind::Mean) {
+        values += cells.size();
+        continue;
+      }
+      std::set<double> xs;
+      for (const auto& c : cells) xs.insert(c.x);
+      values += xs.size();
+    }
+    if (series_keys_.size() > kMaxPlotCurves) {
+      fail(std::to_string(series_keys_.size()) + " curves (one per series, group value and y " +
+           "column), more than the " + std::to_string(kMaxPlotCurves) +
+           " phaselab plot draws: select fewer with where=, or group= by fewer columns");
+      return 2;
+    }
+    if (values > kMaxPlotValues) {
+      fail(std::to_string(values) + " values to draw, more than the " +
+           std::to_string(kMaxPlotValues) +
+           " phaselab plot draws: select fewer rows with where=, or style=mean to draw one "
+           "mean per x");
+      return 2;
+    }
     write_data();
     if (!write_csv(fig_dir)) return 5;
     if (!write_files(fig_dir)) return tool_.exe.empty() ? 0 : 5;
@@ -348,6 +373,7 @@ class Figure {
     return res_.png.empty() ? 5 : 0;
   }
   const FigureResult& result() const { return res_; }
+  static constexpr size_t kMaxPlotCurves = 256, kMaxPlotValues = 1'000'000;
 
  private:
   struct Cell {

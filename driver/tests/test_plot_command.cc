@@ -157,6 +157,40 @@ TEST_CASE("plot: a gnuplot stopped by a signal is named as such") {
   CHECK(r.err.find("exit -1") == std::string::npos);
 }
 
+// A figure gnuplot would take minutes over (20,000 curves, millions of points) and leave as an
+// empty PNG is refused before anything is written: exit 2 and a message saying how to narrow it.
+TEST_CASE("plot: too many curves or values are refused with a message") {
+  namespace dt = pl::driver_test;
+  TempDir dir("pl_plot_caps");
+  auto run = [&](const std::vector<std::string>& args) {
+    const std::string tag = dt::next_tag();
+    return dt::finish(dt::spawn(dt::phaselab_exe(), args, dir, tag), dir, tag);
+  };
+  std::string groups = "g,x,y\n";
+  for (int g = 0; g < 300; ++g)
+    groups += std::to_string(g) + ",1,2\n" + std::to_string(g) + ",2,3\n";
+  spit(dir / "groups.csv", groups);
+  auto r = run({"plot", "--out", dir / "g.png", dir / "groups.csv:x=x:y=y:group=g"});
+  CAPTURE(r.err);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("300 curves (one per series, group value and y column), more than the 256") !=
+        std::string::npos);
+  CHECK_FALSE(exists(dir / "g.gp"));
+  CHECK_FALSE(exists(dir / "g.dat"));
+  r = run({"plot", "--out", dir / "g.png", dir / "groups.csv:x=x:y=y:group=g:where=g=7"});
+  CHECK(r.rc == 0);
+  std::string rows = "x,y\n";
+  rows.reserve(12'000'000);
+  for (int i = 0; i <= 1'000'000; ++i) rows += std::to_string(i % 1000) + ",1\n";
+  spit(dir / "rows.csv", rows);
+  r = run({"plot", "--out", dir / "r.png", dir / "rows.csv:x=x:y=y"});
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("1000001 values to draw, more than the 1000000") != std::string::npos);
+  CHECK_FALSE(exists(dir / "r.dat"));
+  r = run({"plot", "--out", dir / "r.png", dir / "rows.csv:x=x:y=y:style=mean"});
+  CHECK(r.rc == 0);  // one mean per x: 1000 values
+}
+
 // style=mean averages the rows at one x: a key the run sweeps that the series leaves out of x=,
 // group= and where= is pooled, and the warning and the legend entry say which.
 TEST_CASE("plot: style=mean names the swept keys it pools") {
