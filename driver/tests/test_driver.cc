@@ -160,6 +160,24 @@ TEST_CASE("new writes a renamed plugin folder from the template and refuses to o
   r = phaselab({"new", "Ising"}, d);
   CHECK(r.rc == 2);
   CHECK(r.err.find("must be a lower-case letter") != std::string::npos);
+  // A 250-character name (test_<name>.cc is past the 255-byte file name limit) is refused
+  // before anything is made; it left a half-written folder that blocked the retry.
+  const std::string longname(250, 'a');
+  r = phaselab({"new", longname, "--dir", d / "long"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("plugin name is 250 characters long, at most 64") != std::string::npos);
+  CHECK_FALSE(exists(d / "long"));
+  // A full disk: nothing is left, and the retry works.
+  ::setenv("PHASELAB_FAULT_WRITE_BYTES", "2000", 1);
+  r = phaselab({"new", "walk", "--dir", d / "walk"}, d);
+  ::unsetenv("PHASELAB_FAULT_WRITE_BYTES");
+  CHECK(r.rc == 5);
+  CHECK(r.err.find("No space left on device") != std::string::npos);
+  CHECK(r.err.find("nothing was left") != std::string::npos);
+  CHECK_FALSE(exists(d / "walk"));
+  r = phaselab({"new", "walk", "--dir", d / "walk"}, d);
+  CHECK(r.rc == 0);
+  CHECK(exists(d / "walk/walk.cc"));
 }
 
 TEST_CASE("help, version and usage errors") {
