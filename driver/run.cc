@@ -733,8 +733,10 @@ class Run {
                     {"source", opt_.shard.source},
                     {"points_in_run", count_points(cfg_)}};
     if (mpi_size() > 1) j["mpi_ranks"] = mpi_size();
-    j["plugin"] = {
-        {"name", p_.name}, {"version", p_.version ? p_.version : ""}, {"path", plugin_.path}};
+    j["plugin"] = {{"name", p_.name},
+                   {"version", p_.version ? p_.version : ""},
+                   {"path", plugin_.abs_path.empty() ? plugin_.path : plugin_.abs_path},
+                   {"sha256", plugin_.sha256}};
     j["config"] = config_json();
     j["kernel_target"] = kt_.target ? kt_.target : "";
     j["kernels"] = ordered_json::object();

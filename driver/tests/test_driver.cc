@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "driver/sha256.hpp"
 #include "driver/tests/support.hpp"
 #include "sdk/table.hpp"
 #include "sdk/text.hpp"
@@ -571,6 +572,36 @@ TEST_CASE("Ctrl-C keeps finished rows; --resume completes them like an uninterru
 // SIGHUP (the terminal closed) and SIGPIPE (the reader of `phaselab run ... | head` gone) stop a
 // run like Ctrl-C: exit 130, finished rows kept, run.json "interrupted", the lock released, and
 // --resume completes it. Before, either signal killed phaselab with run.json "running".
+// run.json records the plugin file a run loaded by its absolute path (PHASELAB_PLUGIN_PATH may be
+// relative) and its SHA-256, so that a result can be traced to the exact binary.
+TEST_CASE("run.json records the plugin's absolute path and SHA-256") {
+  TempDir d;
+  CHECK(pl::driver::sha256_hex("") ==
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(pl::driver::sha256_hex("abc") ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(pl::driver::sha256_hex(std::string(1000000, 'a')) ==
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  spit(d / "t.toml", "plugin = \"toy\"\n[sweep]\nn = [2]\n");
+  // the test plugins' folder given relative to the working folder
+  const std::string plugins = env_or("PHASELAB_TEST_PLUGINS", "");
+  REQUIRE(!plugins.empty());
+  SpawnOptions o;
+  o.cwd = plugins;
+  o.plugin_path = ".";
+  const std::string tag = "abs";
+  const Result r =
+      finish(pl::driver_test::spawn(phaselab_exe(),
+                                    {"run", d / "t.toml", "--out", d / "o", "--quiet"}, d, tag, o),
+             d, tag);
+  CAPTURE(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string so = plugins + "/toy/phaselab_toy.so";
+  const std::string rec = slurp(d / "o/run.json");
+  CHECK(rec.find("\"path\": \"" + so + "\"") != std::string::npos);
+  CHECK(rec.find("\"sha256\": \"" + pl::driver::sha256_hex(slurp(so)) + "\"") != std::string::npos);
+}
+
 TEST_CASE("SIGHUP and SIGPIPE stop a run like Ctrl-C: run.json interrupted, lock released") {
   for (int sig : {SIGHUP, SIGPIPE}) {
     CAPTURE(sig);
