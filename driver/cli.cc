@@ -118,20 +118,19 @@ const std::vector<CommandSpec>& commands() {
        "shards differ in config, phaselab or plugin version or kernel variants (the keys are\n"
        "named), when a shard is given twice or shards are missing (their points are named).\n"
        "  phaselab merge runs/x runs/x/shard-*\n"
-       "exit status: 0 ok, 2 refused, 4 some points failed (failures.csv).\n"},
+       "exit status: 0 ok, 2 refused, 4 some points failed (failures.csv), 5 a file could not be\n"
+       "written (disk full: free space and merge again into the same folder).\n"},
       {"status",
        "phaselab status OUT [--json]",
        1,
        {{"--json", false}, {"--help", false}},
        "Where a run folder, or a folder of shards (OUT/shard-I-of-N), stands, without changing\n"
        "it: per part its status, whether a live phaselab holds its lock (or the lock is stale:\n"
-       "its process died), points done, failed and left (from journal.csv and failures.csv, "
-       "current\n"
-       "while a run goes on), missing shards, the point seconds so far and an estimate of what is\n"
-       "left, and the commands that finish the run: each unfinished shard's --resume, the same as\n"
-       "an `sbatch --array=` list for scripts/slurm/sweep.sbatch, and the merge. --json prints "
-       "the\n"
-       "same for scripts.\n"
+       "its process died), points done, failed and left (from journal.csv and failures.csv,\n"
+       "current while a run goes on), missing shards, the point seconds so far and an estimate\n"
+       "of what is left, and the commands that finish the run: each unfinished shard's --resume,\n"
+       "the same as an `sbatch --array=` list for scripts/slurm/sweep.sbatch, and the merge.\n"
+       "--json prints the same for scripts.\n"
        "exit status: 0 ok, 2 OUT is neither a run folder nor a folder of shards.\n"},
       {"plot",
        "phaselab plot --out FIG.png [--title T] [--xlabel X] [--ylabel Y] [--logx] [--logy]\n"

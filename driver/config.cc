@@ -220,7 +220,7 @@ void run_section(const toml::table& run, const std::string& file, RunConfig* cfg
       auto n = v->value_exact<int64_t>();
       if (!n || *n < 0 || *n > 4096)
         err(v->source(),
-            "run.threads must be an integer >= 0 (0: all cores), got " + found_text(*v));
+            "run.threads must be an integer in [0, 4096] (0: all cores), got " + found_text(*v));
       else
         cfg->threads = *n;
     } else if (key == "out") {
@@ -445,8 +445,8 @@ struct Resolver {
     const pl_param_decl& d = p.params[idx];
     const toml::array* a = v.as_array();
     if (!a || a->empty()) {
-      err(v.source(), "sweep." + key + " must be a non-empty list of " + describe_expected(d) +
-                          " values, got " + found_text(v));
+      err(v.source(), "sweep." + key + " must be a non-empty list of values, each " +
+                          describe_expected(d) + ", got " + found_text(v));
       return;
     }
     SweepAxis axis;

@@ -84,7 +84,8 @@ std::string find_in_path(const std::string& exe) {
   return "";
 }
 
-// Runs `gnuplot args...` in `dir`, stdout+stderr to `log`; returns the exit status (-1: no run).
+// Runs `gnuplot args...` in `dir`, stdout+stderr to `log`; returns the exit status (128 + the
+// signal when a signal ended it, e.g. Ctrl-C; -1: no run).
 int run_tool(const std::string& exe, const std::vector<std::string>& args, const std::string& dir,
              const std::string& log) {
   const pid_t pid = ::fork();
@@ -107,6 +108,7 @@ int run_tool(const std::string& exe, const std::vector<std::string>& args, const
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -339,6 +341,31 @@ class Figure {
     const bool any = collect();
     *rows_per_source = rows_per_source_;
     if (!any) return 2;
+    // gnuplot takes minutes over 20,000 curves or millions of points and leaves an empty PNG:
+    // a figure that large is refused before anything is written.
+    size_t values = 0;  // style=mean draws one value per distinct x
+    for (const auto& [key, cells] : data_) {
+      if (series_kinds_[key.second] != Kind::Mean) {
+        values += cells.size();
+        continue;
+      }
+      std::set<double> xs;
+      for (const auto& c : cells) xs.insert(c.x);
+      values += xs.size();
+    }
+    if (series_keys_.size() > kMaxPlotCurves) {
+      fail(std::to_string(series_keys_.size()) + " curves (one per series, group value and y " +
+           "column), more than the " + std::to_string(kMaxPlotCurves) +
+           " phaselab plot draws: select fewer with where=, or group= by fewer columns");
+      return 2;
+    }
+    if (values > kMaxPlotValues) {
+      fail(std::to_string(values) + " values to draw, more than the " +
+           std::to_string(kMaxPlotValues) +
+           " phaselab plot draws: select fewer rows with where=, or style=mean to draw one "
+           "mean per x");
+      return 2;
+    }
     write_data();
     if (!write_csv(fig_dir)) return 5;
     if (!write_files(fig_dir)) return tool_.exe.empty() ? 0 : 5;
@@ -346,6 +373,7 @@ class Figure {
     return res_.png.empty() ? 5 : 0;
   }
   const FigureResult& result() const { return res_; }
+  static constexpr size_t kMaxPlotCurves = 256, kMaxPlotValues = 1'000'000;
 
  private:
   struct Cell {
@@ -1021,6 +1049,12 @@ class Figure {
     read_file(log, &log_text, nullptr);
     std::error_code ec;
     const auto size = std::filesystem::file_size(base + ".png", ec);
+    if (rc > 128) {  // Ctrl-C reaches gnuplot too: not a gnuplot error
+      fail("gnuplot was stopped by signal " + std::to_string(rc - 128) + " (" +
+           strsignal(rc - 128) + "); redraw with: cd " + fig_dir + " && gnuplot " + name_ + ".gp");
+      std::remove((base + ".png").c_str());  // a partial PNG
+      return;
+    }
     if (rc != 0 || ec || size == 0) {
       // gnuplot's message: the last line that says something (its first lines echo the command)
       std::string msg;

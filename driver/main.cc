@@ -246,7 +246,8 @@ int cmd_run(const Args& a, int argc, char** argv) {
     if (s.empty() || *end || n < 0 || n > 4096) {
       std::fprintf(
           stderr,
-          "phaselab run: error: --threads must be an integer >= 0 (0 = all cores), got %s\n",
+          "phaselab run: error: --threads must be an integer in [0, 4096] (0 = all cores), got "
+          "%s\n",
           driver::quoted(s).c_str());
       return kExitUsage;
     }

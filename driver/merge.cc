@@ -21,6 +21,7 @@
 #include "driver/plugins.hpp"
 #include "driver/progress.hpp"
 #include "driver/run.hpp"
+#include "driver/run_record.hpp"
 #include "driver/search.hpp"
 #include "driver/shard.hpp"
 #include "driver/text.hpp"
@@ -42,6 +43,12 @@ struct Shard {
 int fail(const std::string& msg) {
   std::fprintf(stderr, "phaselab merge: error: %s\n", msg.c_str());
   return kExitUsage;
+}
+
+// A file of the merged folder could not be written (disk full, I/O error): exit 5, as a run's.
+int fail_write(const std::string& msg) {
+  std::fprintf(stderr, "phaselab merge: error: %s\n", msg.c_str());
+  return kExitWrite;
 }
 
 std::string short_json(const json& j) {
@@ -175,7 +182,7 @@ class Merge {
     if (int rc = write_tables()) return rc;
     const int code = finish();
     if (!write_file_atomic(out_ + "/run.json", json_text(record(code), {"shard", "counts"}), &why_))
-      return fail("cannot write " + out_ + "/run.json: " + why_);
+      return fail_write("cannot write " + out_ + "/run.json: " + why_);
     print_summary();
     return code;
   }
@@ -448,18 +455,37 @@ class Merge {
     fs::create_directories(out_, ec);
     if (!fs::is_directory(out_))
       return fail("cannot create " + out_ + ": " + (ec ? ec.message() : "not a directory"));
-    if (fs::exists(out_ + "/results.csv"))
+    // run.json says "merging" until the merge is done: a merge that was interrupted (or ran out
+    // of disk) is redone into its own folder; a finished one, or any other run, is kept.
+    json prev;
+    std::string why;
+    const bool have_rec = read_run_record(out_, &prev, &why);
+    const bool redo = have_rec && prev.value("status", json()) == json("merging");
+    if (!redo && (have_rec || fs::exists(out_ + "/results.csv")))
       return fail(out_ +
                   " already holds a run (results.csv); merge into another folder or remove it");
+    if (redo) {  // what the last attempt wrote and this one may not write again
+      std::fprintf(stderr, "phaselab merge: %s holds an unfinished merge: merging again\n",
+                   out_.c_str());
+      fs::remove(out_ + "/failures.csv", ec);
+      fs::remove(out_ + "/journal.csv", ec);
+    }
+    ordered_json start = shards_[0].ordered;
+    start.erase("shard");
+    start["command"] = opt_.argv;
+    start["status"] = "merging";
+    start["out"] = out_;
+    if (!write_file_atomic(out_ + "/run.json", json_text(start, {"shard", "counts"}), &why_))
+      return fail_write("cannot write " + out_ + "/run.json: " + why_);
     for (uint32_t t = 0; t < p.num_tables; ++t)
       if (!write_table(out_ + "/" + p.tables[t].name + ".csv", headers_[t], &tables_[t], &why_))
-        return fail(why_);
+        return fail_write(why_ + "; free space and merge again (the folder is redone)");
     if (!failures_.lines.empty() &&
         !write_table(out_ + "/failures.csv", failure_header_, &failures_, &why_))
-      return fail(why_);
+      return fail_write(why_ + "; free space and merge again (the folder is redone)");
     // The merged journal, so that --resume on the merged folder sees every point done.
     if (all_journaled_ && !write_table(out_ + "/journal.csv", key_header_, &journal_, &why_))
-      return fail(why_);
+      return fail_write(why_ + "; free space and merge again (the folder is redone)");
     return 0;
   }
 

@@ -45,6 +45,16 @@ int cmd_new(const std::string& name, const std::string& dir_opt) {
                  quoted(name).c_str());
     return 2;
   }
+  // Its files are test_<name>.cc and phaselab_<name>.so: a name past 64 characters makes file
+  // names no filesystem takes (255 bytes) long before it is useful.
+  constexpr size_t kMaxName = 64;
+  if (name.size() > kMaxName) {
+    std::fprintf(stderr,
+                 "phaselab new: error: plugin name is %zu characters long, at most %zu are "
+                 "allowed\n",
+                 name.size(), kMaxName);
+    return 2;
+  }
   const std::string dir = dir_opt.empty() ? name : dir_opt;
   std::error_code ec;
   if (std::filesystem::exists(std::filesystem::symlink_status(dir, ec))) {
@@ -56,16 +66,18 @@ int cmd_new(const std::string& name, const std::string& dir_opt) {
     std::fprintf(stderr, "phaselab new: error: cannot create folder %s\n", quoted(dir).c_str());
     return 2;
   }
+  // All files or none: a folder left half-written (disk full) would block the retry.
   std::string written;
   for (const auto& f : kTemplateFiles) {
     const std::string file = replace_all(f.name, "ou_process", name);
     std::string text =
         replace_all(replace_all(f.text, "ou_process", name), "OuProcess", camel(name));
-    std::ofstream out(dir + "/" + file);
-    out << text;
-    if (!out) {
-      std::fprintf(stderr, "phaselab new: error: cannot write %s/%s\n", dir.c_str(), file.c_str());
-      return 2;
+    std::string why;
+    if (!write_file_atomic(dir + "/" + file, text, &why)) {
+      std::filesystem::remove_all(dir, ec);  // the folder this command made
+      std::fprintf(stderr, "phaselab new: error: cannot write %s/%s: %s; nothing was left\n",
+                   dir.c_str(), file.c_str(), why.c_str());
+      return 5;
     }
     written += (written.empty() ? "" : ", ") + file;
   }

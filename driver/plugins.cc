@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <set>
 
+#include "driver/sha256.hpp"
 #include "driver/text.hpp"
 
 #ifndef PHASELAB_PLUGIN_BUILD_DIR
@@ -260,6 +261,10 @@ bool load_plugin(const PluginFile& file, Plugin* out, std::string* error) {
   out->entry = pl_plugin{};
   std::memcpy(&out->entry, sym, std::min<size_t>(size, sizeof(pl_plugin)));
   out->path = file.path;
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(file.path, ec);
+  out->abs_path = ec ? file.path : abs.lexically_normal().string();
+  out->sha256 = sha256_file(file.path);
   const pl_plugin& p = out->entry;
   if (!p.name || !*p.name) {
     *error = file.path + " has no plugin name";

@@ -27,7 +27,9 @@ struct PluginFile {
 
 struct Plugin {
   std::string path;
-  pl_plugin entry{};  // a copy, zero-extended when the plugin's struct is older (shorter)
+  std::string abs_path;  // the file loaded, absolute (run.json)
+  std::string sha256;    // of the file loaded (run.json): a result traced to the exact binary
+  pl_plugin entry{};     // a copy, zero-extended when the plugin's struct is older (shorter)
   std::vector<std::string> param_names;
 };
 

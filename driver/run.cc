@@ -335,6 +335,9 @@ class Run {
         !check_resume_matches(out_, resolved_config(cfg_, plugin_, kt_.target ? kt_.target : ""),
                               &why))
       return usage_error(why);
+    if (opt_.resume && fs::exists(json_path_) &&
+        !check_resume_shard(out_, cfg_.file, opt_.shard, opt_.target, &why))
+      return usage_error(why);
     return 0;
   }
 
@@ -745,9 +748,8 @@ class Run {
       const bool ok =
           write_record("aborted", kExitInterrupted, "aborted by a second Ctrl-C", {}, "", &e);
       std::fprintf(stderr,
-                   "phaselab: aborted: %zu of %zu points done are kept%s; continue with --resume "
-                   "--out %s\n",
-                   kept, points_.size(), ok ? "" : (" (" + e + ")").c_str(), out_.c_str());
+                   "phaselab: aborted: %zu of %zu points done are kept%s; continue with: %s\n",
+                   kept, points_.size(), ok ? "" : (" (" + e + ")").c_str(), resume_cmd().c_str());
       lock_.release();
       ::_exit(kExitInterrupted);
     });
@@ -818,9 +820,9 @@ class Run {
     const bool json_ok = write_record("write_error", kExitWrite, what, {}, "", &e);
     std::fprintf(stderr,
                  "phaselab: error: %s\nphaselab: the run stopped: %zu of %zu points are done and "
-                 "kept (whole rows only); free space and continue with --resume --out %s\n",
+                 "kept (whole rows only); free space and continue with: %s\n",
                  what.c_str(), count({PointStatus::ok, PointStatus::resumed}), points_.size(),
-                 out_.c_str());
+                 resume_cmd().c_str());
     if (!json_ok)
       std::fprintf(stderr, "phaselab: error: %s (run.json may still say \"running\")\n", e.c_str());
     return kExitWrite;
@@ -829,9 +831,9 @@ class Run {
   // Interrupted: the files keep the rows appended so far (complete points only).
   int interrupted() {
     store_.close();
-    std::fprintf(stderr,
-                 "phaselab: interrupted: %zu of %zu points done; continue with --resume --out %s\n",
-                 count({PointStatus::ok, PointStatus::resumed}), points_.size(), out_.c_str());
+    std::fprintf(stderr, "phaselab: interrupted: %zu of %zu points done; continue with: %s\n",
+                 count({PointStatus::ok, PointStatus::resumed}), points_.size(),
+                 resume_cmd().c_str());
     std::string e;
     if (!write_record("interrupted", kExitInterrupted, "", {}, "", &e)) {
       std::fprintf(stderr, "phaselab: error: %s\n", e.c_str());
@@ -902,8 +904,10 @@ class Run {
     }
   }
 
-  std::string continue_hint() const {
-    return "; free space and continue with --resume --out " + out_;
+  std::string continue_hint() const { return "; free space and continue with: " + resume_cmd(); }
+  // The whole command that continues this run: the config's absolute path, --shard, --target.
+  std::string resume_cmd() const {
+    return resume_command(cfg_.file, opt_.shard, opt_.target, out_);
   }
 
   // Points this run records: a search's are not known before it ends (its first grid and
@@ -973,8 +977,10 @@ class Run {
                     {"source", opt_.shard.source},
                     {"points_in_run", count_points(cfg_)}};
     if (mpi_size() > 1) j["mpi_ranks"] = mpi_size();
-    j["plugin"] = {
-        {"name", p_.name}, {"version", p_.version ? p_.version : ""}, {"path", plugin_.path}};
+    j["plugin"] = {{"name", p_.name},
+                   {"version", p_.version ? p_.version : ""},
+                   {"path", plugin_.abs_path.empty() ? plugin_.path : plugin_.abs_path},
+                   {"sha256", plugin_.sha256}};
     j["config"] = config_json();
     j["kernel_target"] = kt_.target ? kt_.target : "";
     j["kernels"] = ordered_json::object();

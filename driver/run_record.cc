@@ -168,4 +168,44 @@ bool check_resume_matches(const std::string& dir, const json& now, std::string* 
   return false;
 }
 
+std::string resume_command(const std::string& config_file, const ShardSpec& shard,
+                           const std::string& target, const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path abs = fs::absolute(config_file, ec);
+  std::string dir = out;
+  if (shard.count) {  // the shard's folder is OUT/shard-I-of-N: --out names OUT
+    const size_t slash = dir.rfind('/');
+    dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+  }
+  std::string c = "phaselab run " + (ec ? config_file : abs.lexically_normal().string());
+  if (shard.count)
+    c += " --shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count);
+  if (!target.empty()) c += " --target " + target;
+  return c + " --out " + dir + " --resume";
+}
+
+bool check_resume_shard(const std::string& dir, const std::string& config_file,
+                        const ShardSpec& shard, const std::string& target, std::string* error) {
+  json rec;
+  std::string why;
+  if (!read_run_record(dir, &rec, &why)) return true;  // check_resume_matches says why
+  const json* s = rec.contains("shard") && rec["shard"].is_object() ? &rec["shard"] : nullptr;
+  ShardSpec then;
+  if (s && s->contains("index") && (*s)["index"].is_number_unsigned() && s->contains("count") &&
+      (*s)["count"].is_number_unsigned()) {
+    then.index = (*s)["index"].get<uint64_t>();
+    then.count = (*s)["count"].get<uint64_t>();
+  }
+  if (then.index == shard.index && then.count == shard.count) return true;
+  auto name = [](const ShardSpec& x) {
+    return x.count ? "shard " + std::to_string(x.index) + " of " + std::to_string(x.count)
+                   : std::string("not sharded");
+  };
+  *error = "cannot resume " + dir + ": the run there is " + name(then) + ", this one is " +
+           name(shard) + " (resuming would run other points in that folder)";
+  if (then.count) *error += "; continue it with: " + resume_command(config_file, then, target, dir);
+  return false;
+}
+
 }  // namespace pl::driver

@@ -10,6 +10,7 @@
 
 #include "driver/config.hpp"
 #include "driver/plugins.hpp"
+#include "driver/shard.hpp"
 
 namespace pl::driver {
 
@@ -75,5 +76,17 @@ bool out_folder_usable(const std::string& dir, std::string* error);
 // --resume: the config must resolve to the run's values. False with a message naming the keys
 // and both values.
 bool check_resume_matches(const std::string& dir, const json& now, std::string* error);
+
+// The command that continues the run in `out` (a shard's own folder for a shard): phaselab run
+// with the config's absolute path, --shard I/N and --out of the shards' parent for a shard,
+// --target when one was forced, --resume.
+std::string resume_command(const std::string& config_file, const ShardSpec& shard,
+                           const std::string& target, const std::string& out);
+
+// --resume of the folder `dir` must name the same shard as the run did (or none when the run was
+// not sharded): resuming a shard's folder without --shard would run every point of the sweep in
+// it. False with the message (and the command that continues it).
+bool check_resume_shard(const std::string& dir, const std::string& config_file,
+                        const ShardSpec& shard, const std::string& target, std::string* error);
 
 }  // namespace pl::driver

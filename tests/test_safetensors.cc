@@ -330,6 +330,14 @@ TEST_CASE("safetensors: refusals say what is wrong") {
          return Bytes(s.begin(), s.end());
        }(),
        "not a safetensors file: it looks like text"},
+      {"a length field of all ones (-1), then text",
+       [] {
+         Bytes b(8, 0xff);
+         const std::string s = "{\"a\": 1}";
+         b.insert(b.end(), s.begin(), s.end());
+         return b;
+       }(),
+       "header length 18446744073709551615 exceeds the limit of 100000000 bytes"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);

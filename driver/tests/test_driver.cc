@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "driver/sha256.hpp"
 #include "driver/tests/support.hpp"
 #include "sdk/table.hpp"
 #include "sdk/text.hpp"
@@ -160,6 +161,24 @@ TEST_CASE("new writes a renamed plugin folder from the template and refuses to o
   r = phaselab({"new", "Ising"}, d);
   CHECK(r.rc == 2);
   CHECK(r.err.find("must be a lower-case letter") != std::string::npos);
+  // A 250-character name (test_<name>.cc is past the 255-byte file name limit) is refused
+  // before anything is made; it left a half-written folder that blocked the retry.
+  const std::string longname(250, 'a');
+  r = phaselab({"new", longname, "--dir", d / "long"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("plugin name is 250 characters long, at most 64") != std::string::npos);
+  CHECK_FALSE(exists(d / "long"));
+  // A full disk: nothing is left, and the retry works.
+  ::setenv("PHASELAB_FAULT_WRITE_BYTES", "2000", 1);
+  r = phaselab({"new", "walk", "--dir", d / "walk"}, d);
+  ::unsetenv("PHASELAB_FAULT_WRITE_BYTES");
+  CHECK(r.rc == 5);
+  CHECK(r.err.find("No space left on device") != std::string::npos);
+  CHECK(r.err.find("nothing was left") != std::string::npos);
+  CHECK_FALSE(exists(d / "walk"));
+  r = phaselab({"new", "walk", "--dir", d / "walk"}, d);
+  CHECK(r.rc == 0);
+  CHECK(exists(d / "walk/walk.cc"));
 }
 
 TEST_CASE("help, version and usage errors") {
@@ -185,7 +204,11 @@ TEST_CASE("help, version and usage errors") {
   CHECK(r.err.find("unknown option --thread (did you mean --threads?)") != std::string::npos);
   r = phaselab({"run", d / "good.toml", "--threads", "two"}, d);
   CHECK(r.rc == 2);
-  CHECK(r.err.find("--threads must be an integer >= 0") != std::string::npos);
+  CHECK(r.err.find("--threads must be an integer in [0, 4096]") != std::string::npos);
+  r = phaselab({"run", d / "good.toml", "--threads", "100000"}, d);  // said ">= 0" before
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--threads must be an integer in [0, 4096] (0 = all cores), got \"100000\"") !=
+        std::string::npos);
   r = phaselab({"run"}, d);
   CHECK(r.rc == 2);
   CHECK(r.err.find("missing CONFIG.toml") != std::string::npos);
@@ -270,8 +293,8 @@ TEST_CASE("bad configs: exit status and message, nothing run") {
   }
   SUBCASE("empty sweep list") {
     expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = []\n", 2,
-               f + ":3:5: error: sweep.n must be a non-empty list of an integer in [1, 100000] "
-                   "values, got an empty list");
+               f + ":3:5: error: sweep.n must be a non-empty list of values, each an integer in "
+                   "[1, 100000], got an empty list");
   }
   SUBCASE("duplicate sweep key (TOML)") {
     expect_bad(d, "plugin = \"toy\"\n[sweep]\nn = [1]\nn = [2]\n", 2, f + ":4:");
@@ -526,7 +549,10 @@ TEST_CASE("Ctrl-C keeps finished rows; --resume completes them like an uninterru
   CHECK(kept < 8);
   const std::string json = slurp(d / "int/run.json");
   CHECK(json.find("\"status\": \"interrupted\"") != std::string::npos);
-  CHECK(slurp(d / "int.err").find("continue with --resume") != std::string::npos);
+  // the whole command: the config's absolute path, --out, --resume
+  CHECK(slurp(d / "int.err")
+            .find("continue with: phaselab run " + d / "slow.toml" + " --out " +
+                  d / "int --resume") != std::string::npos);
 
   const Result r =
       phaselab({"run", d / "slow.toml", "--out", d / "int", "--resume", "--threads", "2"}, d);
@@ -546,6 +572,36 @@ TEST_CASE("Ctrl-C keeps finished rows; --resume completes them like an uninterru
 // SIGHUP (the terminal closed) and SIGPIPE (the reader of `phaselab run ... | head` gone) stop a
 // run like Ctrl-C: exit 130, finished rows kept, run.json "interrupted", the lock released, and
 // --resume completes it. Before, either signal killed phaselab with run.json "running".
+// run.json records the plugin file a run loaded by its absolute path (PHASELAB_PLUGIN_PATH may be
+// relative) and its SHA-256, so that a result can be traced to the exact binary.
+TEST_CASE("run.json records the plugin's absolute path and SHA-256") {
+  TempDir d;
+  CHECK(pl::driver::sha256_hex("") ==
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(pl::driver::sha256_hex("abc") ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(pl::driver::sha256_hex(std::string(1000000, 'a')) ==
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  spit(d / "t.toml", "plugin = \"toy\"\n[sweep]\nn = [2]\n");
+  // the test plugins' folder given relative to the working folder
+  const std::string plugins = env_or("PHASELAB_TEST_PLUGINS", "");
+  REQUIRE(!plugins.empty());
+  SpawnOptions o;
+  o.cwd = plugins;
+  o.plugin_path = ".";
+  const std::string tag = "abs";
+  const Result r =
+      finish(pl::driver_test::spawn(phaselab_exe(),
+                                    {"run", d / "t.toml", "--out", d / "o", "--quiet"}, d, tag, o),
+             d, tag);
+  CAPTURE(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string so = plugins + "/toy/phaselab_toy.so";
+  const std::string rec = slurp(d / "o/run.json");
+  CHECK(rec.find("\"path\": \"" + so + "\"") != std::string::npos);
+  CHECK(rec.find("\"sha256\": \"" + pl::driver::sha256_hex(slurp(so)) + "\"") != std::string::npos);
+}
+
 TEST_CASE("SIGHUP and SIGPIPE stop a run like Ctrl-C: run.json interrupted, lock released") {
   for (int sig : {SIGHUP, SIGPIPE}) {
     CAPTURE(sig);
@@ -565,7 +621,9 @@ TEST_CASE("SIGHUP and SIGPIPE stop a run like Ctrl-C: run.json interrupted, lock
     CHECK(kept < 8);
     CHECK(slurp(d / "int/run.json").find("\"status\": \"interrupted\"") != std::string::npos);
     CHECK_FALSE(exists(d / "int/run.lock"));
-    CHECK(slurp(d / "int.err").find("continue with --resume") != std::string::npos);
+    CHECK(slurp(d / "int.err")
+              .find("continue with: phaselab run " + d / "slow.toml" + " --out " +
+                    d / "int --resume") != std::string::npos);
     const Result r =
         phaselab({"run", d / "slow.toml", "--out", d / "int", "--resume", "--threads", "2"}, d);
     CHECK(r.rc == 0);
@@ -680,7 +738,8 @@ TEST_CASE("disk full (injected at the Nth byte): exit 5, path and errno, whole r
       continue;
     }
     CHECK(r.err.find("error: cannot write " + out + "/") != std::string::npos);
-    CHECK(r.err.find("continue with --resume --out " + out) != std::string::npos);
+    CHECK(r.err.find("continue with: phaselab run " + d / "s.toml" + " --out " + out +
+                     " --resume") != std::string::npos);
     const std::string json = slurp(out + "/run.json");
     CHECK(json.find("\"status\": \"write_error\"") != std::string::npos);
     CHECK(json.find("\"exit_status\": 5") != std::string::npos);
@@ -1024,8 +1083,8 @@ TEST_CASE("a second Ctrl-C still records what finished; --resume completes the r
   const std::string err = slurp(d / "ab.err");
   CAPTURE(err);
   CHECK(err.find("phaselab: aborted: ") != std::string::npos);
-  CHECK(err.find("points done are kept; continue with --resume --out " + d / "o") !=
-        std::string::npos);
+  CHECK(err.find("points done are kept; continue with: phaselab run " + d / "deaf.toml" +
+                 " --out " + d / "o --resume") != std::string::npos);
   const std::string json = slurp(d / "o/run.json");
   CHECK(json.find("\"status\": \"aborted\"") != std::string::npos);
   CHECK(json.find("\"exit_status\": 130") != std::string::npos);
@@ -1104,8 +1163,8 @@ TEST_CASE("disk full while the tables are created: run.json says write_error, no
       continue;  // the reserve did not fit, or the tables were made (the tests above)
     ++in_setup;
     CHECK(r.err.find("error: cannot write " + out + "/") != std::string::npos);
-    CHECK(r.err.find("nothing was run; free space and continue with --resume --out " + out) !=
-          std::string::npos);
+    CHECK(r.err.find("nothing was run; free space and continue with: phaselab run " + d / "s.toml" +
+                     " --out " + out + " --resume") != std::string::npos);
     const std::string json = slurp(out + "/run.json");
     CHECK(json.find("\"status\": \"write_error\"") != std::string::npos);
     CHECK(json.find("\"exit_status\": 5") != std::string::npos);

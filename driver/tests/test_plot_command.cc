@@ -133,6 +133,64 @@ TEST_CASE("plot: --out never overwrites an input table or a run folder's files")
   CHECK(slurp(rd + "/results.csv") == kTable);
 }
 
+// Ctrl-C reaches gnuplot (the same process group): a gnuplot ended by a signal is reported as
+// stopped by that signal, not as "gnuplot failed (exit -1)".
+TEST_CASE("plot: a gnuplot stopped by a signal is named as such") {
+  namespace dt = pl::driver_test;
+  TempDir dir("pl_plot_signal");
+  spit(dir / "t.csv", kTable);
+  // answers the terminal probe, then dies of SIGINT as gnuplot does on Ctrl-C
+  spit(dir / "gnuplot", "#!/bin/sh\nif [ \"$1\" = -e ]; then echo 5.4; exit 0; fi\nkill -INT $$\n");
+  REQUIRE(::chmod((dir / "gnuplot").c_str(), 0755) == 0);
+  const std::string tag = dt::next_tag();
+  dt::SpawnOptions so;
+  so.gnuplot = true;
+  so.env = {"PHASELAB_GNUPLOT=" + dir / "gnuplot"};
+  const auto r =
+      dt::finish(dt::spawn(dt::phaselab_exe(),
+                           {"plot", "--out", dir / "s.png", dir / "t.csv:x=P:y=cG"}, dir, tag, so),
+                 dir, tag);
+  CAPTURE(r.err);
+  CHECK(r.rc == 5);
+  CHECK(r.err.find("gnuplot was stopped by signal 2 (Interrupt); redraw with: cd " + dir.path +
+                   " && gnuplot s.gp") != std::string::npos);
+  CHECK(r.err.find("exit -1") == std::string::npos);
+}
+
+// A figure gnuplot would take minutes over (20,000 curves, millions of points) and leave as an
+// empty PNG is refused before anything is written: exit 2 and a message saying how to narrow it.
+TEST_CASE("plot: too many curves or values are refused with a message") {
+  namespace dt = pl::driver_test;
+  TempDir dir("pl_plot_caps");
+  auto run = [&](const std::vector<std::string>& args) {
+    const std::string tag = dt::next_tag();
+    return dt::finish(dt::spawn(dt::phaselab_exe(), args, dir, tag), dir, tag);
+  };
+  std::string groups = "g,x,y\n";
+  for (int g = 0; g < 300; ++g)
+    groups += std::to_string(g) + ",1,2\n" + std::to_string(g) + ",2,3\n";
+  spit(dir / "groups.csv", groups);
+  auto r = run({"plot", "--out", dir / "g.png", dir / "groups.csv:x=x:y=y:group=g"});
+  CAPTURE(r.err);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("300 curves (one per series, group value and y column), more than the 256") !=
+        std::string::npos);
+  CHECK_FALSE(exists(dir / "g.gp"));
+  CHECK_FALSE(exists(dir / "g.dat"));
+  r = run({"plot", "--out", dir / "g.png", dir / "groups.csv:x=x:y=y:group=g:where=g=7"});
+  CHECK(r.rc == 0);
+  std::string rows = "x,y\n";
+  rows.reserve(12'000'000);
+  for (int i = 0; i <= 1'000'000; ++i) rows += std::to_string(i % 1000) + ",1\n";
+  spit(dir / "rows.csv", rows);
+  r = run({"plot", "--out", dir / "r.png", dir / "rows.csv:x=x:y=y"});
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("1000001 values to draw, more than the 1000000") != std::string::npos);
+  CHECK_FALSE(exists(dir / "r.dat"));
+  r = run({"plot", "--out", dir / "r.png", dir / "rows.csv:x=x:y=y:style=mean"});
+  CHECK(r.rc == 0);  // one mean per x: 1000 values
+}
+
 // style=mean averages the rows at one x: a key the run sweeps that the series leaves out of x=,
 // group= and where= is pooled, and the warning and the legend entry say which.
 TEST_CASE("plot: style=mean names the swept keys it pools") {

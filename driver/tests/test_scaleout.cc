@@ -278,6 +278,31 @@ TEST_CASE("merge refuses missing, duplicated, foreign and unfinished shards") {
     expect_same_tables(dir / "one", dir / "m");
     // A second merge into the same folder is refused rather than overwriting it.
     CHECK(merge(dir, dir / "m", {s0, s1, s2}).rc == 2);
+    // A merge that stopped before its run.json was final (Ctrl-C, disk full) left "merging":
+    // merging again redoes it (it was refused for good before).
+    const std::string done_rec = slurp(dir / "m/run.json");
+    std::string merging = done_rec;
+    const size_t st = merging.find("\"status\": \"ok\"");
+    REQUIRE(st != std::string::npos);
+    merging.replace(st, 14, "\"status\": \"merging\"");
+    spit(dir / "m/run.json", merging);
+    spit(dir / "m/results.csv", "torn");
+    r = merge(dir, dir / "m", {s0, s1, s2});
+    CHECK(r.rc == 0);
+    CHECK(r.err.find("holds an unfinished merge: merging again") != std::string::npos);
+    expect_same_tables(dir / "one", dir / "m");
+    CHECK(slurp(dir / "m/run.json").find("\"status\": \"ok\"") != std::string::npos);
+    // A full disk during the merge: exit 5 (a write error, as for a run), not 2; then redone.
+    {
+      const ScopedEnv fault("PHASELAB_FAULT_WRITE_BYTES", "3000");
+      r = merge(dir, dir / "m5", {s0, s1, s2});
+    }
+    CAPTURE(r.err);
+    CHECK(r.rc == 5);
+    CHECK(r.err.find("No space left on device") != std::string::npos);
+    r = merge(dir, dir / "m5", {s0, s1, s2});
+    CHECK(r.rc == 0);
+    expect_same_tables(dir / "one", dir / "m5");
   }
 }
 
@@ -383,6 +408,40 @@ TEST_CASE("merge refuses tables whose rows do not match the journal, and bad sha
     CHECK(m2.rc == 2);
     CHECK(m2.err.find("(rows were removed)") != std::string::npos);
   }
+}
+
+// --resume on a shard's folder without --shard would run the whole sweep inside it: refused, with
+// the command that continues the shard; an interrupted shard's hint is that whole command.
+TEST_CASE("--resume of a shard folder needs its --shard; the hints give the whole command") {
+  TempDir dir;
+  spit(dir / "s.toml", sweep_toml("sleep_ms = 100\n"));
+  const std::string parent = dir / "sh", s1 = parent + "/shard-1-of-2";
+  const pid_t pid =
+      spawn(kExe, {"run", dir / "s.toml", "--shard", "1/2", "--out", parent, "--threads", "1"}, dir,
+            "int", std::vector<std::string>{});
+  const auto t0 = std::chrono::steady_clock::now();
+  while (count_lines(slurp(s1 + "/results.csv")) < 3 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(pid, SIGINT);
+  CHECK(wait_rc(pid) == 130);
+  const std::string cont =
+      "phaselab run " + dir / "s.toml" + " --shard 1/2 --out " + parent + " --resume";
+  CHECK(slurp(dir / "int.err").find("continue with: " + cont) != std::string::npos);
+  const std::string res = slurp(s1 + "/results.csv"), rec = slurp(s1 + "/run.json");
+  // the hint of before: --resume --out the shard's folder, no --shard
+  Result r = phaselab({"run", dir / "s.toml", "--resume", "--out", s1, "--quiet"}, dir);
+  CAPTURE(r.err);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("the run there is shard 1 of 2, this one is not sharded") != std::string::npos);
+  CHECK(r.err.find("continue it with: " + cont) != std::string::npos);
+  CHECK(slurp(s1 + "/results.csv") == res);
+  CHECK(slurp(s1 + "/run.json") == rec);
+  // the printed command works
+  r = phaselab({"run", dir / "s.toml", "--shard", "1/2", "--out", parent, "--resume", "--quiet"},
+               dir);
+  CHECK(r.rc == 0);
+  CHECK(count_lines(slurp(s1 + "/results.csv")) == 11);
 }
 
 TEST_CASE("--shard: I/N, auto from job-array environments, and its errors") {

@@ -54,10 +54,34 @@ class Rng {
       if (std::log(u) < 0.5 * x * x + d * (1 - v + std::log(v))) return d * v;
     }
   }
-  // One Dirichlet(alpha 1_C) row into out[0..C).
+  // One Dirichlet(alpha 1_C) row into out[0..C). The variates are also kept as logarithms: at a
+  // tiny alpha (1e-300) every Gamma(alpha) = Gamma(alpha + 1) U^(1/alpha) underflows to 0 and the
+  // row would be 0/0 (NaN); it is then normalised in log space (nearly one-hot, as the Dirichlet
+  // is). Otherwise the row is the plain ratio, bit for bit as before.
   void dirichlet(double alpha, int C, double* out) {
     double s = 0;
-    for (int j = 0; j < C; ++j) s += (out[j] = gamma(alpha));
+    double small[64];
+    std::vector<double> large;
+    double* logs = C <= 64 ? small : (large.resize(size_t(C)), large.data());
+    if (!(alpha < 1)) {  // (a huge alpha could overflow the sum)
+      for (int j = 0; j < C; ++j) {
+        s += (out[j] = gamma(alpha));
+        logs[j] = std::log(out[j]);
+      }
+    } else {
+      for (int j = 0; j < C; ++j) {
+        const double g = gamma(alpha + 1), u = uniform();
+        s += (out[j] = g * std::pow(u, 1 / alpha));
+        logs[j] = std::log(g) + std::log(u) / alpha;
+      }
+    }
+    if (s > 0 && std::isfinite(s)) {
+      for (int j = 0; j < C; ++j) out[j] /= s;
+      return;
+    }
+    const double top = *std::max_element(logs, logs + C);
+    s = 0;
+    for (int j = 0; j < C; ++j) s += (out[j] = std::exp(logs[j] - top));
     for (int j = 0; j < C; ++j) out[j] /= s;
   }
 

@@ -365,6 +365,34 @@ TEST_CASE("markov_icl: sequences are the inverse-CDF draws of a plain search, st
   }
 }
 
+// alpha = 1e-300 passes the config check (alpha > 0): every Gamma(alpha) variate underflowed to 0
+// and the rows were 0/0, so training failed with "non-finite nan". The rows are now finite, sum
+// to 1 and are one-hot (the Dirichlet's limit), from the same draws.
+TEST_CASE("markov_icl: Dirichlet rows at a tiny alpha are one-hot, not NaN") {
+  const pl_kernel_table t = table();
+  for (double alpha : {1e-300, 1e-5}) {
+    CAPTURE(alpha);
+    pl::markov::Rng r(t, 9, 1);
+    std::vector<double> row(5);
+    std::vector<int> top(5, 0);
+    for (int s = 0; s < 2000; ++s) {
+      r.dirichlet(alpha, 5, row.data());
+      double tot = 0, big = 0;
+      size_t at = 0;
+      for (size_t j = 0; j < row.size(); ++j) {
+        REQUIRE(std::isfinite(row[j]));
+        CHECK_FALSE(row[j] < 0);
+        tot += row[j];
+        if (row[j] > big) big = row[j], at = j;
+      }
+      CHECK(std::abs(tot - 1) < 1e-12);
+      CHECK(big > 0.999);
+      ++top[at];
+    }
+    for (int n : top) CHECK(n > 300);  // each state on top about 1/5 of the time
+  }
+}
+
 TEST_CASE("markov_icl: Dirichlet rows have the Dirichlet mean, variance and covariance") {
   const pl_kernel_table t = table();
   for (double alpha : {1.0, 0.3, 4.0}) {

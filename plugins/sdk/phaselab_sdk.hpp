@@ -473,6 +473,11 @@ const pl_plugin* Glue<Experiment>::self = nullptr;
 
 }  // namespace pl::sdk
 
+// SDK 0.1's namespace: plugins written for it (plsdk::int_param, plsdk::Context) still compile.
+// New code uses pl::sdk. (ABI version 2 moved the kernel table's variant names behind a pointer:
+// cx.k.variant.X is now cx.k.variant->X; docs/plugins.md, "Migrating from SDK 0.1".)
+namespace plsdk = pl::sdk;
+
 extern "C" PL_EXPORT const pl_plugin PL_PLUGIN_ENTRY;
 
 namespace pl::sdk {

@@ -529,8 +529,12 @@ inline std::string foreign_kind(const unsigned char* p, size_t n) {
   if (starts("\x93NUMPY", 6)) return "a NumPy .npy file";
   if (starts("\x89HDF", 4)) return "an HDF5 file";
   bool text = n > 0;
+  // control bytes, and bytes that never occur in UTF-8 (0xc0, 0xc1, 0xf5-0xff: a length field
+  // of all ones is not text)
   for (size_t i = 0; i < std::min<size_t>(n, 64); ++i)
-    if (p[i] < 0x09 || (p[i] > 0x0d && p[i] < 0x20) || p[i] == 0x7f) text = false;
+    if (p[i] < 0x09 || (p[i] > 0x0d && p[i] < 0x20) || p[i] == 0x7f || p[i] == 0xc0 ||
+        p[i] == 0xc1 || p[i] >= 0xf5)
+      text = false;
   return text ? "text" : "";
 }
 
