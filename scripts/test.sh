@@ -52,30 +52,37 @@ if [[ "${PHASELAB_SKIP_SANITIZE:-0}" != 1 ]]; then
     run_suite build-sanitize "address,undefined sanitizer"
 fi
 
-# libFuzzer on config checking, a short fixed time (PHASELAB_FUZZ_SECONDS, default 25) from the
-# shipped configs as seeds; counts as one test case. Longer runs: see README (Fuzzing).
+# libFuzzer, a short fixed time each: config checking (PHASELAB_FUZZ_SECONDS, default 25, from the
+# shipped configs as seeds), `phaselab plot`'s series syntax and CSV reading, and checkpoint
+# headers (PHASELAB_FUZZ_SECONDS_OTHERS, default 10); one test case each. Longer runs: README
+# (Fuzzing).
 if [[ "${PHASELAB_SKIP_FUZZ:-0}" != 1 ]]; then
-  echo "== fuzz (config checking, ${PHASELAB_FUZZ_SECONDS:-25} s)"
+  echo "== fuzz (config checking ${PHASELAB_FUZZ_SECONDS:-25} s; plot series and checkpoint headers ${PHASELAB_FUZZ_SECONDS_OTHERS:-10} s each)"
   fuzz_built=0
+  targets="phaselab_config_fuzz phaselab_plot_series_fuzz phaselab_checkpoint_fuzz"
   if command -v clang++ >/dev/null; then
     [[ -f build-fuzz/build.ninja ]] || CC=clang CXX=clang++ meson setup build-fuzz -Dfuzz=true \
       -Dtests=false -Dbench=false --buildtype=debugoptimized >/dev/null
-    # Only the fuzz target (no kernels or plugins are built in this tree).
-    ninja -C build-fuzz driver/fuzz/phaselab_config_fuzz >/dev/null && fuzz_built=1
+    # Only the fuzz targets (no kernels or plugins are built in this tree).
+    ninja -C build-fuzz $(for t in $targets; do echo "driver/fuzz/$t"; done) >/dev/null \
+      && fuzz_built=1
   fi
   if ((fuzz_built)); then
-    corpus=$(mktemp -d)
-    if build-fuzz/driver/fuzz/phaselab_config_fuzz -max_total_time="${PHASELAB_FUZZ_SECONDS:-25}" \
-         -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$corpus" configs \
-         >build-fuzz/fuzz.log 2>&1; then
-      echo "fuzz 1 0 0" >>"$counts"
-      grep -E "^stat::number_of_executed_units" build-fuzz/fuzz.log || true
-    else
-      tail -40 build-fuzz/fuzz.log
-      echo "fuzz 0 1 0" >>"$counts"
-      status=1
-    fi
-    rm -rf "$corpus"
+    for t in $targets; do
+      corpus=$(mktemp -d)
+      seconds=${PHASELAB_FUZZ_SECONDS_OTHERS:-10} seeds=()
+      [[ $t == phaselab_config_fuzz ]] && seconds=${PHASELAB_FUZZ_SECONDS:-25} seeds=(configs)
+      if build-fuzz/driver/fuzz/$t -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+           -print_final_stats=1 "$corpus" "${seeds[@]}" >"build-fuzz/$t.log" 2>&1; then
+        echo "fuzz-${t#phaselab_} 1 0 0" >>"$counts"
+        echo "$t: $(grep -E "^stat::number_of_executed_units" "build-fuzz/$t.log" || true)"
+      else
+        tail -40 "build-fuzz/$t.log"
+        echo "fuzz-${t#phaselab_} 0 1 0" >>"$counts"
+        status=1
+      fi
+      rm -rf "$corpus"
+    done
   else
     echo "fuzz: clang or its libFuzzer runtime missing (scripts/setup.sh installs them): skipped"
     echo "fuzz 0 0 1" >>"$counts"
