@@ -107,9 +107,9 @@ const std::vector<CommandSpec>& commands() {
        "written (disk full, I/O error: path and errno printed; --resume continues) or memory ran\n"
        "out.\n"},
       {"merge",
-       "phaselab merge OUT SHARD_DIR... [--quiet]",
+       "phaselab merge OUT SHARD_DIR... [--partial] [--quiet]",
        -3,
-       {{"--quiet", false}, {"--help", false}},
+       {{"--quiet", false}, {"--partial", false}, {"--help", false}},
        "Joins the shard folders of `phaselab run --shard I/N` into the run folder OUT, as if the\n"
        "run had not been sharded: results.csv, the side tables and failures.csv byte-identical to\n"
        "an unsharded run's, run.json for every point (with the shards it came from), and the\n"
@@ -118,6 +118,11 @@ const std::vector<CommandSpec>& commands() {
        "shards differ in config, phaselab or plugin version or kernel variants (the keys are\n"
        "named), when a shard is given twice or shards are missing (their points are named).\n"
        "  phaselab merge runs/x runs/x/shard-*\n"
+       "--partial merges what has finished while shards are missing or unfinished (their\n"
+       "journaled points; rows of a point cut off mid-write are left out): run.json says\n"
+       "\"partial\" and lists the missing shards and points, figure titles say \"partial: N of\n"
+       "M points\". Merging again into the same folder once every shard is done completes it,\n"
+       "byte-identical to a full merge. ([search] runs: not yet.)\n"
        "exit status: 0 ok, 2 refused, 4 some points failed (failures.csv), 5 a file could not be\n"
        "written (disk full: free space and merge again into the same folder).\n"},
       {"status",

@@ -294,8 +294,9 @@ bool read_source(const std::string& file, Source* s, std::string* why) {
 class Figure {
  public:
   Figure(const pl_plot_decl& pd, const std::map<std::string, std::string>& constants,
-         const std::vector<std::string>& params, const Tool& tool)
-      : pd_(&pd), constants_(&constants), params_(params), tool_(tool) {
+         const std::vector<std::string>& params, const Tool& tool,
+         const std::string& title_note = "")
+      : pd_(&pd), constants_(&constants), params_(params), tool_(tool), title_note_(title_note) {
     name_ = pd.name;
     res_.name = pd.name;
     // The optional style, as much of it as the plugin's struct has (later fields stay zero).
@@ -962,6 +963,7 @@ class Figure {
     std::string notes = fixed_;
     if (!pooled_.empty())
       notes += std::string(notes.empty() ? "" : "; ") + "pooled over " + pooled_text();
+    if (!title_note_.empty()) notes += std::string(notes.empty() ? "" : "; ") + title_note_;
     return notes.empty() ? t : t + " (" + notes + ")";
   }
 
@@ -1089,7 +1091,8 @@ class Figure {
   std::vector<std::string> pooled_;  // swept parameters the run figure averages over
   const PlotSpec* ps_ = nullptr;     // or `phaselab plot`'s figure
   const Tool& tool_;
-  std::string name_;  // file names: <name>.png, .gp, .dat (and .csv for `phaselab plot`)
+  std::string title_note_;  // added to a run figure's title (a partial merge)
+  std::string name_;        // file names: <name>.png, .gp, .dat (and .csv for `phaselab plot`)
   FigureResult res_;
   pl_plot_style style_{};
   bool heatmap_ = false, hist_ = false, logx_ = false, logy_ = false, points_ = false;
@@ -1119,7 +1122,8 @@ class Figure {
 
 std::vector<FigureResult> render_figures(const pl_plugin& plugin, const std::string& out_dir,
                                          const std::map<std::string, std::string>& constants,
-                                         std::string* tool_text, bool* have_tool) {
+                                         std::string* tool_text, bool* have_tool,
+                                         const std::string& title_note) {
   std::vector<FigureResult> out;
   *have_tool = false;
   if (plugin.num_plots == 0) return out;
@@ -1133,7 +1137,8 @@ std::vector<FigureResult> render_figures(const pl_plugin& plugin, const std::str
   for (uint32_t i = 0; i < plugin.num_params; ++i)
     if (plugin.params && plugin.params[i].name) params.push_back(plugin.params[i].name);
   for (uint32_t i = 0; i < plugin.num_plots; ++i)
-    out.push_back(Figure(plugin.plots[i], constants, params, tool).draw(out_dir, fig_dir));
+    out.push_back(
+        Figure(plugin.plots[i], constants, params, tool, title_note).draw(out_dir, fig_dir));
   return out;
 }
 

@@ -27,9 +27,11 @@ struct FigureResult {
 // `constants`: values of the parameters that are not columns (not swept), for filters.
 // `tool` receives "gnuplot <version> (<terminal>)" or why there is none; `have_tool` whether
 // gnuplot was found.
+// `title_note` ("partial: 12 of 20 points") is added to every figure's title.
 std::vector<FigureResult> render_figures(const pl_plugin& plugin, const std::string& out_dir,
                                          const std::map<std::string, std::string>& constants,
-                                         std::string* tool, bool* have_tool);
+                                         std::string* tool, bool* have_tool,
+                                         const std::string& title_note = "");
 
 // One SERIES of `phaselab plot`:
 //   TABLE:x=COL:y=COL[,COL]:where=COL=V[,COL=V]:group=COL[,COL]:title=TEXT:style=KIND [OPTIONS]

@@ -283,6 +283,7 @@ int cmd_merge(const Args& a, int argc, char** argv) {
   opt.out = a.positional[0];
   opt.shards.assign(a.positional.begin() + 1, a.positional.end());
   opt.quiet = a.has("--quiet");
+  opt.partial = a.has("--partial");
   for (int i = 0; i < argc; ++i) opt.argv.push_back(argv[i]);
   return execute_merge(opt);
 }

@@ -270,13 +270,18 @@ class Merge {
       for (size_t j = 0; j < all_.size(); ++j)
         if (shard[j] == i) pts.push_back(&all_[j]);
     }
-    if (!missing.empty()) {
+    if (!missing.empty() && opt_.partial) {  // their points are reported missing
+      for (const Point* pt : pts) missing_points_.insert(pt->index);
+      for (uint64_t i = 0; i < n_; ++i)
+        if (!by_index_.count(i)) missing_shards_.push_back(i);
+    } else if (!missing.empty()) {
       Shard hint = ref;
       hint.spec = ShardSpec{std::stoull(missing.substr(0, missing.find(','))), n_, ""};
-      return fail(
-          "missing shard" + std::string(missing.find(',') == std::string::npos ? " " : "s ") +
-          missing + " of " + std::to_string(n_) + " (" + std::to_string(pts.size()) +
-          " points: " + name_points(pts) + "); run each with e.g. " + shard_command(hint, false));
+      return fail("missing shard" +
+                  std::string(missing.find(',') == std::string::npos ? " " : "s ") + missing +
+                  " of " + std::to_string(n_) + " (" + std::to_string(pts.size()) +
+                  " points: " + name_points(pts) + "); run each with e.g. " +
+                  shard_command(hint, false) + " (or merge what has finished with --partial)");
     }
     return check_finished();
   }
@@ -284,6 +289,10 @@ class Merge {
   // [search]: shards hold whole searches (dealt as `run --shard` deals them); every shard given.
   int check_complete_search() {
     const Shard& ref = shards_[0];
+    if (opt_.partial)
+      return fail(
+          "--partial does not merge [search] runs yet: finish every shard (its --resume), "
+          "then merge");
     plan_ = std::make_unique<SearchPlan>(cfg_, plugin_);
     if (plan_->size() != ref.rec["shard"].value("points_in_run", uint64_t(0)))
       return fail("the recorded config has " + std::to_string(plan_->size()) +
@@ -308,11 +317,15 @@ class Merge {
     for (const Shard& s : shards_) {
       const std::string st = s.rec.value("status", std::string());
       if (st == "ok" || st == "failed") continue;
+      if (opt_.partial) {  // its journaled points are merged, the rest reported missing
+        unfinished_.insert(s.spec.index);
+        continue;
+      }
       const json& c = s.rec["counts"];
       return fail(s.dir + " is unfinished (status " + driver::quoted(st) + ", " +
                   std::to_string(c.value("ok", 0) + c.value("done_before", 0)) + " of " +
-                  std::to_string(c.value("points", 0)) +
-                  " points done); finish it with: " + shard_command(s, true));
+                  std::to_string(c.value("points", 0)) + " points done); finish it with: " +
+                  shard_command(s, true) + " (or merge what has finished with --partial)");
     }
     return 0;
   }
@@ -425,9 +438,21 @@ class Merge {
     std::vector<const Point*> lost;
     for (const Point& pt : mine)
       if (!done.count(pt.index) && !failed.count(pt.index)) lost.push_back(&all_[pt.index]);
-    if (!lost.empty())
+    if (!lost.empty() && opt_.partial && unfinished_.count(s.spec.index)) {
+      // An unfinished shard: only its journaled points count (as --resume would keep them); rows
+      // of a point that was being written when it stopped are left out.
+      for (const Point* pt : lost) missing_points_.insert(pt->index);
+      for (size_t t = 0; t < tables_.size(); ++t) {
+        auto& lines = tables_[t].lines;
+        lines.erase(std::remove_if(lines.begin() + long(table_from[t]), lines.end(),
+                                   [&](const auto& l) { return !done.count(l.first); }),
+                    lines.end());
+      }
+    } else if (!lost.empty()) {
       return fail(s.dir + " lacks " + std::to_string(lost.size()) + " of its points (" +
-                  name_points(lost) + "); finish it with: " + shard_command(s, true));
+                  name_points(lost) + "); finish it with: " + shard_command(s, true) +
+                  (opt_.partial ? "" : " (or merge what has finished with --partial)"));
+    }
     if (int rc = check_rows(s, journal_from, table_from, done)) return rc;
     if (s.ordered.contains("points"))
       for (const ordered_json& pr : s.ordered["points"]) {
@@ -445,6 +470,8 @@ class Merge {
         }
         point_recs_[i] = pr;
         point_recs_[i]["shard"] = s.spec.index;
+        if (unfinished_.count(s.spec.index))  // its run.json predates its points
+          point_recs_[i]["status"] = done.count(i) ? "ok" : failed.count(i) ? "failed" : "missing";
       }
     return 0;
   }
@@ -460,13 +487,16 @@ class Merge {
     json prev;
     std::string why;
     const bool have_rec = read_run_record(out_, &prev, &why);
-    const bool redo = have_rec && prev.value("status", json()) == json("merging");
+    // A partial merge is completed by merging again into the same folder.
+    const bool redo = have_rec && (prev.value("status", json()) == json("merging") ||
+                                   prev.value("status", json()) == json("partial"));
     if (!redo && (have_rec || fs::exists(out_ + "/results.csv")))
       return fail(out_ +
                   " already holds a run (results.csv); merge into another folder or remove it");
     if (redo) {  // what the last attempt wrote and this one may not write again
-      std::fprintf(stderr, "phaselab merge: %s holds an unfinished merge: merging again\n",
-                   out_.c_str());
+      std::fprintf(stderr, "phaselab merge: %s holds %s: merging again\n", out_.c_str(),
+                   prev.value("status", json()) == json("partial") ? "a partial merge"
+                                                                   : "an unfinished merge");
       fs::remove(out_ + "/failures.csv", ec);
       fs::remove(out_ + "/journal.csv", ec);
     }
@@ -497,7 +527,13 @@ class Merge {
     Progress progress(0, opt_.quiet, [] { return 0.0; });
     int code = failures_.lines.empty() ? kExitOk : kExitFailed;
     bool have_tool = true;
-    if (!finish_run(cfg_, plugin_, kt, out_, 1, &progress, &figs_, &tool_, &have_tool))
+    // Figures of a partial merge say so in their titles.
+    const std::string note =
+        missing_points_.empty()
+            ? ""
+            : "partial: " + std::to_string(all_.size() - missing_points_.size()) + " of " +
+                  std::to_string(all_.size()) + " points";
+    if (!finish_run(cfg_, plugin_, kt, out_, 1, &progress, &figs_, &tool_, &have_tool, note))
       code = kExitFailed;
     std::string search_tool;
     if (plan_ && !write_search_outputs(out_, cfg_, plugin_, true, &figs_, &search_tool, &why_)) {
@@ -521,7 +557,7 @@ class Merge {
     ordered_json r = shards_[0].ordered;
     r.erase("shard");
     r["command"] = opt_.argv;
-    r["status"] = code == kExitOk ? "ok" : "failed";
+    r["status"] = !missing_points_.empty() ? "partial" : code == kExitOk ? "ok" : "failed";
     r["exit_status"] = code;
     r["out"] = out_;
     r["config"]["run"]["out"] = out_;
@@ -546,6 +582,16 @@ class Merge {
                        {"wall_seconds", s.rec.value("wall_seconds", 0.0)}});
     }
     ordered_json points = ordered_json::array();
+    if (!missing_points_.empty())  // the missing shards' points get their records first
+      for (uint64_t i : missing_points_)
+        if (!point_recs_.count(i)) {
+          ordered_json o = {{"index", i}};
+          for (const auto& a : cfg_.sweep)
+            o[a.key] = param_json<ordered_json>(all_[i].params[a.param]);
+          o["seed"] = all_[i].seed;
+          o["status"] = "missing";
+          point_recs_[i] = o;
+        }
     for (const auto& [index, pr] : point_recs_) {
       points.push_back(pr);
       cpu_seconds += pr.value("seconds", 0.0);
@@ -566,6 +612,17 @@ class Merge {
     r["wall_seconds"] = nullptr;  // the shards' wall times and threads are in merged_from.parts
     r["threads"] = nullptr;
     const size_t npoints = plan_ ? point_recs_.size() : all_.size();
+    if (!missing_points_.empty()) {
+      // What a later merge needs: the shards to finish or run, and the points still missing.
+      ordered_json missing = ordered_json::array();
+      for (uint64_t i : missing_points_) missing.push_back(i);
+      r["partial"] = {{"missing_shards", missing_shards_},
+                      {"unfinished_shards", unfinished_},
+                      {"missing_points", missing},
+                      {"finish_with",
+                       "run the missing shards and --resume the unfinished ones, then merge again "
+                       "into this folder"}};
+    }
     r["counts"] = {{"points", npoints}, {"ok", ok_},      {"failed", failed_},
                    {"done_before", 0},  {"cancelled", 0}, {"not_run", npoints - ok_ - failed_}};
     if (plan_)
@@ -594,6 +651,19 @@ class Merge {
               ? (", " + std::to_string(failed_) + " failed (see " + out_ + "/failures.csv)").c_str()
               : "");
     }
+    if (!missing_points_.empty()) {
+      std::string shards;
+      for (uint64_t i : missing_shards_) shards += (shards.empty() ? "" : ", ") + std::to_string(i);
+      std::string unfinished;
+      for (uint64_t i : unfinished_)
+        unfinished += (unfinished.empty() ? "" : ", ") + std::to_string(i);
+      std::fprintf(stderr,
+                   "phaselab merge: PARTIAL: %zu of %zu points are missing (shards not given: "
+                   "%s; unfinished: %s); run.json says \"partial\"; finish the shards "
+                   "(phaselab status %s prints the commands), then merge again into %s\n",
+                   missing_points_.size(), all_.size(), shards.empty() ? "none" : shards.c_str(),
+                   unfinished.empty() ? "none" : unfinished.c_str(), out_.c_str(), out_.c_str());
+    }
     if (opt_.quiet) return;
     size_t drawn = 0;
     for (const auto& f : figs_) drawn += !f.png.empty();
@@ -617,6 +687,9 @@ class Merge {
   Lines failures_, journal_;
   bool all_journaled_ = true;  // every shard has a journal.csv (not one from before it)
   std::map<uint64_t, ordered_json> point_recs_;  // by point index
+  std::set<uint64_t> missing_points_;            // --partial: not merged (missing, unfinished)
+  std::vector<uint64_t> missing_shards_;         // --partial: shards not given
+  std::set<uint64_t> unfinished_;                // --partial: shards merged unfinished
   std::unique_ptr<SearchPlan> plan_;             // [search]
   std::vector<uint64_t> search_shard_;           // [search]: the shard of each search
   std::vector<FigureResult> figs_;

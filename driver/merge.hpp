@@ -23,6 +23,8 @@ struct MergeOptions {
   std::string out;
   std::vector<std::string> shards;
   bool quiet = false;
+  bool partial =
+      false;  // merge what has finished; run.json says "partial" (a later merge completes it)
   std::vector<std::string> argv;  // recorded in run.json
 };
 

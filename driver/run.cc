@@ -1221,7 +1221,8 @@ std::string git_commit() {
 
 bool finish_run(const RunConfig& cfg, const Plugin& plugin, const pl_kernel_table& kt,
                 const std::string& out, int threads, Progress* progress,
-                std::vector<FigureResult>* figs, std::string* tool, bool* have_tool) {
+                std::vector<FigureResult>* figs, std::string* tool, bool* have_tool,
+                const std::string& title_note) {
   const pl_plugin& p = plugin.entry;
   bool ok = true;
   if (p.finish) {
@@ -1246,7 +1247,7 @@ bool finish_run(const RunConfig& cfg, const Plugin& plugin, const pl_kernel_tabl
   std::map<std::string, std::string> constants;
   for (size_t i = 0; i < cfg.base.size(); ++i)
     if (!swept(cfg, i)) constants[plugin.param_names[i]] = value_text(cfg.base[i]);
-  *figs = render_figures(p, out, constants, tool, have_tool);
+  *figs = render_figures(p, out, constants, tool, have_tool, title_note);
   return ok;
 }
 

@@ -61,9 +61,11 @@ void install_stop_handlers();
 void restore_stop_handlers();
 // After the points: the plugin's finish() on the run folder, then its figures (`tool` and
 // `have_tool` as render_figures gives them). False if finish failed (reported through progress).
+// `title_note` (e.g. "partial: 12 of 20 points") is added to every figure's title.
 bool finish_run(const RunConfig& cfg, const Plugin& plugin, const pl_kernel_table& kt,
                 const std::string& out, int threads, Progress* progress,
-                std::vector<FigureResult>* figs, std::string* tool, bool* have_tool);
+                std::vector<FigureResult>* figs, std::string* tool, bool* have_tool,
+                const std::string& title_note = "");
 // The kernel table for a target ("" = best); returns select_kernels' error, empty on success
 // (every kernel has a scalar variant, so a target check_target accepts always succeeds).
 std::string select_kernel_table(const std::string& target, pl_kernel_table* kt);

@@ -769,3 +769,65 @@ TEST_CASE("status: a half-finished folder of shards, with a killed shard and a m
   // Neither a run nor shards: exit 2.
   CHECK(phaselab({"status", dir / "nothing"}, dir).rc == 2);
 }
+
+TEST_CASE("merge --partial: what has finished, marked partial; merging again completes it") {
+  TempDir dir;
+  spit(dir / "s.toml", sweep_toml("sleep_ms = 30\n"));
+  const std::string parent = dir / "sh";
+  REQUIRE(phaselab({"run", dir / "s.toml", "--shard", "0/3", "--out", parent, "--quiet"}, dir).rc ==
+          0);
+  // Shard 1 killed after a few points; shard 2 never run.
+  const pid_t pid = spawn(
+      kExe, {"run", dir / "s.toml", "--shard", "1/3", "--out", parent, "--quiet", "--threads", "1"},
+      dir, "killed", std::vector<std::string>{});
+  const std::string journal = parent + "/shard-1-of-3/journal.csv";
+  for (int i = 0; i < 300 && count_lines(slurp(journal)) < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  const size_t done1 = count_lines(slurp(journal)) - 1;
+  REQUIRE(done1 >= 2);
+  REQUIRE(done1 < 7);
+  const std::vector<std::string> two = {parent + "/shard-0-of-3", parent + "/shard-1-of-3"};
+  // Without --partial: refused, pointing to --partial.
+  const Result full = merge(dir, parent, two);
+  CHECK(full.rc == 2);
+  CHECK(full.err.find("--partial") != std::string::npos);
+  std::vector<std::string> args = {"merge", parent};
+  args.insert(args.end(), two.begin(), two.end());
+  args.push_back("--partial");
+  const Result part = phaselab(args, dir, {"PHASELAB_GNUPLOT="});
+  REQUIRE(part.rc == 0);
+  CHECK(part.err.find("PARTIAL: " + std::to_string(20 - 7 - done1) + " of 20 points are missing") !=
+        std::string::npos);
+  // Its rows are exactly the one-process run's rows of the points done.
+  REQUIRE(phaselab({"run", dir / "s.toml", "--out", dir / "one", "--quiet"}, dir).rc == 0);
+  const std::string one = slurp(dir / "one/results.csv"), merged = slurp(parent + "/results.csv");
+  CHECK(count_lines(merged) == 1 + 7 + done1);
+  size_t at = 0, found = 0;
+  for (size_t nl = merged.find('\n'); nl != std::string::npos;
+       at = nl + 1, nl = merged.find('\n', at))
+    found += one.find(merged.substr(at, nl - at + 1)) != std::string::npos;
+  CHECK(found == count_lines(merged));
+  const std::string rec = slurp(parent + "/run.json");
+  CHECK(rec.find("\"status\": \"partial\"") != std::string::npos);
+  CHECK(rec.find("\"missing_shards\": [2]") != std::string::npos);
+  CHECK(rec.find("\"unfinished_shards\": [1]") != std::string::npos);
+  CHECK(count_of(rec, "\"status\": \"missing\"") == 20 - 7 - done1);
+  // Figures of the partial merge say so (the .gp title; gnuplot is off in the tests).
+  CHECK(slurp(parent + "/figures/value_vs_n.gp")
+            .find("partial: " + std::to_string(7 + done1) + " of 20 points") != std::string::npos);
+  // Finish the shards, merge again into the same folder: the one-process tables.
+  REQUIRE(
+      phaselab({"run", dir / "s.toml", "--shard", "1/3", "--out", parent, "--resume", "--quiet"},
+               dir)
+          .rc == 0);
+  REQUIRE(phaselab({"run", dir / "s.toml", "--shard", "2/3", "--out", parent, "--quiet"}, dir).rc ==
+          0);
+  const Result again = merge(dir, parent, shard_dirs(parent));
+  REQUIRE(again.rc == 0);
+  CHECK(again.err.find("holds a partial merge: merging again") != std::string::npos);
+  expect_same_tables(dir / "one", parent);
+  CHECK(slurp(parent + "/run.json").find("\"status\": \"ok\"") != std::string::npos);
+  CHECK(slurp(parent + "/figures/value_vs_n.gp").find("partial") == std::string::npos);
+}
