@@ -4,6 +4,8 @@
 # slurmctld and slurmd with a minimal config in STATE_DIR, every CPU of this machine in one
 # partition. `local-cluster.sh start STATE_DIR` prints the environment to use it (SLURM_CONF);
 # `local-cluster.sh stop STATE_DIR` stops the daemons it started (by their pid files). Needs root.
+# PHASELAB_SLURM_CLUSTER (default phaselab-ci) and PHASELAB_SLURM_PORT (slurmctld's port, default
+# 16817; slurmd takes the next) let two such clusters run side by side in separate state folders.
 set -euo pipefail
 cmd=${1:?usage: local-cluster.sh start|stop STATE_DIR}
 state=$(realpath -m "${2:?usage: local-cluster.sh start|stop STATE_DIR}")
@@ -19,6 +21,11 @@ chmod 755 "$state"  # mktemp makes it 0700; munged (its own user) must reach mun
 chown munge: "$state/munge"
 chmod 755 "$state/munge"
 host=$(hostname -s)
+port=${PHASELAB_SLURM_PORT:-16817}
+if ! [[ $port =~ ^[0-9]+$ ]] || ((port < 1024 || port > 65534)); then
+  echo "local-cluster: PHASELAB_SLURM_PORT must be a port in [1024, 65534], got '$port'" >&2
+  exit 2
+fi
 cpus=$(nproc)
 mem=$(awk '/MemTotal/ {print int($2 / 1024 / 2)}' /proc/meminfo)
 # munge: its own socket and key in the state folder (no system service touched).
@@ -29,7 +36,7 @@ runuser -u munge -- munged --key-file="$state/munge/munge.key" \
   --socket="$state/munge/munge.socket" --pid-file="$state/munge/munged.pid" \
   --log-file="$state/munge/munged.log" --seed-file="$state/munge/seed" --force
 cat > "$state/slurm.conf" <<CONF
-ClusterName=phaselab-ci
+ClusterName=${PHASELAB_SLURM_CLUSTER:-phaselab-ci}
 SlurmctldHost=$host
 SlurmUser=root
 AuthType=auth/munge
@@ -41,8 +48,8 @@ SlurmctldPidFile=$state/slurmctld.pid
 SlurmdPidFile=$state/slurmd.pid
 SlurmctldLogFile=$state/log/slurmctld.log
 SlurmdLogFile=$state/log/slurmd.log
-SlurmctldPort=16817
-SlurmdPort=16818
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
