@@ -19,9 +19,10 @@ ninja -C "$dir" -j "$jobs" >/dev/null || { ninja -C "$dir" -j1 | tail -40; echo 
 # (the registry test checks every one of them).
 qemu-aarch64 -cpu max,sve-default-vector-length=32 "$dir/driver/phaselab" kernels | head -8
 # The suites through meson (its exe_wrapper is qemu, see the cross file), but not:
-# - driver, driver_cancel, scaleout, slurm: they start the phaselab binary themselves (the driver
-#   suite runs below through a wrapper); sharding, merging, MPI and signals have no
-#   architecture-specific code (the release tree runs them);
+# - driver, driver_cancel, scaleout, slurm, search, install: they start the phaselab binary
+#   themselves (the driver suite runs below through a wrapper); sharding, merging, MPI, signals,
+#   the boundary search and the install layout have no architecture-specific code (the release
+#   tree runs them);
 # - markov_common, markov_minimal, circuits: the Markov model's plugin logic is
 #   architecture-independent and its kernels are the kernel suite's; under emulation these
 #   suites take 15+ minutes (the release and sanitizer trees run them).
@@ -29,7 +30,7 @@ qemu-aarch64 -cpu max,sve-default-vector-length=32 "$dir/driver/phaselab" kernel
 # the cases, a third of the work; larger shapes take the same code paths, and run natively).
 status=0
 suites=$(meson test -C "$dir" --list 2>/dev/null | grep -E '^[A-Za-z0-9_-]+$' |
-  grep -vxE 'driver|driver_cancel|scaleout|slurm|markov_common|markov_minimal|circuits')
+  grep -vxE 'driver|driver_cancel|scaleout|slurm|search|install|markov_common|markov_minimal|circuits')
 PHASELAB_TEST_COUNTS=$counts PHASELAB_HARNESS_MAX_WORK=262144 \
   meson test -C "$dir" --num-processes "$jobs" --print-errorlogs --timeout-multiplier 4 $suites \
   || status=1
