@@ -374,8 +374,8 @@ bool write_search_outputs(const std::string& dir, const RunConfig& cfg, const Pl
   Row outer;
   for (const auto& a : cfg.sweep) outer.push_back(a.key);
   Row bh = outer;
-  for (const char* c : {"seed", "key", "left", "right", "lo", "hi", "estimate", "evaluations",
-                        "converged", "monotone", "note"})
+  for (const char* c : {"seed", "key", "left", "right", "nth", "lo", "hi", "estimate",
+                        "evaluations", "converged", "monotone", "note"})
     bh.push_back(c);
   Row ph = outer;
   for (const std::string& c : {std::string("seed"), s.key, std::string("search_round"),
@@ -388,12 +388,14 @@ bool write_search_outputs(const std::string& dir, const RunConfig& cfg, const Pl
     for (auto& [off, e] : m) evals.push_back(e);
     bool monotone = true;
     const Row oc = plan.outer_cells(sid);
+    std::map<std::pair<std::string, std::string>, int> seen;  // boundaries of each kind so far
     for (const auto& b : plan.boundaries(evals, &monotone)) {
       Row row = oc;
       row.push_back(std::to_string(plan.seed(sid)));
       row.push_back(s.key);
       row.push_back(b.left);
       row.push_back(b.right);
+      row.push_back(std::to_string(++seen[{b.left, b.right}]));
       row.push_back(cell_or_empty(b.lo));
       row.push_back(cell_or_empty(b.hi));
       row.push_back(cell_or_empty(b.estimate));
@@ -435,7 +437,10 @@ bool write_search_outputs(const std::string& dir, const RunConfig& cfg, const Pl
   if (!cfg.sweep.empty()) {
     bs.x = cfg.sweep[0].key;
     bs.style = "mean";
-    bs.group = {"left", "right"};
+    // One curve per kind of boundary (labels and, for a kind met twice in a search, its order
+    // along the key) and value of every other sweep key: a seed mean never mixes the first
+    // mem | gen of one seed with the second of another.
+    bs.group = {"left", "right", "nth"};
     for (size_t i = 1; i < cfg.sweep.size(); ++i) bs.group.push_back(cfg.sweep[i].key);
     b.title = s.key + " boundaries (seed mean +- s.e.; lo-hi brackets in boundaries.csv)";
     bool positive = true;
@@ -448,10 +453,10 @@ bool write_search_outputs(const std::string& dir, const RunConfig& cfg, const Pl
   } else {
     bs.x = "seed";
     bs.style = "points";
-    bs.group = {"left", "right"};
+    bs.group = {"left", "right", "nth"};
     b.title = s.key + " boundaries per seed (brackets in boundaries.csv)";
   }
-  bs.title = "{left} | {right}";
+  bs.title = "{left} | {right} (#{nth} along " + s.key + ")";
   bs.text = "boundaries.csv:x=" + bs.x + ":y=estimate";
   b.ylabel = s.key + " at the boundary";
   b.series = {bs};

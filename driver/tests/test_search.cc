@@ -179,7 +179,10 @@ TEST_CASE("search: a non-monotone label sequence is reported, not smoothed") {
   CHECK(b[0].at("right") == "b");
   CHECK(b[1].at("left") == "b");
   CHECK(b[1].at("right") == "a");
-  for (const auto& row : b) CHECK(row.at("monotone") == "0");
+  for (const auto& row : b) {
+    CHECK(row.at("monotone") == "0");
+    CHECK(row.at("nth") == "1");  // the first a | b and the first b | a along x
+  }
   CHECK(num(b[0].at("lo")) < 37.3);
   CHECK(num(b[0].at("hi")) >= 37.3);
   CHECK(num(b[1].at("lo")) < 300);
