@@ -1386,6 +1386,18 @@ bool check_outputs(const std::filesystem::path& out, const std::vector<Source>& 
       return false;
     }
   }
+  // In a run folder, the names of the files a run or a merge writes there later (failures.csv
+  // appears with the first failure, run.json at the start) are not the plot's to take.
+  std::error_code ec0;
+  if (fs::exists(out.parent_path() / "run.json", ec0))
+    for (const char* name : {"results", "journal", "failures", "run"})
+      if (stem == name) {
+        *why = "--out " + out.string() + " would write " + stem + ".csv in a run folder (" +
+               (out.parent_path() / "run.json").string() +
+               "), a name the run's own files use; "
+               "choose another --out";
+        return false;
+      }
   return true;
 }
 

@@ -111,6 +111,12 @@ TEST_CASE("plot: --out never overwrites an input table or a run folder's files")
     CHECK(r.err.find("would overwrite " + c.victim) != std::string::npos);
     CHECK(r.err.find(c.why) != std::string::npos);
   }
+  // a run's own file names, even before the run has written them (failures.csv appears with the
+  // first failure)
+  const auto rf = run({"plot", "--out", rd + "/failures.png", sel});
+  CHECK(rf.rc == 2);
+  CHECK(rf.err.find("would write failures.csv in a run folder") != std::string::npos);
+  CHECK_FALSE(exists(rd + "/failures.csv"));
   // the input table itself, given as a file
   auto r = run({"plot", "--out", dir / "t.png", dir / "t.csv:x=P:y=cG"});
   CHECK(r.rc == 2);
