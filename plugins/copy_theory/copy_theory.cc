@@ -38,7 +38,10 @@ constexpr uint32_t kPos = PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE;
 
 const pl_param_decl kParams[] = {
     pl::sdk::enum_param("attention", "softmax", "softmax|linear", "attention nonlinearity"),
-    pl::sdk::int_param("L", 16, "sequence length", 2, 4096),
+    pl::sdk::int_param("L", 16,
+                       "sequence length (the reduced actions are closed forms in L, so L up to "
+                       "2^30; the exact check holds L x L matrices and needs L <= 4096)",
+                       2, 1 << 30),
     pl::sdk::int_param("V", 4, "vocabulary size", 2, 1 << 20),
     pl::sdk::float_param("kappa", 1.0, "likelihood noise variance (temperature)", kPos, 0),
     pl::sdk::float_param("sw2", 1.0, "prior variance of the read-out W", kPos, 0),
@@ -280,6 +283,8 @@ class CopyTheory {
   std::vector<int32_t> tokens_;
 };
 
+constexpr int kExactLMax = 4096;
+
 int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
   auto idx = [&](const char* name) {
     for (uint32_t i = 0; i < n && i < sizeof(kParams) / sizeof(kParams[0]); ++i)
@@ -297,7 +302,14 @@ int validate(const pl_value* v, uint32_t n, char* err, size_t len) {
                   v[c].f, v[d].f);
     return 1;
   }
-  const int L = idx("L"), w = idx("wrap");
+  const int L = idx("L"), w = idx("wrap"), ex = idx("exact_check"), np = idx("num_P");
+  if (L >= 0 && ex >= 0 && np >= 0 && v[L].i > kExactLMax && v[ex].i != 0 && v[np].i > 0) {
+    std::snprintf(err, len,
+                  "copy_theory.L = %lld needs exact_check = false or num_P = 0: the exact check "
+                  "holds L x L matrices and takes L <= %d",
+                  static_cast<long long>(v[L].i), kExactLMax);
+    return 1;
+  }
   if (L >= 0 && w >= 0 && v[L].i < 3 && v[w].s && std::string(v[w].s) == "drop_first") {
     std::snprintf(err, len, "copy_theory.L must be >= 3 with wrap = drop_first");
     return 1;
