@@ -30,7 +30,7 @@ qemu-aarch64 -cpu max,sve-default-vector-length=32 "$dir/driver/phaselab" kernel
 # the cases, a third of the work; larger shapes take the same code paths, and run natively).
 status=0
 suites=$(meson test -C "$dir" --list 2>/dev/null | grep -E '^[A-Za-z0-9_-]+$' |
-  grep -vxE 'driver|driver_cancel|scaleout|slurm|search|install|markov_common|markov_minimal|circuits')
+  grep -vxE 'driver|driver_cancel|scaleout|slurm|search|install|reproduce|markov_common|markov_minimal|circuits')
 PHASELAB_TEST_COUNTS=$counts PHASELAB_HARNESS_MAX_WORK=262144 \
   meson test -C "$dir" --num-processes "$jobs" --print-errorlogs --timeout-multiplier 4 $suites \
   || status=1

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Tests of scripts/reproduce.py (meson suite `reproduce`):
+- docs/reproduction.md is the script's table (same claims, in order, each verdict valid, every
+  contradicted or open claim explained, every figure present): `--check-doc`;
+- the config writer: a shipped config with overrides reads back (tomllib) as the overrides say,
+  and `phaselab check` accepts every --quick and --full config the script writes;
+- an end-to-end --quick run of the theory-only claims (c3, c3b, c4: seconds) writes
+  reproduction.csv with a verdict, a measured value, a figure and the CPU of each claim, and the
+  numbers it reports are recomputed here from the run's own tables;
+- --full without --yes prints its CPU-hour estimate and runs nothing.
+Writes "reproduce P F 0" to $PHASELAB_TEST_COUNTS (the README test command's tally)."""
+import csv
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import tomllib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXE = os.environ.get("PHASELAB_EXE", os.path.join(ROOT, "build", "driver", "phaselab"))
+spec = importlib.util.spec_from_file_location("reproduce", os.path.join(ROOT, "scripts", "reproduce.py"))
+rp = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(rp)
+
+passed = failed = 0
+
+
+def case(name):
+    def deco(fn):
+        global passed, failed
+        try:
+            fn()
+            passed += 1
+            print(f"ok   {name}")
+        except Exception as e:  # report and go on
+            failed += 1
+            print(f"FAIL {name}: {type(e).__name__}: {e}")
+        return fn
+    return deco
+
+
+def script(*args, **kw):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "reproduce.py"), *args],
+                          capture_output=True, text=True, **kw)
+
+
+@case("docs/reproduction.md agrees with the script (--check-doc)")
+def _():
+    r = script("--check-doc")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@case("--check-doc fails on a doc whose claims differ")
+def _():
+    doc = open(rp.DOC).read()
+    first = next(l for l in doc.splitlines() if l.startswith("| c1 |"))
+    try:
+        open(rp.DOC, "w").write(doc.replace(first + "\n", ""))
+        r = script("--check-doc")
+        assert r.returncode == 1 and "are not the script's" in r.stdout, r.stdout
+    finally:
+        open(rp.DOC, "w").write(doc)
+
+
+@case("overrides: set, move between sweep and plugin table, remove a table")
+def _():
+    base = tomllib.load(open(os.path.join(ROOT, "configs", "search_copy_P.toml"), "rb"))
+    cfg = rp.with_overrides(base, {"search": None, "sweep.P": [4, 8], "copy_task.L": 32,
+                                   "sweep.L": None, "run.seeds": [5], "copy_task.sw2": 0.5})
+    back = tomllib.loads(rp.toml_dump(cfg, "# header"))
+    assert "search" not in back
+    assert back["sweep"] == {"P": [4, 8]}, back["sweep"]
+    assert back["copy_task"]["L"] == 32 and back["copy_task"]["sw2"] == 0.5
+    assert back["run"]["seeds"] == [5]
+    assert back["copy_task"]["attention"] == "softmax"  # untouched keys stay
+    # a key set in the plugin table leaves the sweep, and the other way round
+    c2 = rp.with_overrides(base, {"copy_task.L": 8})
+    assert "L" not in c2["sweep"] and c2["copy_task"]["L"] == 8
+    c3 = rp.with_overrides(base, {"sweep.V": [4, 8]})
+    assert "V" not in c3["copy_task"] and c3["sweep"]["V"] == [4, 8]
+    assert rp.toml_value(1e16) == "1e+16" and rp.toml_value(3.0) == "3.0" and rp.toml_value(True) == "true"
+
+
+@case("every --quick and --full config passes `phaselab check`")
+def _():
+    with tempfile.TemporaryDirectory() as d:
+        for mode in ("quick", "full"):
+            ctx = rp.Ctx(os.path.join(d, mode), mode, EXE, 0)
+            for name in rp.RUNS:
+                p = ctx.write_config(name)
+                if p is None:
+                    continue
+                r = subprocess.run([EXE, "check", p], capture_output=True, text=True)
+                assert r.returncode == 0, f"{mode} {name}: {r.stdout}{r.stderr}"
+
+
+@case("every claim names runs that exist, and the claim ids are unique")
+def _():
+    ids = [c[0] for c in rp.CLAIMS]
+    assert len(ids) == len(set(ids)), ids
+    for cid, _, _, runs, _ in rp.CLAIMS:
+        assert runs and all(r in rp.RUNS for r in runs), (cid, runs)
+
+
+@case("--quick --only c3,c3b,c4: verdicts, measured values recomputed from the tables")
+def _():
+    with tempfile.TemporaryDirectory() as d:
+        r = script("--quick", "--only", "c3,c3b,c4", "--out", d, "--phaselab", EXE)
+        assert r.returncode == 0, r.stdout + r.stderr
+        rows = {x["id"]: x for x in csv.DictReader(open(os.path.join(d, "reproduction.csv")))}
+        assert list(rows) == ["c3", "c3b", "c4"], list(rows)
+        for x in rows.values():
+            assert x["verdict"] in rp.VERDICTS, x
+            assert x["figure"].endswith(".png") and os.path.exists(os.path.join(d, x["figure"])), x
+            assert float(x["cpu_seconds"]) >= 0 and x["configs"].startswith("configs/"), x
+        # c3's local slope at the largest L, recomputed from transition_points.csv
+        tp = [t for t in csv.DictReader(open(os.path.join(d, "runs", "theory_asymptote", "transition_points.csv")))
+              if t["objective"] == "marginal"]
+        tp.sort(key=lambda t: int(t["L"]))
+        a, b = tp[-2], tp[-1]
+        slope = math.log(float(b["P_star"]) / float(a["P_star"])) / math.log(int(b["L"]) / int(a["L"]))
+        assert f"-> {slope:.3g} (L=2^" in rows["c3"]["measured"], (slope, rows["c3"]["measured"])
+        lnL = math.log(int(b["L"]))
+        want = "reproduced" if 1 + 1 / lnL < slope < 1 + 2 / lnL else "contradicted"
+        assert rows["c3"]["verdict"] == want or "residual" in rows["c3"]["measured"], rows["c3"]
+        # c4: every slope quoted is the log-log slope of the two largest V at its L
+        lin = [t for t in csv.DictReader(open(os.path.join(d, "runs", "theory_scaling", "transition_points.csv")))
+               if t["attention"] == "linear" and t["L"] == "16"]
+        lin.sort(key=lambda t: int(t["V"]))
+        s = math.log(float(lin[-1]["P_star"]) / float(lin[-2]["P_star"])) / math.log(int(lin[-1]["V"]) / int(lin[-2]["V"]))
+        assert f"{s:.3g} (L=16)" in rows["c4"]["measured"], (s, rows["c4"]["measured"])
+        # a second call reuses the finished runs (no new CPU beyond the analysis)
+        r2 = script("--quick", "--only", "c3,c3b,c4", "--out", d, "--phaselab", EXE)
+        assert r2.returncode == 0 and "reproduce: theory_asymptote:" not in r2.stdout, r2.stdout
+
+
+@case("--full without --yes prints the estimate and runs nothing")
+def _():
+    with tempfile.TemporaryDirectory() as d:
+        r = script("--full", "--out", d, "--phaselab", EXE)
+        assert r.returncode == 0, r.stderr
+        assert "CPU-hours in all" in r.stdout and "--yes" in r.stdout, r.stdout
+        assert not os.path.exists(os.path.join(d, "runs")), os.listdir(d)
+
+
+print(f"reproduce: {passed} passed, {failed} failed")
+counts = os.environ.get("PHASELAB_TEST_COUNTS")
+if counts:
+    with open(counts, "a") as f:
+        f.write(f"reproduce {passed} {failed} 0\n")
+sys.exit(1 if failed else 0)
