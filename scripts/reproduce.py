@@ -199,7 +199,7 @@ class Ctx:
             j = json.load(open(p))
         except ValueError:
             return False
-        return j.get("status") in ("ok", "failed_points")
+        return j.get("status") in ("ok", "failed")  # "failed": some point failed, the run ended
 
     def run(self, name, launcher="local"):
         cfg = self.write_config(name)
@@ -242,13 +242,14 @@ def launch(cmd, launcher, out, phaselab):
     if kind == "mpi":
         return [["mpirun", "-n", str(n)] + cmd]
     if kind == "shards":
+        # each shard writes OUT.shards/shard-K-of-N (resumed when it exists); merge joins them
         cmds, dirs = [], []
         base = [c for c in cmd if c != "--resume"]
         i = base.index("--out")
         for k in range(n):
-            d = f"{out}.shard{k}"
+            d = os.path.join(f"{out}.shards", f"shard-{k}-of-{n}")
             dirs.append(d)
-            c = base[:i] + ["--out", d] + base[i + 2:] + ["--shard", f"{k}/{n}"]
+            c = base[:i] + ["--out", f"{out}.shards"] + base[i + 2:] + ["--shard", f"{k}/{n}"]
             if os.path.exists(os.path.join(d, "run.json")):
                 c.append("--resume")
             cmds.append(c)
@@ -849,7 +850,10 @@ VERDICTS = ("reproduced", "reproduced (laptop scale)", "contradicted", "open")
 def evaluate(ctx, claims):
     rows = []
     for cid, text, paper, runs, fn in claims:
+        unfinished = [r for r in runs if not ctx.finished(r)]
         try:
+            if unfinished:  # never a verdict from part of a run
+                raise RuntimeError(f"run {', '.join(unfinished)} has not finished")
             measured, verdict, figure = fn(ctx)
         except Exception as e:  # a claim whose runs failed is open, with the reason
             measured, verdict, figure = f"not measured: {type(e).__name__}: {e}", "open", ""
@@ -975,7 +979,7 @@ def main():
     t0 = time.time()
     if not a.analyse_only:
         for r in runs:
-            ctx.run(r, a.launcher if m == "full" else "local")
+            ctx.run(r, a.launcher)
     rows = evaluate(ctx, claims)
     with open(os.path.join(a.out, "reproduction.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, COLS)

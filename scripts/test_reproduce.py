@@ -12,6 +12,7 @@
 Writes "reproduce P F 0" to $PHASELAB_TEST_COUNTS (the README test command's tally)."""
 import csv
 import importlib.util
+import json
 import math
 import os
 import subprocess
@@ -135,6 +136,21 @@ def _():
         # a second call reuses the finished runs (no new CPU beyond the analysis)
         r2 = script("--quick", "--only", "c3,c3b,c4", "--out", d, "--phaselab", EXE)
         assert r2.returncode == 0 and "reproduce: theory_asymptote:" not in r2.stdout, r2.stdout
+
+
+@case("--launcher shards:3 (shards, then merge) measures what one process measures")
+def _():
+    with tempfile.TemporaryDirectory() as d:
+        one, three = os.path.join(d, "one"), os.path.join(d, "three")
+        r1 = script("--quick", "--only", "c4", "--out", one, "--phaselab", EXE)
+        r3 = script("--quick", "--only", "c4", "--out", three, "--phaselab", EXE, "--launcher", "shards:3")
+        assert r1.returncode == 0 and r3.returncode == 0, r1.stdout + r1.stderr + r3.stdout + r3.stderr
+        assert os.path.isdir(os.path.join(three, "runs", "theory_scaling.shards", "shard-2-of-3")), os.listdir(os.path.join(three, "runs"))
+        m1 = next(csv.DictReader(open(os.path.join(one, "reproduction.csv"))))
+        m3 = next(csv.DictReader(open(os.path.join(three, "reproduction.csv"))))
+        assert m1["measured"] == m3["measured"] and m1["verdict"] == m3["verdict"], (m1, m3)
+        merged = json.load(open(os.path.join(three, "runs", "theory_scaling", "run.json")))
+        assert merged["status"] == "ok" and merged["counts"]["points"] == 50, merged["counts"]
 
 
 @case("--full without --yes prints the estimate and runs nothing")
