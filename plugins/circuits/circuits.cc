@@ -146,6 +146,9 @@ constexpr pl::sdk::PlotStyle kEdgeMap =
         .heatmap("kl_frac")
         .y_categories("0=other chain|1=permutation|2=last state|3=fresh chain")
         .labels("edge (index in patching.csv)", "corruption");
+// Enrichment: 1 = attention that ignores tokens and positions (uniform over the prefix).
+constexpr pl::sdk::PlotStyle kEnrich =
+    pl::sdk::PlotStyle().labels("step", "score / uniform-attention baseline");
 const pl_plot_decl kPlots[] = {
     pl::sdk::plot(
         "edge_map_id", "share of the last-position shift recovered per edge and corruption (ID)",
@@ -154,20 +157,15 @@ const pl_plot_decl kPlots[] = {
         "edge_map_ood", "share of the last-position shift recovered per edge and corruption (OOD)",
         "patching", "edge_index", "corruption_code", "chains,seed", "set=ood", 0, &kEdgeMap),
     pl::sdk::plot("scores_vs_step",
-                  "head scores vs step (ID): L1 previous-token, L2 induction, their uniform "
-                  "baselines; phase_2gen = 1 where the network is 2-Gen",
-                  "results", "step",
-                  "l1_prev,l1_prev_uniform,l2_induction,l2_induction_uniform,phase_2gen",
+                  "head scores vs step (ID); phase_2gen = 1 where the network is 2-Gen", "results",
+                  "step", "l1_prev,l1_prev_uniform,l2_induction,l2_induction_uniform,phase_2gen",
                   "chains,seed", "", PL_PLOT_LOGX),
-    pl::sdk::plot("enrichment_vs_step",
-                  "enrichment over uniform attention vs step (ID): L1 P[t,t-1] at t < 8, at t >= "
-                  "N/2 and at all t >= 1, L2 induction; 1 = no preference",
-                  "results", "step",
+    pl::sdk::plot("enrichment_vs_step", "enrichment over uniform attention vs step (ID)", "results",
+                  "step",
                   "l1_prev_early_enrich,l1_prev_late_enrich,l1_prev_enrich,l2_induction_enrich",
-                  "chains,seed", "", PL_PLOT_LOGX),
+                  "chains,seed", "", PL_PLOT_LOGX | PL_PLOT_LOGY, &kEnrich),
     pl::sdk::plot("induction_parts_vs_step",
-                  "L2 induction score vs step (ID): as is, with L1's pattern uniform (l1u), "
-                  "their difference (pattern), the uniform baseline",
+                  "L2 induction vs step (ID): L1 pattern as is, uniform (l1u), difference",
                   "results", "step",
                   "l2_induction,l2_induction_l1u,l2_induction_pattern,l2_induction_uniform",
                   "chains,seed", "", PL_PLOT_LOGX),
@@ -177,16 +175,12 @@ const pl_plot_decl kPlots[] = {
     pl::sdk::plot("kl_vs_step", "KL(predictor || network) on ID vs step", "results", "step",
                   "kl_2gen_id,kl_1gen_id,kl_2mem_id,kl_1mem_id", "chains,seed", "",
                   PL_PLOT_LOGX | PL_PLOT_LOGY),
-    pl::sdk::plot("edges_id",
-                  "share of the last-position shift KL(clean || patched) / KL(clean || corrupted) "
-                  "per edge (ID)",
-                  "patching", "edge_index", "kl_frac", "chains,seed,corruption", "set=id",
-                  PL_PLOT_POINTS),
-    pl::sdk::plot("edges_ood",
-                  "share of the last-position shift KL(clean || patched) / KL(clean || corrupted) "
-                  "per edge (OOD)",
-                  "patching", "edge_index", "kl_frac", "chains,seed,corruption", "set=ood",
-                  PL_PLOT_POINTS),
+    pl::sdk::plot(
+        "edges_id", "share of the last-position KL shift per edge (ID; kl_frac in patching.csv)",
+        "patching", "edge_index", "kl_frac", "chains,seed,corruption", "set=id", PL_PLOT_POINTS),
+    pl::sdk::plot(
+        "edges_ood", "share of the last-position KL shift per edge (OOD; kl_frac in patching.csv)",
+        "patching", "edge_index", "kl_frac", "chains,seed,corruption", "set=ood", PL_PLOT_POINTS),
     pl::sdk::plot("ablations_id", "KL to each predictor per ablation (ID; x: ablation index)",
                   "ablations", "index", "kl_2gen,kl_1gen,kl_2mem,kl_1mem,kl_hybrid", "chains,seed",
                   "set=id", PL_PLOT_POINTS | PL_PLOT_LOGY),
