@@ -3,7 +3,10 @@
 // hand-built patterns against hand counts; a hand-built induction model whose layer-1 pattern,
 // replaced by exact previous-token attention, gives the closed-form induction output; patching
 // an edge with the clean run changes nothing exactly; all senders of a receiver patched equals
-// the corrupted run; the corruptions do what they say; nearest-centroid accuracy by hand.
+// the corrupted run; the corruptions do what they say; nearest-centroid accuracy by hand; the
+// window scores and enrichments on hand-built patterns against harmonic-number closed forms; the
+// induction score with layer 1 uniform against a double scalar forward pass; every probe step
+// asked is probed; infinite-K checkpoints record K = inf.
 #include <doctest/doctest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
