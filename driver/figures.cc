@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -496,8 +497,25 @@ class Figure {
       for (const auto& y : s.ys) used = used || y.second == c;
       for (const auto& f : s.filters) used = used || f.first == c;
       std::string v;
-      if (!used && !single_value(c, &v)) pooled_.push_back(name);
+      if (!used && !single_value(c, &v) && varies_within_curve(c)) pooled_.push_back(name);
     }
+  }
+  // Whether column c takes more than one value among the rows of one curve (the same group and
+  // facet cells). A swept key that a drawn column determines (circuits' `chains`, "inf" or K, set
+  // by the swept `infinite`) splits no curve's rows, so nothing is averaged over it.
+  bool varies_within_curve(int c) const {
+    const Source& s = src_[0];
+    std::map<std::string, std::string> seen;
+    for (size_t r = 1; r < s.recs.size(); ++r) {
+      const auto& rec = s.recs[r];
+      if (!s.kept(rec)) continue;
+      std::string key;
+      for (int g : s.groups) key += rec[size_t(g)] + '\x1f';
+      if (fc_ >= 0) key += rec[size_t(fc_)];
+      const auto it = seen.emplace(key, rec[size_t(c)]).first;
+      if (it->second != rec[size_t(c)]) return true;
+    }
+    return false;
   }
   std::string pooled_text() const {
     std::string t;

@@ -193,6 +193,40 @@ TEST_CASE("figures: swept keys a figure averages over are named in its title and
   CHECK(one_t.find("(mean +- s.e. over seeds)'") != std::string::npos);
 }
 
+// A swept key that a grouped column determines (circuits: `chains` is "inf" at infinite = true,
+// K otherwise) splits no curve: it is not named as pooled. A key that varies within a curve is.
+TEST_CASE("figures: a swept key that a grouped column determines is not pooled") {
+  RunDir run;
+  std::string csv = "infinite,seed,step,chains,loss\n";
+  for (const char* inf : {"true", "false"})
+    for (const char* seed : {"0", "1"})
+      for (const char* step : {"1", "2"})
+        csv += std::string(inf) + "," + seed + "," + step + "," +
+               (inf == std::string("true") ? "inf" : "4") + "," + seed + "\n";
+  run.table("results", csv);
+  const pl_param_decl params[] = {pl::sdk::bool_param("infinite", false, "fresh chains"),
+                                  pl::sdk::int_param("K", 8, "chains")};
+  const std::vector<pl_plot_decl> plots = {
+      pl::sdk::plot("by_chains", "loss", "results", "step", "loss", "chains"),
+      pl::sdk::plot("by_seed", "loss", "results", "step", "loss", "seed"),
+  };
+  const pl::driver_test::ScopedEnv gnuplot("PHASELAB_GNUPLOT", "");
+  pl_plugin p{};
+  p.params = params;
+  p.num_params = 2;
+  p.plots = plots.data();
+  p.num_plots = uint32_t(plots.size());
+  std::string tool;
+  bool have = false;
+  pl::driver::render_figures(p, run.path, {{"K", "4"}}, &tool, &have);
+  const std::string by_chains = run.read("figures/by_chains.gp"),
+                    by_seed = run.read("figures/by_seed.gp");
+  CHECK(by_chains.find("set title 'loss'") != std::string::npos);
+  CHECK(by_chains.find("pooled") == std::string::npos);
+  CHECK(by_chains.find("chains=inf") != std::string::npos);
+  CHECK(by_seed.find("set title 'loss (pooled over infinite)'") != std::string::npos);
+}
+
 TEST_CASE("figures: a categorical axis is labelled by name and spreads repeats over its band") {
   RunDir run;
   run.table("results",

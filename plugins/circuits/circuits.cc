@@ -60,8 +60,10 @@ const pl_param_decl kParams[] = {
     pl::sdk::int_param("warmup", 100, "linear learning-rate warm-up steps", 0),
     pl::sdk::int_param("batch", 64, "sequences per step", 1, 1 << 16),
     pl::sdk::int_param("steps", 4000, "training steps", 1),
-    pl::sdk::int_param("checkpoints", 12, "log-spaced probe steps while training (plus step 0)", 1,
-                       10000),
+    pl::sdk::int_param("checkpoints", 12,
+                       "log-spaced probe steps while training, plus step 0 (consecutive where "
+                       "log spacing is under one step: every step asked is probed)",
+                       1, 10000),
     pl::sdk::int_param("n_eval", 200, "sequences per trainer evaluation set", 1),
     pl::sdk::int_param("chain_seed", 0, "seed of the chains (shared across seeds)", 0),
     pl::sdk::int_param("chunks", 4, "fixed batch partition for the parallel step", 1, 4096),
@@ -74,32 +76,61 @@ const pl_param_decl kParams[] = {
                         "probed as the final one"),
 };
 
-const char* const kResultCols[] = {"step",         "phase",
-                                   "phase_code",   "phase_ood",
-                                   "loss_id",      "loss_ood",
-                                   "kl_2gen_id",   "kl_1gen_id",
-                                   "kl_2mem_id",   "kl_1mem_id",
-                                   "l1_prev",      "l1_prev_uniform",
-                                   "l2_induction", "l2_induction_uniform",
-                                   "phase_2gen",   "final"};
+const char* const kResultCols[] = {"step",
+                                   "chains",
+                                   "phase",
+                                   "phase_code",
+                                   "phase_ood",
+                                   "loss_id",
+                                   "loss_ood",
+                                   "kl_2gen_id",
+                                   "kl_1gen_id",
+                                   "kl_2mem_id",
+                                   "kl_1mem_id",
+                                   "l1_prev",
+                                   "l1_prev_uniform",
+                                   "l1_prev_enrich",
+                                   "l1_prev_early",
+                                   "l1_prev_early_enrich",
+                                   "l1_prev_late",
+                                   "l1_prev_late_enrich",
+                                   "l2_induction",
+                                   "l2_induction_uniform",
+                                   "l2_induction_enrich",
+                                   "l2_induction_l1u",
+                                   "l2_induction_pattern",
+                                   "phase_2gen",
+                                   "final"};
 const char* const kScoreCols[] = {"step",
+                                  "chains",
                                   "set",
                                   "layer",
                                   "prev_token",
                                   "prev_token_uniform",
+                                  "prev_token_enrich",
+                                  "prev_early",
+                                  "prev_early_uniform",
+                                  "prev_early_enrich",
+                                  "prev_late",
+                                  "prev_late_uniform",
+                                  "prev_late_enrich",
                                   "induction",
                                   "induction_uniform",
+                                  "induction_enrich",
+                                  "induction_l1u",
+                                  "induction_l1u_enrich",
+                                  "induction_pattern",
                                   "loss",
                                   "phase",
                                   "phase_code",
                                   "final"};
-const char* const kAblCols[] = {"step",      "set",     "index",     "ablation", "loss",
-                                "dloss",     "kl_2gen", "kl_1gen",   "kl_2mem",  "kl_1mem",
-                                "kl_hybrid", "phase",   "phase_code"};
-const char* const kPatchCols[] = {"step",    "set",      "corruption", "corruption_code",
-                                  "edge",    "sender",   "receiver",   "edge_index",
-                                  "dlogp",   "frac_gap", "gap_logp",   "kl",
-                                  "kl_frac", "kl_gap",   "rank"};
+const char* const kAblCols[] = {"step",    "chains",    "set",     "index",     "ablation",
+                                "loss",    "dloss",     "kl_2gen", "kl_1gen",   "kl_2mem",
+                                "kl_1mem", "kl_hybrid", "phase",   "phase_code"};
+const char* const kPatchCols[] = {
+    "step",   "chains",   "set",        "corruption", "corruption_code", "edge",
+    "sender", "receiver", "edge_index", "dlogp",      "frac_gap",        "gap_logp",
+    "kl",     "kl_frac",  "kl_gap",     "rank"};
 const char* const kTvCols[] = {"step",    "component",     "component_code", "K",
                                "n_train", "n_test",        "accuracy",       "accuracy_shuffled",
                                "chance",  "bayes_accuracy"};
@@ -115,38 +146,44 @@ constexpr pl::sdk::PlotStyle kEdgeMap =
         .heatmap("kl_frac")
         .y_categories("0=other chain|1=permutation|2=last state|3=fresh chain")
         .labels("edge (index in patching.csv)", "corruption");
+// Enrichment: 1 = attention that ignores tokens and positions (uniform over the prefix).
+constexpr pl::sdk::PlotStyle kEnrich =
+    pl::sdk::PlotStyle().labels("step", "score / uniform-attention baseline");
 const pl_plot_decl kPlots[] = {
     pl::sdk::plot(
         "edge_map_id", "share of the last-position shift recovered per edge and corruption (ID)",
-        "patching", "edge_index", "corruption_code", "K,infinite,seed", "set=id", 0, &kEdgeMap),
+        "patching", "edge_index", "corruption_code", "chains,seed", "set=id", 0, &kEdgeMap),
     pl::sdk::plot(
         "edge_map_ood", "share of the last-position shift recovered per edge and corruption (OOD)",
-        "patching", "edge_index", "corruption_code", "K,infinite,seed", "set=ood", 0, &kEdgeMap),
+        "patching", "edge_index", "corruption_code", "chains,seed", "set=ood", 0, &kEdgeMap),
     pl::sdk::plot("scores_vs_step",
-                  "head scores vs step (ID): L1 previous-token, L2 induction, their uniform "
-                  "baselines; phase_2gen = 1 where the network is 2-Gen",
+                  "head scores vs step (ID); phase_2gen = 1 where the network is 2-Gen", "results",
+                  "step", "l1_prev,l1_prev_uniform,l2_induction,l2_induction_uniform,phase_2gen",
+                  "chains,seed", "", PL_PLOT_LOGX),
+    pl::sdk::plot("enrichment_vs_step", "enrichment over uniform attention vs step (ID)", "results",
+                  "step",
+                  "l1_prev_early_enrich,l1_prev_late_enrich,l1_prev_enrich,l2_induction_enrich",
+                  "chains,seed", "", PL_PLOT_LOGX | PL_PLOT_LOGY, &kEnrich),
+    pl::sdk::plot("induction_parts_vs_step",
+                  "L2 induction vs step (ID): L1 pattern as is, uniform (l1u), difference",
                   "results", "step",
-                  "l1_prev,l1_prev_uniform,l2_induction,l2_induction_uniform,phase_2gen",
-                  "K,infinite,seed", "", PL_PLOT_LOGX),
+                  "l2_induction,l2_induction_l1u,l2_induction_pattern,l2_induction_uniform",
+                  "chains,seed", "", PL_PLOT_LOGX),
     pl::sdk::plot("phase_vs_step",
                   "phase code vs step (0 2-Gen, 1 1-Gen, 2 2-Mem, 3 1-Mem, 4 hybrid)", "results",
-                  "step", "phase_code", "K,infinite,seed", "", PL_PLOT_LOGX),
+                  "step", "phase_code", "chains,seed", "", PL_PLOT_LOGX),
     pl::sdk::plot("kl_vs_step", "KL(predictor || network) on ID vs step", "results", "step",
-                  "kl_2gen_id,kl_1gen_id,kl_2mem_id,kl_1mem_id", "K,infinite,seed", "",
+                  "kl_2gen_id,kl_1gen_id,kl_2mem_id,kl_1mem_id", "chains,seed", "",
                   PL_PLOT_LOGX | PL_PLOT_LOGY),
-    pl::sdk::plot("edges_id",
-                  "share of the last-position shift KL(clean || patched) / KL(clean || corrupted) "
-                  "per edge (ID)",
-                  "patching", "edge_index", "kl_frac", "K,infinite,seed,corruption", "set=id",
-                  PL_PLOT_POINTS),
-    pl::sdk::plot("edges_ood",
-                  "share of the last-position shift KL(clean || patched) / KL(clean || corrupted) "
-                  "per edge (OOD)",
-                  "patching", "edge_index", "kl_frac", "K,infinite,seed,corruption", "set=ood",
-                  PL_PLOT_POINTS),
+    pl::sdk::plot(
+        "edges_id", "share of the last-position KL shift per edge (ID; kl_frac in patching.csv)",
+        "patching", "edge_index", "kl_frac", "chains,seed,corruption", "set=id", PL_PLOT_POINTS),
+    pl::sdk::plot(
+        "edges_ood", "share of the last-position KL shift per edge (OOD; kl_frac in patching.csv)",
+        "patching", "edge_index", "kl_frac", "chains,seed,corruption", "set=ood", PL_PLOT_POINTS),
     pl::sdk::plot("ablations_id", "KL to each predictor per ablation (ID; x: ablation index)",
-                  "ablations", "index", "kl_2gen,kl_1gen,kl_2mem,kl_1mem,kl_hybrid",
-                  "K,infinite,seed", "set=id", PL_PLOT_POINTS | PL_PLOT_LOGY),
+                  "ablations", "index", "kl_2gen,kl_1gen,kl_2mem,kl_1mem,kl_hybrid", "chains,seed",
+                  "set=id", PL_PLOT_POINTS | PL_PLOT_LOGY),
 };
 
 // Seed purposes of the probe sets (derived from probe_seed and chain_seed).
@@ -206,7 +243,7 @@ void check_metadata(const std::string& file, const mk::CheckpointInfo& i) {
                              "'s range (" + range + ")");
   };
   const mk::ModelConfig& c = i.model;
-  need("K", "K", i.K);
+  if (!i.infinite) need("K", "K", i.K);  // infinite K: no chain set (K = 0)
   need("alpha", "alpha", i.alpha);
   need("alpha1", "alpha1", i.alpha1);
   need("C", "C", c.C);
@@ -287,12 +324,12 @@ class Circuits {
       trainer_ = std::make_unique<mk::Trainer>(tc_, k_);
       info_.model = tc_.model;
       info_.chain_seed = tc_.chain_seed;
-      info_.K = tc_.K;
+      info_.K = tc_.infinite ? 0 : tc_.K;  // infinite K: no chain set, K recorded as "inf"
       info_.infinite = tc_.infinite;
       info_.alpha = tc_.alpha;
       info_.alpha1 = trainer_->alpha1();
       info_.plugin = std::string("circuits ") + kVersion;
-      steps_ = mk::checkpoint_steps(tc_.steps, int(cx.int_value("checkpoints")));
+      steps_ = cc::probe_steps(tc_.steps, int(cx.int_value("checkpoints")));
     } else {
       const std::string path = cx.string_value("path");
       if (src_ == "run") {
@@ -380,28 +417,77 @@ class Circuits {
     const mk::ModelConfig& c = m.config();
     const mk::HookedModel<float> hm(m);
     const char* set_name[2] = {"id", "ood"};
+    const pl::sdk::Cell chains = chains_cell();
     mk::HookedCache<float> clean[2];
     cc::RunMetrics cm[2];
-    std::vector<cc::HeadScores> hs[2];
+    std::vector<cc::HeadScores> hs[2], hu[2];
+    auto nan_if = [&](double v) { return std::isfinite(v) ? pl::sdk::Cell(v) : pl::sdk::Cell(); };
     for (int s = 0; s < 2; ++s) {
       const cc::ProbeSet& p = sets_[s];
       hm.run(p.seq.data(), p.n, {}, clean[s]);
       cm[s] = cc::run_metrics(c, clean[s], p.seq.data(), p.q.data(), mem_);
+      // the same inputs with layer 1's pattern replaced by uniform causal attention (the
+      // "A1 pattern uniform" ablation): the later layers' scores without a previous-token head
+      if (c.layers > 1) hu[s] = cc::head_scores_l1_uniform(hm, c, p.seq.data(), p.n, &clean[s]);
       for (int l = 0; l < c.layers; ++l) {
         hs[s].push_back(cc::head_scores(c, p.seq.data(), p.n, clean[s].pattern[size_t(l)].data()));
         const cc::HeadScores& h = hs[s].back();
-        cx.emit(1,
-                {step, set_name[s], l + 1, h.prev, h.prev_uniform, h.induction, h.induction_uniform,
-                 cm[s].loss, mk::pred_name(cm[s].phase), cm[s].phase, int(final)});
+        const bool has_u = l > 0;  // layer 1 with its own pattern uniform: the baseline itself
+        const double iu = has_u ? hu[s][size_t(l)].induction : NAN;
+        cx.emit(1, {step,
+                    chains,
+                    set_name[s],
+                    l + 1,
+                    h.prev,
+                    h.prev_uniform,
+                    nan_if(cc::enrichment(h.prev, h.prev_uniform)),
+                    h.prev_early,
+                    h.prev_early_uniform,
+                    nan_if(cc::enrichment(h.prev_early, h.prev_early_uniform)),
+                    h.prev_late,
+                    h.prev_late_uniform,
+                    nan_if(cc::enrichment(h.prev_late, h.prev_late_uniform)),
+                    h.induction,
+                    h.induction_uniform,
+                    nan_if(cc::enrichment(h.induction, h.induction_uniform)),
+                    nan_if(iu),
+                    nan_if(cc::enrichment(iu, h.induction_uniform)),
+                    nan_if(h.induction - iu),
+                    cm[s].loss,
+                    mk::pred_name(cm[s].phase),
+                    cm[s].phase,
+                    int(final)});
       }
     }
-    auto nan_if = [&](double v) { return std::isfinite(v) ? pl::sdk::Cell(v) : pl::sdk::Cell(); };
     const cc::HeadScores& l1 = hs[0][0];
-    const cc::HeadScores& l2 = hs[0][size_t(std::min(1, c.layers - 1))];
-    cx.emit(0, {step, mk::pred_name(cm[0].phase), cm[0].phase, mk::pred_name(cm[1].phase),
-                cm[0].loss, cm[1].loss, cm[0].kl[mk::kGen2], cm[0].kl[mk::kGen1],
-                nan_if(cm[0].kl[mk::kMem2]), nan_if(cm[0].kl[mk::kMem1]), l1.prev, l1.prev_uniform,
-                l2.induction, l2.induction_uniform, int(cm[0].phase == mk::kGen2), int(final)});
+    const size_t i2 = size_t(std::min(1, c.layers - 1));
+    const cc::HeadScores& l2 = hs[0][i2];
+    const double l2u = c.layers > 1 ? hu[0][i2].induction : NAN;
+    cx.emit(0, {step,
+                chains,
+                mk::pred_name(cm[0].phase),
+                cm[0].phase,
+                mk::pred_name(cm[1].phase),
+                cm[0].loss,
+                cm[1].loss,
+                cm[0].kl[mk::kGen2],
+                cm[0].kl[mk::kGen1],
+                nan_if(cm[0].kl[mk::kMem2]),
+                nan_if(cm[0].kl[mk::kMem1]),
+                l1.prev,
+                l1.prev_uniform,
+                nan_if(cc::enrichment(l1.prev, l1.prev_uniform)),
+                l1.prev_early,
+                nan_if(cc::enrichment(l1.prev_early, l1.prev_early_uniform)),
+                l1.prev_late,
+                nan_if(cc::enrichment(l1.prev_late, l1.prev_late_uniform)),
+                l2.induction,
+                l2.induction_uniform,
+                nan_if(cc::enrichment(l2.induction, l2.induction_uniform)),
+                nan_if(l2u),
+                nan_if(l2.induction - l2u),
+                int(cm[0].phase == mk::kGen2),
+                int(final)});
     if (!final && !full_every_) return;
     for (int s = 0; s < 2; ++s) {
       ablations(cx, hm, c, s, clean[s], cm[s], step);
@@ -450,8 +536,8 @@ class Circuits {
       res[i] = cc::run_metrics(c, out, p.seq.data(), p.q.data(), mem_);
     });
     auto emit = [&](int idx, const std::string& name, const cc::RunMetrics& r) {
-      std::vector<pl::sdk::Cell> row = {step, s ? "ood" : "id", idx,
-                                        name, r.loss,           r.loss - cm.loss};
+      std::vector<pl::sdk::Cell> row = {step, chains_cell(), s ? "ood" : "id", idx,
+                                        name, r.loss,        r.loss - cm.loss};
       for (int a = 0; a < mk::kNumPred; ++a)
         row.push_back(std::isfinite(r.kl[a]) ? pl::sdk::Cell(r.kl[a]) : pl::sdk::Cell());
       row.push_back(mk::pred_name(r.phase));
@@ -484,8 +570,9 @@ class Circuits {
       for (size_t i = 0; i < r.size(); ++i) {
         const std::string sn = mk::component_name(r[i].sender),
                           rn = mk::receiver_name(c, r[i].receiver);
-        cx.emit(3, {step, s ? "ood" : "id", cc::corruption_name(co), co, sn + "->" + rn, sn, rn,
-                    int(i), r[i].dlogp, r[i].frac, gap, r[i].kl, r[i].kl_frac, klgap, rank[i]});
+        cx.emit(
+            3, {step, chains_cell(), s ? "ood" : "id", cc::corruption_name(co), co, sn + "->" + rn,
+                sn, rn, int(i), r[i].dlogp, r[i].frac, gap, r[i].kl, r[i].kl_frac, klgap, rank[i]});
       }
     }
   }
@@ -533,6 +620,11 @@ class Circuits {
       cx.emit(4, {step, mk::component_name(k), k, K, n - n_test, n_test, acc, accs, 1.0 / K,
                   double(bayes_right) / n_test});
     }
+  }
+
+  // The number of training chains, "inf" at infinite K (the K key is then unused).
+  pl::sdk::Cell chains_cell() const {
+    return info_.infinite ? pl::sdk::Cell("inf") : pl::sdk::Cell(info_.K);
   }
 
   pl_kernel_table k_;

@@ -23,26 +23,37 @@ namespace pl::markov::circuits {
 
 // ------------------------------------------------------------------ head scores
 // For one layer's pattern (nb x H x N x N) on sequences seq (nb x (N + 1)):
-//   previous-token score: mean over sequences, heads and positions t >= 1 of P[t, t-1];
+//   previous-token score: mean over sequences, heads and positions t >= 1 of P[t, t-1]; the
+//     same over the early window 1 <= t < kEarlyEnd and over the late window t >= N/2;
 //   induction score: mean over sequences, heads and positions t with at least one earlier
 //     match of sum over m in [1, t] with x_{m-1} = x_t of P[t, m];
-// each beside the same quantity for uniform causal attention (1/(t+1) per key).
+// each beside the same quantity for uniform causal attention (1/(t+1) per key). The enrichment
+// of a score is score / uniform: 1 for attention that ignores the tokens and positions.
+constexpr int kEarlyEnd = 8;  // early window: positions 1 <= t < kEarlyEnd
 struct HeadScores {
   double prev = 0, prev_uniform = 0, induction = 0, induction_uniform = 0;
+  double prev_early = 0, prev_early_uniform = 0, prev_late = 0, prev_late_uniform = 0;
 };
+// score / baseline (NaN when the baseline is 0: an empty window).
+inline double enrichment(double score, double baseline) {
+  return baseline > 0 ? score / baseline : NAN;
+}
 template <class T>
 HeadScores head_scores(const ModelConfig& c, const int32_t* seq, int nb, const T* pattern) {
-  const int N = c.N, H = c.heads;
-  double sp = 0, su = 0, si = 0, siu = 0;
-  int64_t np = 0, ni = 0;
+  const int N = c.N, H = c.heads, late = N / 2;
+  double sp = 0, su = 0, si = 0, siu = 0, se = 0, seu = 0, sl = 0, slu = 0;
+  int64_t np = 0, ni = 0, ne = 0, nl = 0;
   for (int b = 0; b < nb; ++b) {
     const int32_t* x = seq + size_t(b) * (N + 1);
     for (int h = 0; h < H; ++h) {
       const T* P = pattern + (size_t(b) * H + h) * N * N;
       for (int t = 1; t < N; ++t) {
-        sp += double(P[size_t(t) * N + t - 1]);
-        su += 1.0 / (t + 1);
+        const double pt = double(P[size_t(t) * N + t - 1]), ut = 1.0 / (t + 1);
+        sp += pt;
+        su += ut;
         ++np;
+        if (t < kEarlyEnd) se += pt, seu += ut, ++ne;
+        if (t >= late) sl += pt, slu += ut, ++nl;
         double s = 0;
         int matches = 0;
         for (int m = 1; m <= t; ++m)
@@ -58,7 +69,46 @@ HeadScores head_scores(const ModelConfig& c, const int32_t* seq, int nb, const T
   HeadScores r;
   if (np) r.prev = sp / double(np), r.prev_uniform = su / double(np);
   if (ni) r.induction = si / double(ni), r.induction_uniform = siu / double(ni);
+  if (ne) r.prev_early = se / double(ne), r.prev_early_uniform = seu / double(ne);
+  if (nl) r.prev_late = sl / double(nl), r.prev_late_uniform = slu / double(nl);
   return r;
+}
+
+// Head scores of every layer with layer 1's attention pattern replaced by uniform causal
+// attention (the "A1 pattern uniform" ablation): what the later layers' scores are without any
+// previous-token head. Layer 1's entry scores the uniform pattern itself (its baseline).
+// `clean`: the run of the same sequences without hooks (its embedding is reused), or nullptr.
+template <class T>
+std::vector<HeadScores> head_scores_l1_uniform(const HookedModel<T>& hm, const ModelConfig& c,
+                                               const int32_t* seq, int nb,
+                                               const HookedCache<T>* clean = nullptr) {
+  const std::vector<T> uni = uniform_pattern<T>(c, nb);
+  Hooks<T> h;
+  h.pattern[0] = uni.data();
+  HookedCache<T> u;
+  hm.run(seq, nb, h, u, clean);
+  std::vector<HeadScores> out;
+  for (int l = 0; l < c.layers; ++l)
+    out.push_back(head_scores(c, seq, nb, u.pattern[size_t(l)].data()));
+  return out;
+}
+
+// ------------------------------------------------------------------ probe steps
+// The steps a trained model is probed at: 0, then n log-spaced steps round(steps^(i / (n - 1)))
+// for i = 0..n-1, each moved to one past the step before where rounding would repeat it (the
+// early steps, less than one step apart on the log scale, become consecutive: 1, 2, 3, ...).
+// So every step asked is delivered: n + 1 steps ending at `steps` when n <= steps (every step
+// 0..steps otherwise). markov_icl's checkpoint_steps drops the repeats instead (fewer steps).
+inline std::vector<int64_t> probe_steps(int64_t steps, int n) {
+  std::vector<int64_t> v = {0};
+  for (int i = 0; i < n; ++i) {
+    const double e = n > 1 ? double(i) / (n - 1) : 1.0;
+    const int64_t s = std::max(int64_t(std::llround(std::pow(double(steps), e))), v.back() + 1);
+    if (s > steps) break;
+    v.push_back(s);
+  }
+  if (v.back() != steps) v.push_back(steps);
+  return v;
 }
 
 // ------------------------------------------------------------------ probe sets

@@ -3,7 +3,10 @@
 // hand-built patterns against hand counts; a hand-built induction model whose layer-1 pattern,
 // replaced by exact previous-token attention, gives the closed-form induction output; patching
 // an edge with the clean run changes nothing exactly; all senders of a receiver patched equals
-// the corrupted run; the corruptions do what they say; nearest-centroid accuracy by hand.
+// the corrupted run; the corruptions do what they say; nearest-centroid accuracy by hand; the
+// window scores and enrichments on hand-built patterns against harmonic-number closed forms; the
+// induction score with layer 1 uniform against a double scalar forward pass; every probe step
+// asked is probed; infinite-K checkpoints record K = inf.
 #include <doctest/doctest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -521,4 +524,250 @@ TEST_CASE("circuits plugin: checkpoint metadata in range, unfinished runs, a mis
   r = phaselab(dir, "check good.toml");
   CHECK(r.rc == 0);
   std::filesystem::remove_all(dir);
+}
+
+// Hand-built patterns with closed-form window scores: rows 1..7 attend to t - 1 (a head formed
+// at early positions), rows 8..19 put 1/2 on t - 1 and spread the rest uniformly over the other
+// keys. Uniform baselines from harmonic numbers: sum_{t=1}^{7} 1/(t+1) = H_8 - 1 = 481/280,
+// sum_{t=10}^{19} 1/(t+1) = H_20 - H_10, sum_{t=1}^{19} 1/(t+1) = H_20 - 1.
+TEST_CASE("head scores: early / late windows and enrichment over uniform, closed forms") {
+  mk::ModelConfig c;
+  c.N = 20;
+  c.C = 3;
+  c.heads = 2;
+  const int N = c.N, nb = 2;
+  const double H8 = 761.0 / 280, H10 = 7381.0 / 2520, H20 = 55835135.0 / 15519504;
+  std::vector<double> pat(size_t(nb) * c.heads * N * N, 0.0);
+  for (int bh = 0; bh < nb * c.heads; ++bh) {
+    double* P = pat.data() + size_t(bh) * N * N;
+    P[0] = 1;
+    for (int t = 1; t < N; ++t) {
+      if (t < 8) {
+        P[size_t(t) * N + t - 1] = 1;
+        continue;
+      }
+      for (int s = 0; s <= t; ++s) P[size_t(t) * N + s] = s == t - 1 ? 0.5 : 0.5 / t;
+    }
+  }
+  std::vector<int32_t> seq(size_t(nb) * (N + 1));
+  for (size_t i = 0; i < seq.size(); ++i) seq[i] = int32_t((i * 7) % 3);
+  const cc::HeadScores s = cc::head_scores(c, seq.data(), nb, pat.data());
+  auto close = [](double got, double ref) {
+    return std::fabs(got - ref) <= 1e-14 + 1e-12 * std::fabs(ref);
+  };
+  const double early_u = (H8 - 1) / 7, late_u = (H20 - H10) / 10, all_u = (H20 - 1) / 19;
+  CHECK(close(s.prev_early, 1.0));
+  CHECK(close(s.prev_early_uniform, early_u));
+  CHECK(close(cc::enrichment(s.prev_early, s.prev_early_uniform), 7 / (H8 - 1)));
+  CHECK(close(s.prev_late, 0.5));
+  CHECK(close(s.prev_late_uniform, late_u));
+  CHECK(close(cc::enrichment(s.prev_late, s.prev_late_uniform), 5 / (H20 - H10)));
+  CHECK(close(s.prev, (7 + 12 * 0.5) / 19));
+  CHECK(close(s.prev_uniform, all_u));
+  CHECK(close(cc::enrichment(s.prev, s.prev_uniform), 13 / (H20 - 1)));
+  // uniform attention: enrichment 1 in every window and for induction
+  const auto uni = mk::uniform_pattern<double>(c, nb);
+  const cc::HeadScores u = cc::head_scores(c, seq.data(), nb, uni.data());
+  CHECK(close(cc::enrichment(u.prev, u.prev_uniform), 1.0));
+  CHECK(close(cc::enrichment(u.prev_early, u.prev_early_uniform), 1.0));
+  CHECK(close(cc::enrichment(u.prev_late, u.prev_late_uniform), 1.0));
+  CHECK(close(cc::enrichment(u.induction, u.induction_uniform), 1.0));
+  CHECK(std::isnan(cc::enrichment(0.3, 0.0)));
+}
+
+namespace {
+// Double-precision scalar forward of a pre-LN model with learned positions, MLPs and untied
+// unembedding, written from docs/markov-model.md without the model's code: layer 2's attention
+// pattern (nb x H x N x N) with layer 1's pattern uniform over the causal prefix (l1_uniform)
+// or layer 1's own softmax pattern.
+std::vector<double> ref_l2_pattern(const mk::Model<float>& m, const std::vector<int32_t>& seq,
+                                   int nb, bool l1_uniform) {
+  const mk::ModelConfig& c = m.config();
+  const int N = c.N, d = c.d, H = c.heads, dh = d / H, F = c.ffn;
+  using Vec = std::vector<double>;
+  auto ln = [&](const Vec& x, const float* g, const float* b) {
+    double mu = 0, var = 0;
+    for (double v : x) mu += v;
+    mu /= d;
+    for (double v : x) var += (v - mu) * (v - mu);
+    const double rs = 1 / std::sqrt(var / d + c.ln_eps);
+    Vec y(size_t(d), 0.0);
+    for (int i = 0; i < d; ++i) y[size_t(i)] = (x[size_t(i)] - mu) * rs * g[i] + b[i];
+    return y;
+  };
+  auto matvec = [&](const float* w, int rows, int cols, const Vec& x) {  // w: rows x cols
+    Vec y(size_t(rows), 0.0);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < cols; ++j) y[size_t(r)] += double(w[size_t(r) * cols + j]) * x[size_t(j)];
+    return y;
+  };
+  // causal softmax(q k / sqrt(dh)) of one head from per-position q and k vectors
+  auto pattern = [&](const std::vector<Vec>& q, const std::vector<Vec>& k, int h, double* P) {
+    for (int t = 0; t < N; ++t) {
+      Vec sc(size_t(t) + 1);
+      double mx = -INFINITY, z = 0;
+      for (int s = 0; s <= t; ++s) {
+        double v = 0;
+        for (int i = h * dh; i < (h + 1) * dh; ++i)
+          v += q[size_t(t)][size_t(i)] * k[size_t(s)][size_t(i)];
+        sc[size_t(s)] = v / std::sqrt(double(dh));
+        mx = std::fmax(mx, sc[size_t(s)]);
+      }
+      for (int s = 0; s <= t; ++s) z += std::exp(sc[size_t(s)] - mx);
+      for (int s = 0; s < N; ++s)
+        P[size_t(t) * N + s] = s <= t ? std::exp(sc[size_t(s)] - mx) / z : 0;
+    }
+  };
+  std::vector<double> out(size_t(nb) * H * N * N, 0.0);
+  for (int b = 0; b < nb; ++b) {
+    std::vector<Vec> x(static_cast<size_t>(N), Vec(static_cast<size_t>(d)));
+    for (int t = 0; t < N; ++t)
+      for (int i = 0; i < d; ++i)
+        x[size_t(t)][size_t(i)] = double(m.P.wte[size_t(seq[size_t(b) * (N + 1) + t]) * d + i]) +
+                                  double(m.P.wpe[size_t(t) * d + i]);
+    for (int l = 0; l < 2; ++l) {
+      const auto& W = m.P.l[size_t(l)];
+      std::vector<Vec> q(static_cast<size_t>(N)), k(q), v(q);
+      for (int t = 0; t < N; ++t) {
+        const Vec a = ln(x[size_t(t)], W.ln1g, W.ln1b);
+        q[size_t(t)] = matvec(W.wqkv, d, d, a);
+        k[size_t(t)] = matvec(W.wqkv + size_t(d) * d, d, d, a);
+        v[size_t(t)] = matvec(W.wqkv + size_t(2) * d * d, d, d, a);
+      }
+      std::vector<double> P(size_t(H) * N * N, 0.0);
+      for (int h = 0; h < H; ++h) {
+        double* Ph = P.data() + size_t(h) * N * N;
+        if (l == 1) {
+          pattern(q, k, h, out.data() + (size_t(b) * H + h) * N * N);
+          continue;
+        }
+        if (l1_uniform) {
+          for (int t = 0; t < N; ++t)
+            for (int s = 0; s <= t; ++s) Ph[size_t(t) * N + s] = 1.0 / (t + 1);
+        } else {
+          pattern(q, k, h, Ph);
+        }
+      }
+      if (l == 1) break;
+      for (int t = 0; t < N; ++t) {
+        Vec att(size_t(d), 0.0);
+        for (int h = 0; h < H; ++h)
+          for (int s = 0; s <= t; ++s)
+            for (int i = h * dh; i < (h + 1) * dh; ++i)
+              att[size_t(i)] += P[(size_t(h) * N + t) * N + s] * v[size_t(s)][size_t(i)];
+        const Vec a = matvec(W.wo, d, d, att);
+        for (int i = 0; i < d; ++i) x[size_t(t)][size_t(i)] += a[size_t(i)];
+        const Vec u = matvec(W.wfc, F, d, ln(x[size_t(t)], W.ln2g, W.ln2b));
+        Vec g(static_cast<size_t>(F));
+        for (int f = 0; f < F; ++f) {
+          const double z = u[size_t(f)];
+          g[size_t(f)] = 0.5 * z * (1 + std::tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)));
+        }
+        const Vec mo = matvec(W.wproj, d, F, g);
+        for (int i = 0; i < d; ++i) x[size_t(t)][size_t(i)] += mo[size_t(i)];
+      }
+    }
+  }
+  return out;
+}
+// The induction score from its definition (docs/circuits.md), on double patterns.
+double ref_induction(const std::vector<double>& P, const std::vector<int32_t>& seq, int nb, int H,
+                     int N) {
+  double sum = 0;
+  int count = 0;
+  for (int b = 0; b < nb; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int t = 1; t < N; ++t) {
+        const int32_t* x = seq.data() + size_t(b) * (N + 1);
+        double s = 0;
+        bool any = false;
+        for (int m = 1; m <= t; ++m)
+          if (x[m - 1] == x[t]) s += P[((size_t(b) * H + h) * N + t) * N + m], any = true;
+        if (any) sum += s, ++count;
+      }
+  return sum / count;
+}
+}  // namespace
+
+TEST_CASE("induction score with layer 1 uniform against a double scalar forward pass") {
+  const pl_kernel_table k = table();
+  for (int heads : {1, 2}) {
+    CAPTURE(heads);
+    mk::ModelConfig c = small_cfg();
+    c.heads = heads;
+    mk::Model<float> m(c, &k, 1, 1);
+    randomise(m, k, 40 + uint64_t(heads));
+    const int nb = 6, N = c.N;
+    std::vector<int32_t> seq(size_t(nb) * (N + 1));
+    uint32_t s = 99;
+    for (auto& v : seq) s = s * 1664525u + 1013904223u, v = int32_t((s >> 16) % uint32_t(c.C));
+    const mk::HookedModel<float> hm(m);
+    mk::HookedCache<float> clean;
+    hm.run(seq.data(), nb, {}, clean);
+    const auto got = cc::head_scores_l1_uniform(hm, c, seq.data(), nb, &clean);
+    const auto got_nocache = cc::head_scores_l1_uniform(hm, c, seq.data(), nb);
+    const cc::HeadScores own = cc::head_scores(c, seq.data(), nb, clean.pattern[1].data());
+    const double ref_u = ref_induction(ref_l2_pattern(m, seq, nb, true), seq, nb, heads, N);
+    const double ref_own = ref_induction(ref_l2_pattern(m, seq, nb, false), seq, nb, heads, N);
+    MESSAGE("heads " << heads << ": L2 induction with L1 uniform " << got[1].induction << " (ref "
+                     << ref_u << "), with its own L1 " << own.induction << " (ref " << ref_own
+                     << ")");
+    CHECK(std::fabs(got[1].induction - ref_u) <= 1e-6 + 1e-5 * std::fabs(ref_u));
+    CHECK(got_nocache[1].induction == got[1].induction);
+    CHECK(std::fabs(own.induction - ref_own) <= 1e-6 + 1e-5 * std::fabs(ref_own));
+    // the two differ by far more than the tolerance: the check above can tell them apart
+    CHECK(std::fabs(ref_u - ref_own) > 1e-3);
+    // layer 1's entry is the uniform pattern's own score: enrichment 1
+    CHECK(got[0].induction == doctest::Approx(got[0].induction_uniform).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("probe steps: every checkpoint asked is probed, log-spaced, ending at the last step") {
+  // 30 asked over 4000 steps: log spacing rounds 1.33, 1.77, 2.36, ... to repeats; they become
+  // consecutive steps and the rest is markov_icl's log grid
+  const auto v = cc::probe_steps(4000, 30);
+  CHECK(v.size() == 31);
+  const std::vector<int64_t> head = {0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 13, 17};
+  CHECK(std::vector<int64_t>(v.begin(), v.begin() + 12) == head);
+  CHECK(v.back() == 4000);
+  const auto old = mk::checkpoint_steps(4000, 30);
+  CHECK(old.size() == 29);  // what dropping the repeats gave
+  CHECK(std::vector<int64_t>(v.end() - 20, v.end()) ==
+        std::vector<int64_t>(old.end() - 20, old.end()));
+  CHECK(cc::probe_steps(4000, 12) == mk::checkpoint_steps(4000, 12));  // no repeats: the same
+  for (int64_t steps : {1, 2, 5, 17, 100, 4000, 100000})
+    for (int n : {1, 2, 3, 7, 12, 30, 64, 200}) {
+      CAPTURE(steps);
+      CAPTURE(n);
+      const auto p = cc::probe_steps(steps, n);
+      CHECK(int64_t(p.size()) == std::min<int64_t>(n, steps) + 1);
+      CHECK(p.front() == 0);
+      CHECK(p.back() == steps);
+      for (size_t i = 1; i < p.size(); ++i) CHECK(p[i] > p[i - 1]);
+    }
+}
+
+TEST_CASE("checkpoint metadata: infinite K is recorded as K = inf and read back as 0") {
+  const pl_kernel_table k = table();
+  const mk::ModelConfig c = small_cfg();
+  mk::Model<float> m(c, &k, 1, 1);
+  randomise(m, k, 3);
+  mk::CheckpointInfo info;
+  info.model = c;
+  info.K = 8;  // the unused K key of an infinite-K run
+  info.infinite = true;
+  const std::string p = tmp_path("inf.safetensors");
+  mk::save_checkpoint(p, m, info);
+  const st::File f = st::read(p);
+  CHECK(f.metadata.at("K") == "inf");
+  CHECK(f.metadata.at("infinite") == "true");
+  const mk::Checkpoint ck = mk::load_checkpoint(p);
+  CHECK(ck.info.infinite);
+  CHECK(ck.info.K == 0);
+  // finite K keeps its number
+  info.infinite = false;
+  mk::save_checkpoint(p, m, info);
+  CHECK(st::read(p).metadata.at("K") == "8");
+  CHECK(mk::load_checkpoint(p).info.K == 8);
+  std::remove(p.c_str());
 }

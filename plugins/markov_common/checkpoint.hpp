@@ -40,7 +40,7 @@ inline constexpr const char* kCheckpointFormat = "phaselab.markov.v1";
 struct RunInfo {
   int64_t step = 0;
   uint64_t chain_seed = 0;
-  int K = 0;
+  int K = 0;  // the number of training chains; 0 at infinite K (metadata K = "inf")
   bool infinite = false;
   double alpha = 1, alpha1 = 1;  // alpha1: the 1-Gen pseudo-count in use (resolved)
   std::string plugin;            // "name version" of the writer
@@ -119,7 +119,7 @@ inline void add_run_metadata(std::map<std::string, std::string>& m, const RunInf
   m["plugin"] = i.plugin;
   m["step"] = std::to_string(i.step);
   m["chain_seed"] = std::to_string(i.chain_seed);
-  m["K"] = std::to_string(i.K);
+  m["K"] = i.infinite ? "inf" : std::to_string(i.K);  // infinite K: no fixed chain set
   m["infinite"] = i.infinite ? "true" : "false";
   m["alpha"] = detail::fmt_double(i.alpha);
   m["alpha1"] = detail::fmt_double(i.alpha1);
@@ -224,8 +224,10 @@ class CheckpointReader {
     RunInfo i;
     i.step = integer("step", 0, INT64_MAX);
     i.chain_seed = uint64_t(integer("chain_seed", 0, INT64_MAX));
-    i.K = int(integer("K", 0, 1 << 30));
     i.infinite = boolean("infinite");
+    // "inf" at infinite K (older files wrote the unused K key's value there: read as 0 too)
+    if (meta("K") == "inf" && !i.infinite) fail("__metadata__ K = inf needs infinite = true");
+    i.K = i.infinite ? 0 : int(integer("K", 0, 1 << 30));
     i.alpha = real("alpha");
     i.alpha1 = real("alpha1");
     i.plugin = meta("plugin");
