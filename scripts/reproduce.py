@@ -98,16 +98,16 @@ MM = "markov_minimal"
 RUNS = {
     # ---- copy task
     "copy_search": ("search_copy_P", {}, {"run.seeds": [1, 2, 3, 4, 5, 6, 7, 8],
-                    "sweep.L": [16, 32, 64, 128]}, 0.2, "5 CPU-s for 9 searches (config header), L = 128 ~8x"),
+                    "sweep.L": [16, 32, 64, 128]}, 0.02, "--quick 4 CPU-s (3 seeds, L <= 64); 8 seeds, L = 128 ~8x L = 64"),
     "copy_theory_P": ("theory_copy_P", {}, {"sweep.L": [16, 32, 64, 128]}, 0.01, "seconds"),
     "copy_hysteresis": ("copy_hysteresis", {},
-                        {"run.seeds": [1, 2, 3, 4]}, 0.5, "scaled from --quick"),
+                        {"run.seeds": [1, 2, 3, 4]}, 0.005, "--quick 5 CPU-s x 2 seeds"),
     "copy_linear": ("search_copy_P", {"search": None, "run.seeds": [1], "copy_task.attention": "linear",
                     "sweep.L": None, "copy_task.L": 16,
                     "sweep.P": [3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256]},
                     {"search": None, "run.seeds": [1, 2, 3, 4], "copy_task.attention": "linear",
                      "sweep.L": [16, 32], "sweep.P": [2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512]},
-                    0.3, "scaled from --quick"),
+                    0.005, "--quick 0.2 CPU-s x 4 seeds x 2 L"),
     "copy_theory_linear": ("theory_copy_P", {"copy_theory.attention": "linear", "sweep.L": None,
                            "copy_theory.L": 16, "copy_theory.P_min": 1.0, "copy_theory.P_max": 256.0,
                            "copy_theory.num_P": 33, "copy_theory.exact_check": False},
@@ -124,39 +124,41 @@ RUNS = {
                    "copy_theory.P_min": 50.0, "copy_theory.P_max": 4000.0, "copy_theory.num_P": 41,
                    "copy_theory.exact_check": False}, {}, 0.01, "seconds"),
     "copy_langevin": ("copy_langevin_window", {},
-                      {"run.seeds": [1, 2, 3, 4]}, 2.0, "scaled from --quick"),
+                      {"run.seeds": [1, 2, 3, 4]}, 0.02, "--quick 13 CPU-s x 4 seeds"),
     "copy_sgld": ("copy_full_sgld", {"run.seeds": [1, 2], "sweep.attention": None,
                   "copy_task.attention": "softmax", "sweep.V": None, "copy_task.V": 4,
                   "sweep.P": [100, 200, 350, 640, 1300, 3000]},
                   {"sweep.attention": None, "copy_task.attention": "softmax", "sweep.V": None,
                    "copy_task.V": 4, "sweep.P": [100, 200, 260, 350, 460, 640, 900, 1300, 1900, 3000]},
-                  3.0, "scaled from --quick"),
-    "copy_sgld_linear": ("copy_sgld_linear", {}, {}, 0.5,
-                         "35 s wall on 2 cores (config header), x4"),
+                  0.02, "--quick 8 CPU-s (2 seeds, 6 P) x 4 seeds x 10/6 P"),
+    "copy_sgld_linear": ("copy_sgld_linear", {}, {}, 0.02, "--quick 53 CPU-s (the shipped config)"),
     # ---- Markov ICL
     "kin_search": ("search_kinetic", {"run.seeds": [0], "sweep.lr_mult_l1_qk": [0.3, 1.0, 3.0]}, {}, 0.25,
                    "897 CPU-s measured (config header)"),
     "kd_search": ("search_kinetic", {"run.seeds": [0], "sweep.lr_mult_l1_qk": None, "sweep.d_model": [16, 32, 64],
                   "search.rel_tol": 0.15},
                   {"sweep.lr_mult_l1_qk": None, "sweep.d_model": [16, 32, 64, 128], "run.seeds": [0, 1, 2]},
-                  3.0, "scaled from --quick (d = 128 ~4x d = 32)"),
+                  0.5, "--quick 249 CPU-s (1 seed, d <= 64) x 3 seeds, d = 128 ~4x d = 32"),
     "kd_search_c10": ("search_markov_Kd", None, {"run.seeds": [0, 1, 2], "sweep.d_model": [16, 32, 64, 128],
-                      "markov_icl.steps": 20000}, 130.0, "search_markov_Kd.toml header: the 20000-step grid ~129 CPU-h; the search ~0.25 of it"),
+                      "markov_icl.steps": 20000}, 40.0,
+                      "search_markov_Kd.toml header: its 20000-step grid ~129 CPU-h, a search ~0.25 of a grid"),
     "sym_tau": ("minimal_symmetric_tau", {"run.seeds": [0, 1], "sweep.N": [16, 32, 64, 128, 256, 512, 1024]},
-                {"sweep.N": [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]}, 1.0, "4 CPU-min to N = 1024 (header), N = 4096 ~16x"),
+                {"sweep.N": [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]}, 0.15,
+                "--quick 50 CPU-s (2 seeds, N <= 1024) x 2 seeds; a token costs ~N, so N = 2048, 4096 add ~6x"),
     "gamma": ("markov_gamma", {"run.seeds": [0], "sweep.K": [10, 12, 14, 16, 18, 20, 22, 24, 28, 32],
               "markov_icl.steps": 6000, "markov_icl.checkpoints": 24},
               {"run.seeds": [0, 1, 2, 3, 4, 5], "sweep.K": [6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 40, 48],
-               "markov_icl.steps": 20000}, 6.0, "markov_gamma header: 20 CPU-min for 24 points of 10000 steps"),
-    "circuits": ("circuits_default", {}, {"run.seeds": [0, 1, 2, 3]}, 0.2, "3 CPU-min per seed (header)"),
+               "markov_icl.steps": 20000, "markov_icl.checkpoints": 96}, 1.0,
+              "--quick 113 CPU-s (10 K x 1 seed x 6000 steps) x 9.6 points x 3.3 steps"),
+    "circuits": ("circuits_default", {}, {"run.seeds": [0, 1, 2, 3]}, 0.1, "--quick 92 CPU-s per seed"),
     "memoriser": ("minimal_memoriser", {"run.seeds": [0], "sweep.d_phi": [32], "sweep.width": [16, 64, 256],
                   "sweep.K": [8, 16, 24, 32, 48]},
                   {"sweep.d_phi": [32], "sweep.width": [4, 8, 16, 32, 64, 128, 256],
-                   "sweep.K": [4, 6, 8, 12, 16, 20, 24, 28, 32, 40, 48, 64], "run.seeds": [0, 1, 2]}, 0.5,
-                  "minimal_memoriser_fine header: 4 CPU-min for 48 runs"),
-    "induction": ("minimal_induction", {"run.seeds": [0, 1, 2, 3]}, {}, 0.01, "2 CPU-s per run (header)"),
-    "induction_ref": ("markov_induction_ref", {"run.seeds": [0, 1, 2, 3]}, {"run.seeds": list(range(16))}, 0.1,
-                      "15 CPU-s per run (header)"),
+                   "sweep.K": [4, 6, 8, 12, 16, 20, 24, 28, 32, 40, 48, 64], "run.seeds": [0, 1, 2]}, 0.3,
+                  "--quick 55 CPU-s for 15 runs; 252 runs"),
+    "induction": ("minimal_induction", {"run.seeds": [0, 1, 2, 3]}, {}, 0.01, "--quick 4 CPU-s for 4 seeds"),
+    "induction_ref": ("markov_induction_ref", {"run.seeds": [0, 1, 2, 3]}, {"run.seeds": list(range(16))}, 0.03,
+                      "--quick 27 CPU-s for 4 seeds"),
 }
 
 
@@ -165,6 +167,10 @@ class Ctx:
         self.out, self.mode, self.phaselab, self.threads = out, mode, phaselab, threads
         self.cpu_file = os.path.join(out, "cpu.json")
         self.cpu = json.load(open(self.cpu_file)) if os.path.exists(self.cpu_file) else {}
+
+    def applies(self, name):
+        """Whether this mode runs `name` (a run may be --full only)."""
+        return RUNS[name][1 if self.mode == "quick" else 2] is not None
 
     def run_dir(self, name):
         return os.path.join(self.out, "runs", name)
@@ -582,8 +588,11 @@ def m1(ctx):
          + "; never stable: " + (", ".join(names[p] for p in names if p not in seen) or "none")
          + "; final phases: " + ", ".join(f"{names.get(k, k)} {v}" for k, v in sorted(final.items())))
     ok = all(p in seen for p in want)
-    fig = plot(ctx, "m1_phases", [f"{ctx.run_dir('kin_search')}:x=step:y=phase_code:where=lr_mult_l1_qk=3:group=K:style=lines"],
-               "m1: phase code over training (lr_mult 3, each K searched)", ylabel="phase code")
+    # K = 1, 6, 1024: on every search's initial grid (log of [1, 1024] in 5)
+    fig = plot(ctx, "m1_phases", [f"{ctx.run_dir('kin_search')}:x=step:y=phase_code:where=lr_mult_l1_qk=3,K={k}:"
+                                  f"title=K={k}:style=linespoints" for k in (1, 6, 1024)],
+               "m1: phase over training (C=3, N=32, lr_mult 3, seed 0)",
+               ylabel="phase: 0 2-Gen, 1 1-Gen, 2 2-Mem, 3 1-Mem, 4 hybrid")
     return m, "reproduced (laptop scale)" if ok else "open", fig
 
 
@@ -650,7 +659,7 @@ def m3(ctx):
 
 
 @claim("m4", "K2* is a representational bottleneck: it grows with d_model", "K2* grows with model width",
-       ["kd_search"])
+       ["kd_search", "kd_search_c10"])
 def m4(ctx):
     # Rule: K2* (bracket midpoint) rises by a factor >= 1.3 per doubling of d_model at every step:
     # reproduced at laptop scale; rising less: contradicted. Whether the boundary is
@@ -665,6 +674,10 @@ def m4(ctx):
     m = ("K2* " + ", ".join(f"[{x[0][0]:.0f}, {x[0][1]:.0f}]" if x else "?" for x in (br[d] for d in ds))
          + f" at d_model {', '.join(ds)} (C=3, N=32, seed 0); ratio per doubling " + ", ".join(g(r, 3) for r in ratios))
     ok = all(r >= 1.3 for r in ratios)
+    if ctx.finished("kd_search_c10"):  # --full: the markov_default model (C = 10), for the reader
+        _, b10 = boundaries(ctx, "kd_search_c10")
+        m += "; C=10, 20000 steps: " + ", ".join(
+            f"d {kv[0]} seed {kv[1]}: K2* [{v['K2'][0]:.0f}, {v['K2'][1]:.0f}]" for kv, v in sorted(b10.items()) if "K2" in v)
     fig = plot(ctx, "m4_k2_vs_width", [f"{ctx.run_dir('kd_search')}/search_points.csv:x=K:y=d_model:group=label:style=points"],
                "m4: classes along K (search points) per d_model", ylabel="d_model", logy=True)
     return m, "reproduced (laptop scale)" if ok else "contradicted", fig
@@ -726,8 +739,8 @@ def m9(ctx):
          f" of tau (seed median; N = {', '.join(map(str, ns))}); "
          f"c_beta {g(min(b for _, b in cb), 2)}-{g(max(b for _, b in cb), 2)}, ~N^{g(pb, 2)}")
     v = "reproduced (laptop scale)" if abrupt and pb < -0.5 else "open" if abrupt else "contradicted"
-    fig = plot(ctx, "m9_escape", [f"{ctx.run_dir('sym_tau')}/trace.csv:x=step:y=loss_window:group=N:style=lines"],
-               "m9: symmetric model, windowed training loss", logx=False, ylabel="loss (nats)")
+    fig = plot(ctx, "m9_escape", [f"{ctx.run_dir('sym_tau')}/trace.csv:x=step:y=loss_window:where=seed=0:group=N:style=lines"],
+               "m9: symmetric model, windowed training loss (seed 0)", logx=False, ylabel="loss (nats)")
     return m, v, fig
 
 
@@ -800,9 +813,11 @@ def m8(ctx):
         out.append((corr, rs[0]["edge"], num(rs[0]["kl_frac"]), num(rs[1]["kl_frac"]), rs[1]["edge"]))
     perm = next(o for o in out if o[0] == "permute")
     m = "; ".join(f"{c}: rank 1 {e} (share {g(s, 3)}; next {e2} {g(s2, 3)})" for c, e, s, s2, e2 in out)
+    top = sorted({(int(r["edge_index"]), r["edge"]) for r in rows if num(r["kl_frac"]) > 0.5})
     fig = plot(ctx, "m8_edges", [f"{ctx.run_dir('circuits')}/patching.csv:x=edge_index:y=kl_frac:"
                                  "where=infinite=true,set=id:group=corruption:style=linespoints"],
-               "m8: share of the output shift per edge (index in patching.csv), infinite K", logx=False,
+               "m8: share of the output shift per edge, infinite K (" +
+               ", ".join(f"{i} {e}" for i, e in top) + ")", logx=False, xlabel="edge (index in patching.csv)",
                ylabel="KL share")
     return m, "reproduced (laptop scale)" if perm[1] == "A1->A2.k" else "contradicted", fig
 
@@ -860,7 +875,7 @@ VERDICTS = ("reproduced", "reproduced (laptop scale)", "contradicted", "open")
 def evaluate(ctx, claims):
     rows = []
     for cid, text, paper, runs, fn in claims:
-        unfinished = [r for r in runs if not ctx.finished(r)]
+        unfinished = [r for r in runs if not ctx.finished(r) and ctx.applies(r)]
         try:
             if unfinished:  # never a verdict from part of a run
                 raise RuntimeError(f"run {', '.join(unfinished)} has not finished")
@@ -896,9 +911,9 @@ def write_markdown(out):
     doc = open(DOC).read()
     i, j = doc.index(BEGIN), doc.index(END)
     body = (f"{BEGIN}\n<!-- generated by scripts/reproduce.py --markdown from a --{meta['mode']} run; "
-            f"do not edit by hand -->\n\nRun: `scripts/reproduce.py --{meta['mode']}`, phaselab "
-            f"{meta['version']}, {meta['cpu']}, {meta['cpu_seconds'] / 60:.1f} CPU-minutes "
-            f"({meta['wall_seconds'] / 60:.1f} min wall).\n\n" + markdown_table(rows) + "\n" + END)
+            f"do not edit by hand -->\n\nRun: `scripts/reproduce.py --{meta['mode']}`, "
+            f"{meta['version']}, {meta['cpu']}: {meta['cpu_seconds'] / 60:.1f} CPU-minutes of runs "
+            f"({meta['wall_seconds'] / 60:.1f} min wall on a machine shared with other work).\n\n" + markdown_table(rows) + "\n" + END)
     open(DOC, "w").write(doc[:i] + body + doc[j + len(END):])
     figdir = os.path.join(ROOT, "docs", "reproduction")
     os.makedirs(figdir, exist_ok=True)
@@ -991,7 +1006,13 @@ def main():
         for r in runs:
             ctx.run(r, a.launcher)
     rows = evaluate(ctx, claims)
-    with open(os.path.join(a.out, "reproduction.csv"), "w", newline="") as f:
+    out_csv = os.path.join(a.out, "reproduction.csv")
+    if a.only and os.path.exists(out_csv):  # --only updates its rows and keeps the others
+        new = {r["id"]: r for r in rows}
+        old = {r["id"]: r for r in csv.DictReader(open(out_csv))}
+        old.update(new)
+        rows = [old[c[0]] for c in CLAIMS if c[0] in old]
+    with open(out_csv, "w", newline="") as f:
         w = csv.DictWriter(f, COLS)
         w.writeheader()
         w.writerows(rows)
@@ -1000,15 +1021,17 @@ def main():
                       if l.startswith("model name")), "unknown CPU") if os.path.exists("/proc/cpuinfo") else "unknown CPU"
     meta = {"mode": m, "version": ver.split("\n")[0],
             "cpu": f"{cpu_model}, {os.cpu_count()} logical CPUs",
-            "cpu_seconds": sum(ctx.cpu.get(r, 0.0) for r in runs),
+            # every run of every claim this folder has (an --only call keeps the whole total)
+            "cpu_seconds": sum(ctx.cpu.get(r, 0.0) for r in {r for c in CLAIMS for r in c[3]}),
             "wall_seconds": time.time() - t0 if not a.analyse_only else 0.0}
     old = os.path.join(a.out, "reproduction.json")
     if a.analyse_only and os.path.exists(old):
         meta["wall_seconds"] = json.load(open(old)).get("wall_seconds", 0.0)
     json.dump(meta, open(old, "w"), indent=1)
     for r in rows:
-        print(f"{r['id']:4s} {r['verdict']:26s} {r['measured']}")
-    print(f"reproduce: {len(rows)} claims, {meta['cpu_seconds']:.0f} CPU-s; {os.path.join(a.out, 'reproduction.csv')}")
+        if not a.only or r["id"] in a.only.split(","):
+            print(f"{r['id']:4s} {r['verdict']:26s} {r['measured']}")
+    print(f"reproduce: {len(rows)} claims, {meta['cpu_seconds']:.0f} CPU-s of runs in all; {out_csv}")
     return 0
 
 
