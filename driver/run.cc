@@ -1040,8 +1040,14 @@ class Run {
 
   ordered_json points_json() const {
     ordered_json a = ordered_json::array();
+    // The plugin's cost estimate of each point beside its seconds, so estimate and measurement
+    // can be compared (bench/cost_rank.py) and `phaselab status` users see what it dispatched by.
+    const std::vector<double> costs =
+        point_costs(std::vector<Point>(points_.begin(), points_.end()), plugin_);
+    size_t k = 0;
     for (const Point& p : points_) {
       const PointRecord& r = recs_.at(p.index);
+      const size_t ip = k++;
       ordered_json o = {{"index", p.index}};
       for (const auto& s : cfg_.sweep) o[s.key] = param_json<ordered_json>(p.params[s.param]);
       if (plan_) o[cfg_.search.key] = param_json<ordered_json>(p.params[cfg_.search.param]);
@@ -1052,6 +1058,7 @@ class Run {
       }
       o["status"] = status_name(r.status);
       o["seconds"] = r.seconds;
+      if (!costs.empty()) o["cost"] = costs[ip];
       o["rows"] = r.rows;
       if (mpi_size() > 1 && r.status != PointStatus::resumed) o["rank"] = r.rank;
       if (!r.error.empty()) o["error"] = r.error;

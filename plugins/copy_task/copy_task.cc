@@ -524,6 +524,47 @@ extern "C" __attribute__((visibility("default"))) uint64_t phaselab_plugin_point
   return uint64_t(b);
 }
 
+// The cost `run --shard` and the dispatcher order points by (phaselab_plugin.h): multiply-adds
+// of the full-data passes. One pass costs min(counts path 4 L^2 V^2 + 2 L^3 (when its 16 L^2 V^2
+// bytes fit), direct path P (2 L^2 + 3 L V^2)), a minibatch batch (2 L^2 + 3 L V^2); a gradient
+// step ~3 passes. Steps: Adam min(max_steps, 2000) (it stops at convergence, after a few hundred
+// to a few thousand steps in the shipped configs; the limit only caps it), samplers burn_in +
+// thin x samples per chain; MALA adds a V^3 solve per step and costs ~4x (below). Times the
+// initialisations and chains,
+// plus gathering the counts (2 L^2 P) and the test set (P_test (2 L^2 + 3 L V^2)).
+extern "C" __attribute__((visibility("default"))) double phaselab_plugin_point_cost(
+    const pl_value* v, uint32_t n) {
+  const pl::sdk::Params p(kParams, PL_SDK_COUNT(kParams), v, n);
+  const double L = double(p.int_value("L")), V = double(p.int_value("V"));
+  const double P = double(p.int_value("P")), Pt = double(p.int_value("P_test"));
+  const double batch = double(p.int_value("batch"));
+  const std::string path = p.string_value("loss_path"), method = p.string_value("method");
+  const double per_seq = 2 * L * L + 3 * L * V * V, stats = 4 * L * L * V * V + 2 * L * L * L;
+  const bool fits = L * L * V * V <= double(1 << 24);
+  double pass = P * per_seq;
+  bool counts = false;
+  if (batch > 0 && method == "sgld") {
+    pass = std::min(batch, P) * per_seq;
+  } else if (path == "counts" || (path == "auto" && fits && stats < pass)) {
+    pass = stats;
+    counts = true;
+  }
+  const double inits = p.is("init", "both") ? 2.0 : 1.0;
+  double steps = 0, extra = 0;
+  if (method == "adam") {
+    steps = std::min(double(p.int_value("max_steps")), 2000.0);
+  } else {
+    steps = double(p.int_value("chains")) *
+            (double(p.int_value("burn_in")) +
+             double(p.int_value("thin")) * double(p.int_value("samples")));
+    if (method == "langevin") extra = V * V * V;
+  }
+  // MALA's step (the exact marginal's action and gradient at the proposal, the Metropolis ratio)
+  // measured ~4x an SGLD step at L = 16, 32 (bench/cost_rank.py, bench/cost/copy_task_*.toml).
+  const double step_cost = (method == "langevin" ? 4.0 : 1.0) * (3 * pass + extra);
+  return inits * steps * step_cost + (counts ? 2 * L * L * P : 0.0) + Pt * per_seq;
+}
+
 PL_DEFINE_PLUGIN(CopyTask, "copy_task", "0.1.0",
                  "copy task: softmax vs linear positional attention, MAP (Adam) and posterior "
                  "samplers (SGLD, exact-marginal Langevin)",

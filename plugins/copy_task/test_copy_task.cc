@@ -834,3 +834,28 @@ TEST_CASE("token counts are gathered in chunks with the cancel check; a cancel r
   std::vector<float> g3(th.size());
   CHECK(close(direct.objective(th.data(), g3.data()), o1, 1e-7, 1e-6));
 }
+
+extern "C" double phaselab_plugin_point_cost(const pl_value* v, uint32_t n);
+
+TEST_CASE("point cost: finite, positive, and larger where the work is larger") {
+  // The dispatcher and `run --shard` order points by it (bench/cost_rank.py measures its rank
+  // correlation with seconds: 0.87-0.90 on bench/cost/copy_task_*.toml).
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
+  auto cost = [&](const std::map<std::string, std::string>& over) {
+    std::vector<std::string> keep;
+    const auto v = h.values(over, &keep);
+    return phaselab_plugin_point_cost(v.data(), uint32_t(v.size()));
+  };
+  const double adam = cost({{"method", "adam"}});
+  CHECK(std::isfinite(adam));
+  CHECK(adam > 0);
+  CHECK(cost({{"method", "adam"}, {"L", "32"}}) > adam);          // L^2 V^2 + L^3
+  CHECK(cost({{"method", "adam"}, {"init", "uniform"}}) < adam);  // one init of two
+  const double sgld = cost({{"method", "sgld"}}), mala = cost({{"method", "langevin"}});
+  CHECK(mala > sgld);                                             // same steps, dearer
+  CHECK(cost({{"method", "sgld"}, {"samples", "2000"}}) > sgld);  // more steps
+  CHECK(cost({{"method", "sgld"}, {"chains", "4"}}) > sgld);
+  // the direct path grows with P; the counts path does not (beyond gathering the counts)
+  CHECK(cost({{"method", "adam"}, {"loss_path", "direct"}, {"P", "4000"}}) >
+        cost({{"method", "adam"}, {"loss_path", "direct"}, {"P", "400"}}));
+}

@@ -423,6 +423,33 @@ pl_status finish(const pl_host* host, const std::string& run_dir) {
 
 }  // namespace
 
+// The cost the dispatcher and `run --shard` order points by (phaselab_plugin.h), in action
+// evaluations: a softmax probe scans the copy logit on a 0.01 grid of (2 ln L + 3 sg2 + 16) (a
+// linear probe: a few Newton solves, ~500 evaluations); the transition search takes ~200 probes,
+// the branch grid num_P; the exact finite-P check evaluates S_data and the train MSE on each
+// branch of each grid P <= exact_P_max, each ~P L^2 V + V^3 multiply-adds (counted here as
+// that / 150: an action evaluation, with its exp and logs, measured ~150 of them
+// (bench/cost_rank.py, bench/cost/copy_theory.toml).
+extern "C" __attribute__((visibility("default"))) double phaselab_plugin_point_cost(
+    const pl_value* v, uint32_t n) {
+  const pl::sdk::Params p(kParams, PL_SDK_COUNT(kParams), v, n);
+  const double L = double(p.int_value("L")), V = double(p.int_value("V"));
+  const double sg2 = p.float_value("sg2");
+  const bool softmax = p.is("attention", "softmax");
+  const double probe = softmax ? (2 * std::log(L) + 3 * sg2 + 16) / 0.01 : 500.0;
+  const int num_P = int(p.int_value("num_P"));
+  double cost = probe * ((p.bool_value("transitions") ? 200.0 : 0.0) + num_P);
+  if (p.bool_value("exact_check") && V <= double(p.int_value("exact_V_max"))) {
+    const double P_min = p.float_value("P_min"), P_max = p.float_value("P_max");
+    for (int i = 0; i < num_P; ++i) {
+      const double P =
+          num_P == 1 ? P_min : P_min * std::pow(P_max / P_min, double(i) / (num_P - 1));
+      if (P <= p.float_value("exact_P_max")) cost += 4 * (P * L * L * V + V * V * V) / 150;
+    }
+  }
+  return cost;
+}
+
 PL_DEFINE_PLUGIN(
     CopyTheory, "copy_theory", "0.1.0",
     "copy-task theory: reduced actions, branches, P* and spinodals, exact finite-P check", kParams,

@@ -962,3 +962,23 @@ TEST_CASE("plugin: finish fits P* power laws from transition_points.csv by colum
   CHECK(phaselab_plugin_entry.finish(&h.host, h.dir.c_str()) == PL_FAILED);
   CHECK(h.failure.find("no column 'attention'") != std::string::npos);
 }
+
+extern "C" double phaselab_plugin_point_cost(const pl_value* v, uint32_t n);
+
+TEST_CASE("point cost: finite, positive, and larger where the work is larger") {
+  // The dispatcher and `run --shard` order points by it (bench/cost_rank.py measures its rank
+  // correlation with seconds: 0.95 on bench/cost/copy_theory.toml).
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
+  auto cost = [&](const std::map<std::string, std::string>& over) {
+    std::vector<std::string> keep;
+    const auto v = h.values(over, &keep);
+    return phaselab_plugin_point_cost(v.data(), uint32_t(v.size()));
+  };
+  const double base = cost({{"exact_check", "0"}});
+  CHECK(std::isfinite(base));
+  CHECK(base > 0);
+  CHECK(cost({{"exact_check", "1"}}) > base);  // the exact check adds its work
+  CHECK(cost({{"exact_check", "1"}, {"L", "64"}}) > cost({{"exact_check", "1"}}));  // ~L^2
+  CHECK(cost({{"exact_check", "0"}, {"num_P", "200"}}) > base);  // more branch rows
+  CHECK(cost({{"exact_check", "0"}, {"num_P", "0"}, {"transitions", "0"}}) == 0);  // nothing to do
+}

@@ -120,13 +120,13 @@ struct FakeHost {
   FakeHost(const FakeHost&) = delete;
   FakeHost& operator=(const FakeHost&) = delete;
 
-  // One point: the declared defaults with `over` (name -> value as text) applied; enum values
-  // also carry their choice index. validate() failures land in `failure` and give PL_FAILED.
-  pl_status run(const std::map<std::string, std::string>& over, uint64_t seed, uint64_t index = 0,
-                uint64_t point_key = 12345) {
+  // The values run() passes for `over` (the declared defaults with `over` applied), e.g. to call a
+  // plugin's point-cost or point-bytes export in a test; the strings they point to live in *keep.
+  std::vector<pl_value> values(const std::map<std::string, std::string>& over,
+                               std::vector<std::string>* keep) const {
     const pl_plugin& p = plugin;
     std::vector<pl_value> vals(p.num_params);
-    std::vector<std::string> keep(p.num_params);
+    keep->assign(p.num_params, std::string());
     for (uint32_t j = 0; j < p.num_params; ++j) {
       const pl_param_decl& d = p.params[j];
       pl_value& v = vals[j];
@@ -139,11 +139,21 @@ struct FakeHost {
       } else if (d.type == PL_PARAM_FLOAT) {
         v.f = has ? std::stod(it->second) : d.def_float;
       } else {
-        keep[j] = has ? it->second : d.def_string;
-        v.s = keep[j].c_str();
-        if (d.type == PL_PARAM_ENUM) v.i = choice_index(d.choices, keep[j]);
+        (*keep)[j] = has ? it->second : d.def_string;
+        v.s = (*keep)[j].c_str();
+        if (d.type == PL_PARAM_ENUM) v.i = choice_index(d.choices, (*keep)[j]);
       }
     }
+    return vals;
+  }
+
+  // One point: the declared defaults with `over` (name -> value as text) applied; enum values
+  // also carry their choice index. validate() failures land in `failure` and give PL_FAILED.
+  pl_status run(const std::map<std::string, std::string>& over, uint64_t seed, uint64_t index = 0,
+                uint64_t point_key = 12345) {
+    const pl_plugin& p = plugin;
+    std::vector<std::string> keep;
+    std::vector<pl_value> vals = values(over, &keep);
     char err[256] = {0};
     if (p.validate && p.validate(vals.data(), p.num_params, err, sizeof err) != 0) {
       failure = err;

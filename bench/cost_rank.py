@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""How well a plugin's cost estimate orders its points: runs CONFIG at one thread (so a point's
+seconds are its CPU time), reads each point's `cost` (the plugin's estimate, in run.json) and
+`seconds`, and prints Spearman's rank correlation, the ratio seconds / cost per point, and the
+points the estimate misorders most. The driver dispatches costliest first and `--shard` deals by
+this estimate, so a rank correlation near 1 is what matters; the unit is the plugin's own.
+
+  bench/cost_rank.py CONFIG... [--out DIR] [--phaselab build/driver/phaselab]
+Several configs of one plugin pool their points (e.g. bench/cost/copy_task_*.toml: one per method).
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def ranks(v):
+    order = sorted(range(len(v)), key=lambda i: v[i])
+    r = [0.0] * len(v)
+    i = 0
+    while i < len(order):  # ties share their mean rank
+        j = i
+        while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2
+        i = j + 1
+    return r
+
+
+def spearman(a, b):
+    ra, rb = ranks(a), ranks(b)
+    n = len(a)
+    ma, mb = sum(ra) / n, sum(rb) / n
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = sum((x - ma) ** 2 for x in ra) ** 0.5
+    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
+    return cov / (va * vb)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("config", nargs="+")
+    ap.add_argument("--out")
+    ap.add_argument("--phaselab", default=os.path.join(ROOT, "build", "driver", "phaselab"))
+    a = ap.parse_args()
+    out = a.out or tempfile.mkdtemp(prefix="cost-rank-")
+    pts = []
+    for i, cfg in enumerate(a.config):
+        d = os.path.join(out, f"{i}-" + os.path.splitext(os.path.basename(cfg))[0])
+        if not os.path.exists(os.path.join(d, "run.json")):
+            subprocess.check_call([a.phaselab, "run", cfg, "--out", d, "--threads", "1", "--quiet"])
+        rec = json.load(open(os.path.join(d, "run.json")))
+        params = rec["config"].get("params", {})
+        for p in rec["points"]:
+            if p["status"] == "ok":
+                pts.append({**{k: params[k] for k in ("method",) if k in params}, **p})
+    if not pts or "cost" not in pts[0]:
+        sys.exit("cost_rank: the plugin has no cost estimate (no `cost` in run.json's points)")
+    cost, sec = [p["cost"] for p in pts], [p["seconds"] for p in pts]
+    rho = spearman(cost, sec)
+    keys = [k for k in pts[0] if k not in ("index", "status", "seconds", "cost", "rows", "rank")]
+    scale = sum(sec) / sum(cost)
+    print(f"{len(pts)} points, {sum(sec):.1f} s in all; Spearman rank correlation of cost and seconds: {rho:.3f}")
+    worst = sorted(pts, key=lambda p: abs(math.log(max(p["seconds"], 1e-9) / (p["cost"] * scale))))[-5:]
+    print("largest misestimates (seconds / (cost x mean seconds per cost)):")
+    for p in reversed(worst):
+        print("  " + " ".join(f"{k}={p[k]}" for k in keys) + f": {p['seconds']:.3f} s, ratio {p['seconds'] / (p['cost'] * scale):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
