@@ -261,9 +261,9 @@ def launch(cmd, launcher, out, phaselab):
             cmds.append(c)
         cmds.append([phaselab, "merge", out] + dirs)
         return cmds
-    if kind == "slurm":
+    if kind == "slurm":  # sweep.sbatch submits the array and the merge; --wait blocks on each
         script = os.path.join(ROOT, "scripts", "slurm", "sweep.sbatch")
-        return [["sbatch", "--wait", f"--array=0-{n - 1}", script] + cmd[2:3] + [out]]
+        return [["bash", script, cmd[2], out, str(n), "--wait"]]
     raise SystemExit(f"reproduce: unknown --launcher {launcher!r} (local, shards:N, mpi:N, slurm:N)")
 
 
@@ -973,7 +973,8 @@ def main():
     ap.add_argument("--only", help="comma-separated claim ids (e.g. c1,m2)")
     ap.add_argument("--launcher", default="local",
                     help="local (default), shards:N (N shards then merge), mpi:N (mpirun -n N), "
-                         "slurm:N (sbatch --wait --array of N tasks of scripts/slurm/sweep.sbatch)")
+                         "slurm:N (scripts/slurm/sweep.sbatch: an array of N shards and the merge, "
+                         "submitted with --wait)")
     ap.add_argument("--yes", action="store_true", help="--full: start without asking")
     ap.add_argument("--analyse-only", action="store_true", help="no runs: evaluate what is there")
     ap.add_argument("--markdown", metavar="DIR", help="write docs/reproduction.md's table from DIR")

@@ -65,5 +65,43 @@ else
   cat "$tmp/requeue.log"
   status=1
 fi
+# scripts/slurm/mpi.sbatch inside its job: through a stand-in srun (one rank: the script's
+# arguments, --threads from SLURM_CPUS_PER_TASK and --resume), and through mpirun (one rank per
+# node: one here) when Open MPI is installed; both must give the one-process tables, and a second
+# start of the finished job (a requeue) must leave them as they are.
+mkdir -p "$tmp/bin"
+printf '#!/bin/sh\n[ "$1" = --cpu-bind=none ] && shift\nexec "$@"\n' >"$tmp/bin/srun"
+chmod +x "$tmp/bin/srun"
+launchers=(srun)
+command -v mpirun >/dev/null && launchers+=(mpirun)
+for l in "${launchers[@]}"; do
+  if PATH=$tmp/bin:$PATH SLURM_JOB_ID=1 SLURM_NTASKS=1 SLURM_CPUS_PER_TASK=2 PHASELAB_MPI_LAUNCHER=$l \
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    bash "$root/scripts/slurm/mpi.sbatch" "$tmp/s.toml" "$tmp/mpi-$l" >"$tmp/mpi-$l.log" 2>&1 &&
+    cmp -s "$tmp/one/results.csv" "$tmp/mpi-$l/results.csv" &&
+    grep -q '"threads": 2' "$tmp/mpi-$l/run.json" &&
+    PATH=$tmp/bin:$PATH SLURM_JOB_ID=1 SLURM_CPUS_PER_TASK=2 PHASELAB_MPI_LAUNCHER=$l \
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    bash "$root/scripts/slurm/mpi.sbatch" "$tmp/s.toml" "$tmp/mpi-$l" >>"$tmp/mpi-$l.log" 2>&1 &&
+    cmp -s "$tmp/one/results.csv" "$tmp/mpi-$l/results.csv"; then
+    echo "mpi.sbatch through $l: identical to the one-process run, and a requeue changes nothing"
+  else
+    echo "mpi.sbatch through $l failed:"
+    cat "$tmp/mpi-$l.log"
+    status=1
+  fi
+done
+# On a login node it checks the config and submits itself (the stand-in sbatch runs the job at
+# once, through the stand-in srun).
+if PATH=$root/driver/tests/slurm:$tmp/bin:$PATH FAKE_SBATCH_LOG=$tmp/fake-mpi.log \
+  bash "$root/scripts/slurm/mpi.sbatch" "$tmp/s.toml" "$tmp/mpi-submit" --nodes=4 \
+  >"$tmp/mpi-submit.log" 2>&1 && grep -q 'submitted: MPI job' "$tmp/mpi-submit.log" &&
+  cmp -s "$tmp/one/results.csv" "$tmp/mpi-submit/results.csv"; then
+  echo "mpi.sbatch submits itself: $(cat "$tmp/mpi-submit.log")"
+else
+  echo "mpi.sbatch did not submit:"
+  cat "$tmp/mpi-submit.log"
+  status=1
+fi
 ((status == 0)) || { cat "$tmp"/*.log 2>/dev/null | tail -n 40; }
 exit $status
