@@ -41,7 +41,8 @@ const pl::Variant& pick(pl::KernelId id, const std::string& target) {
   const std::string kname = pl::kernel_name(k);
   if (target.find('.') != std::string::npos) {
     const pl::Variant* v = pl::find_variant(target);
-    need(v != nullptr, "unknown variant \"" + target + "\" (phaselab.kernels.variants() lists them)");
+    need(v != nullptr,
+         "unknown variant \"" + target + "\" (phaselab.kernels.variants() lists them)");
     need(v->kernel == k, "variant \"" + target + "\" is not a variant of " + kname);
     need(v->supported, "variant \"" + target + "\" is not supported by this CPU");
     return *v;
@@ -49,9 +50,9 @@ const pl::Variant& pick(pl::KernelId id, const std::string& target) {
   if (!target.empty() && target != "best") {
     need(pl::target_known(target),
          "unknown kernel target \"" + target + "\" (known: " + targets_text() + ")");
-    need(pl::target_supported(target), "kernel target \"" + target +
-                                           "\" is not supported by this CPU (best: " +
-                                           pl::best_target() + ")");
+    need(pl::target_supported(target),
+         "kernel target \"" + target +
+             "\" is not supported by this CPU (best: " + pl::best_target() + ")");
   }
   const pl::Variant* v = pl::selected_variant(k, target == "best" ? std::string() : target);
   need(v != nullptr, "no variant of " + kname + " for target \"" + target + "\"");
@@ -112,8 +113,10 @@ void layernorm_(In x, In gamma, In beta, Out y, Out mean, Out rstd, float eps,
   need(x.ndim() == 2 && y.ndim() == 2, "layernorm: x and y must be 2-d");
   const size_t rows = dim(x, 0), d = dim(x, 1);
   need(dim(y, 0) == rows && dim(y, 1) == d, "layernorm: x and y differ in shape");
-  need(gamma.size() == d && beta.size() == d, "layernorm: gamma and beta must have x.shape[1] elements");
-  need(mean.size() == rows && rstd.size() == rows, "layernorm: mean and rstd must have x.shape[0] elements");
+  need(gamma.size() == d && beta.size() == d,
+       "layernorm: gamma and beta must have x.shape[1] elements");
+  need(mean.size() == rows && rstd.size() == rows,
+       "layernorm: mean and rstd must have x.shape[0] elements");
   auto f = fn<pl::KernelId::layernorm, decltype(&pl::scalar::Layernorm)>(target);
   nb::gil_scoped_release nogil;
   f(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, d, eps);
@@ -127,12 +130,11 @@ void gemm_(bool trans_a, bool trans_b, float alpha, In a, In b, float beta, Out 
   need(k == kb, "gemm: inner dimensions differ (op(a) is " + std::to_string(m) + " x " +
                     std::to_string(k) + ", op(b) is " + std::to_string(kb) + " x " +
                     std::to_string(n) + ")");
-  need(dim(c, 0) == m && dim(c, 1) == n, "gemm: c must be " + std::to_string(m) + " x " +
-                                             std::to_string(n));
+  need(dim(c, 0) == m && dim(c, 1) == n,
+       "gemm: c must be " + std::to_string(m) + " x " + std::to_string(n));
   auto f = fn<pl::KernelId::gemm, decltype(&pl::scalar::Gemm)>(target);
   nb::gil_scoped_release nogil;
-  f(trans_a, trans_b, m, n, k, alpha, a.data(), dim(a, 1), b.data(), dim(b, 1), beta, c.data(),
-    n);
+  f(trans_a, trans_b, m, n, k, alpha, a.data(), dim(a, 1), b.data(), dim(b, 1), beta, c.data(), n);
 }
 
 void attention_(In q, In k, In v, Out o, Out p, float scale, bool causal, bool linear,
@@ -258,8 +260,8 @@ NB_MODULE(_kernels, m) {
   m.def("exp", &exp_, "x"_a.noconvert(), "y"_a.noconvert(), t);
   m.def("gelu", &gelu_, "x"_a.noconvert(), "y"_a.noconvert(), t);
   m.def("gelu_bwd", &gelu_bwd_, "x"_a.noconvert(), "dy"_a.noconvert(), "dx"_a.noconvert(), t);
-  m.def("softmax_rows", &softmax_rows_, "x"_a.noconvert(), "y"_a.noconvert(), "scale"_a,
-        "causal"_a, t);
+  m.def("softmax_rows", &softmax_rows_, "x"_a.noconvert(), "y"_a.noconvert(), "scale"_a, "causal"_a,
+        t);
   m.def("softmax_rows_bwd", &softmax_rows_bwd_, "y"_a.noconvert(), "dy"_a.noconvert(),
         "dx"_a.noconvert(), "scale"_a, "causal"_a, t);
   m.def("layernorm", &layernorm_, "x"_a.noconvert(), "gamma"_a.noconvert(), "beta"_a.noconvert(),
@@ -268,18 +270,16 @@ NB_MODULE(_kernels, m) {
         "beta"_a, "c"_a.noconvert(), t);
   m.def("attention", &attention_, "q"_a.noconvert(), "k"_a.noconvert(), "v"_a.noconvert(),
         "o"_a.noconvert(), "p"_a.noconvert(), "scale"_a, "causal"_a, "linear"_a, t);
-  m.def("attention_bwd", &attention_bwd_, "q"_a.noconvert(), "k"_a.noconvert(),
-        "v"_a.noconvert(), "p"_a.noconvert(), "d_o"_a.noconvert(), "dq"_a.noconvert(),
-        "dk"_a.noconvert(), "dv"_a.noconvert(), "scratch"_a.noconvert(), "scale"_a, "causal"_a,
-        "linear"_a, t);
+  m.def("attention_bwd", &attention_bwd_, "q"_a.noconvert(), "k"_a.noconvert(), "v"_a.noconvert(),
+        "p"_a.noconvert(), "d_o"_a.noconvert(), "dq"_a.noconvert(), "dk"_a.noconvert(),
+        "dv"_a.noconvert(), "scratch"_a.noconvert(), "scale"_a, "causal"_a, "linear"_a, t);
   m.def("adam", &adam_, "param"_a.noconvert(), "grad"_a.noconvert(), "m"_a.noconvert(),
         "v"_a.noconvert(), "lr"_a, "beta1"_a, "beta2"_a, "eps"_a, "weight_decay"_a, "step"_a,
         "decoupled"_a, t);
   m.def("sgld", &sgld_, "theta"_a.noconvert(), "grad"_a.noconvert(), "eta"_a, "temperature"_a,
         "seed"_a, "stream"_a, "counter"_a, t);
   m.def("gaussian", &gaussian_, "out"_a.noconvert(), "seed"_a, "stream"_a, "counter"_a, t);
-  m.def("uniform_bits", &uniform_bits_, "out"_a.noconvert(), "seed"_a, "stream"_a, "counter"_a,
-        t);
+  m.def("uniform_bits", &uniform_bits_, "out"_a.noconvert(), "seed"_a, "stream"_a, "counter"_a, t);
   m.def("sum", &sum_, "x"_a.noconvert(), t);
   m.def("dot", &dot_, "x"_a.noconvert(), "y"_a.noconvert(), t);
   m.def("max", &max_, "x"_a.noconvert(), t);
