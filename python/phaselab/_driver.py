@@ -97,11 +97,13 @@ def call(args: Sequence[str], *, echo: bool = False) -> tuple[int, list[str]]:
     """Runs the driver with `args`; returns (exit status, output lines: stdout and stderr).
 
     With echo, each line is written to sys.stderr as it comes (the driver's progress lines: not on
-    a terminal it logs plain lines). Ctrl-C (KeyboardInterrupt) is passed on to the driver as
+    a terminal it logs plain lines, "[3/12] K=4 seed=1: ok (0.07 s)"); with tqdm installed those
+    become a progress bar (tqdm.auto: a widget in Jupyter) and the other lines print above it. Ctrl-C (KeyboardInterrupt) is passed on to the driver as
     SIGINT, which finishes the rows it is writing and exits 130; then PhaselabError(130) is
     raised."""
     cmd = [str(driver_path()), *map(str, args)]
     lines: collections.deque[str] = collections.deque(maxlen=5000)  # the last lines
+    progress = _Progress() if echo else None
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           bufsize=1, errors="replace") as proc:
         try:
@@ -109,8 +111,8 @@ def call(args: Sequence[str], *, echo: bool = False) -> tuple[int, list[str]]:
             for line in proc.stdout:
                 line = line.rstrip("\n")
                 lines.append(line)
-                if echo:
-                    print(line, file=sys.stderr, flush=True)
+                if progress:
+                    progress.line(line)
             status = proc.wait()
         except KeyboardInterrupt:
             proc.send_signal(signal.SIGINT)
@@ -121,7 +123,39 @@ def call(args: Sequence[str], *, echo: bool = False) -> tuple[int, list[str]]:
                 proc.wait()
             raise PhaselabError("interrupted (Ctrl-C): the driver stopped; what it finished is in "
                                 "its run folder (resume=True continues it)", 130, cmd) from None
+        finally:
+            if progress:
+                progress.close()
     return status, list(lines)
+
+
+class _Progress:
+    """The driver's "[i/N] label: ok" lines as a tqdm bar when tqdm is installed, else echoed."""
+
+    def __init__(self) -> None:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            tqdm = None
+        self._tqdm = tqdm
+        self._bar: Any = None
+
+    def line(self, line: str) -> None:
+        m = re.match(r"^\[(\d+)/(\d+)\] (.*)$", line)
+        if m and self._tqdm is not None:
+            if self._bar is None:
+                self._bar = self._tqdm(total=int(m.group(2)), unit="point", desc="phaselab",
+                                       file=sys.stderr)
+            self._bar.set_postfix_str(m.group(3)[:60], refresh=False)
+            self._bar.update(int(m.group(1)) - self._bar.n)
+        elif self._bar is not None:
+            self._bar.write(line, file=sys.stderr)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
 
 
 def check_call(args: Sequence[str], *, echo: bool = False) -> list[str]:
