@@ -280,7 +280,9 @@ TEST_CASE("key=value overrides: checked like the file, win over it, recorded in 
         {{"toy.n=[1,"}, "override toy.n=[1,: error: \"[1,\" is not a TOML value"},
         {{"toy.scale=1.5", "toy.shift=2"}, "override toy.shift=2: error: toy.shift must be"},
     };
-    for (const auto& [args, message] : bad) {
+    for (const auto& b : bad) {
+      const std::vector<std::string>& args = b.first;
+      const std::string& message = b.second;  // not a structured binding: CAPTURE takes it
       CAPTURE(message);
       std::vector<std::string> c = {"check", f}, r = {"run", f, "--out", d / "never"};
       c.insert(c.end(), args.begin(), args.end());
