@@ -26,7 +26,7 @@ py=$tmp/venv/bin/python
 build_dir=${PHASELAB_PY_BUILD_DIR:-build-python}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(pwd)}
 start=$(date +%s%N)
-if ! "$py" -m pip install -q -Cbuild-dir="$build_dir" . > "$tmp/pip.log" 2>&1; then
+if ! "$py" -m pip install -q --config-settings=build-dir="$build_dir" . > "$tmp/pip.log" 2>&1; then
   tail -40 "$tmp/pip.log"
   echo "test-python: pip install . failed"
   tally 0 1 0; exit 1
