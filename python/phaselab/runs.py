@@ -109,8 +109,15 @@ class Run:
 
 
 def _read_csv(file: Path) -> pd.DataFrame:
-    # Strings stay strings ("" is missing), numbers are numbers; a column of 0/1 stays integer.
-    return pd.read_csv(file, keep_default_na=False, na_values=[""])
+    # Strings stay strings ("" is missing), numbers are numbers; a column of 0/1 stays integer;
+    # every float is the double its text names, so a value equals what the driver wrote.
+    return pd.read_csv(file, keep_default_na=False, na_values=[""], **_PRECISE)
+
+
+# pandas < 3 parses floats with a fast parser that may differ in the last bit unless asked for
+# round_trip; pandas 3 is exact by default and deprecates the argument.
+_PRECISE: dict[str, Any] = ({} if int(pd.__version__.split(".")[0]) >= 3
+                            else {"float_precision": "round_trip"})
 
 
 def _typed(value: Any, kind: Optional[str]) -> Any:
@@ -229,7 +236,10 @@ def plugins() -> list[dict[str, Any]]:
         cur = out[-1]
         key = re.match(r"^    (\S+)\s+(\S+)\s+= (\S*)\s*(.*)$", line)
         if key:
-            cur["keys"][key.group(1)] = {"type": key.group(2), "default": key.group(3),
+            default = key.group(3)
+            if len(default) >= 2 and default[0] == default[-1] == '"':
+                default = default[1:-1]
+            cur["keys"][key.group(1)] = {"type": key.group(2), "default": default,
                                          "help": key.group(4)}
         elif line.startswith("    ") and not cur["path"]:
             cur["path"] = line.strip()
