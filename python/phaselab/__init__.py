@@ -13,6 +13,8 @@ kernels are the same library the driver links (phaselab._kernels, nanobind). doc
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ._driver import PhaselabError, driver_path
 from .checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from .runs import Run, check, load, plugins, run
@@ -23,7 +25,7 @@ __all__ = ["PhaselabError", "CheckpointError", "Run", "run", "load", "check", "p
            "load_checkpoint", "save_checkpoint", "driver_path", "kernels", "__version__"]
 
 
-def __getattr__(name: str):  # phaselab.kernels imports the extension only when first used
+def __getattr__(name: str) -> Any:  # phaselab.kernels imports the extension only when first used
     if name == "kernels":
         import importlib
         return importlib.import_module(".kernels", __name__)

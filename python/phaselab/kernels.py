@@ -235,7 +235,9 @@ def adamw(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, ste
     _adam(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, True, target)
 
 
-def _adam(param, grad, m, v, step, lr, beta1, beta2, eps, wd, decoupled, target) -> None:
+def _adam(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, step: int, lr: float,
+          beta1: float, beta2: float, eps: float, wd: float, decoupled: bool,
+          target: Optional[str]) -> None:
     param = _inout("param", param)
     grad = _in("grad", grad)
     if grad.shape != param.shape:

@@ -111,7 +111,8 @@ class Run:
 def _read_csv(file: Path) -> pd.DataFrame:
     # Strings stay strings ("" is missing), numbers are numbers; a column of 0/1 stays integer;
     # every float is the double its text names, so a value equals what the driver wrote.
-    return pd.read_csv(file, keep_default_na=False, na_values=[""], **_PRECISE)
+    df: pd.DataFrame = pd.read_csv(file, keep_default_na=False, na_values=[""], **_PRECISE)
+    return df
 
 
 # pandas < 3 parses floats with a fast parser that may differ in the last bit unless asked for
