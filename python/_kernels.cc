@@ -122,6 +122,22 @@ void layernorm_(In x, In gamma, In beta, Out y, Out mean, Out rstd, float eps,
   f(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, d, eps);
 }
 
+void layernorm_bwd_(In dy, In x, In gamma, In mean, In rstd, Out dx, Out dgamma, Out dbeta,
+                    const std::string& target) {
+  need(x.ndim() == 2, "layernorm_bwd: x must be 2-d");
+  const size_t rows = dim(x, 0), d = dim(x, 1);
+  need(dy.size() == rows * d && dx.size() == rows * d,
+       "layernorm_bwd: dy and dx must have x's shape");
+  need(gamma.size() == d && dgamma.size() == d && dbeta.size() == d,
+       "layernorm_bwd: gamma, dgamma and dbeta must have x.shape[1] elements");
+  need(mean.size() == rows && rstd.size() == rows,
+       "layernorm_bwd: mean and rstd must have x.shape[0] elements");
+  auto f = fn<pl::KernelId::layernorm_bwd, decltype(&pl::scalar::LayernormBwd)>(target);
+  nb::gil_scoped_release nogil;
+  f(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(), dgamma.data(),
+    dbeta.data(), rows, d);
+}
+
 void gemm_(bool trans_a, bool trans_b, float alpha, In a, In b, float beta, Out c,
            const std::string& target) {
   need(a.ndim() == 2 && b.ndim() == 2 && c.ndim() == 2, "gemm: a, b and c must be 2-d");
@@ -135,6 +151,63 @@ void gemm_(bool trans_a, bool trans_b, float alpha, In a, In b, float beta, Out 
   auto f = fn<pl::KernelId::gemm, decltype(&pl::scalar::Gemm)>(target);
   nb::gil_scoped_release nogil;
   f(trans_a, trans_b, m, n, k, alpha, a.data(), dim(a, 1), b.data(), dim(b, 1), beta, c.data(), n);
+}
+
+// Batched: a (batch x rows x cols), b and c likewise, one gemm per leading index.
+void gemm_batched_(bool trans_a, bool trans_b, float alpha, In a, In b, float beta, Out c,
+                   const std::string& target) {
+  need(a.ndim() == 3 && b.ndim() == 3 && c.ndim() == 3, "gemm_batched: a, b and c must be 3-d");
+  const size_t batch = dim(a, 0);
+  need(dim(b, 0) == batch && dim(c, 0) == batch, "gemm_batched: batch sizes differ");
+  const size_t m = trans_a ? dim(a, 2) : dim(a, 1), k = trans_a ? dim(a, 1) : dim(a, 2);
+  const size_t kb = trans_b ? dim(b, 2) : dim(b, 1), n = trans_b ? dim(b, 1) : dim(b, 2);
+  need(k == kb, "gemm_batched: inner dimensions differ");
+  need(dim(c, 1) == m && dim(c, 2) == n, "gemm_batched: c must be batch x m x n");
+  auto f = fn<pl::KernelId::gemm_batched, decltype(&pl::scalar::GemmBatched)>(target);
+  nb::gil_scoped_release nogil;
+  f(trans_a, trans_b, m, n, k, alpha, a.data(), dim(a, 2), dim(a, 1) * dim(a, 2), b.data(),
+    dim(b, 2), dim(b, 1) * dim(b, 2), beta, c.data(), n, m * n, batch);
+}
+
+void gemm_epilogue_(bool trans_a, bool trans_b, float alpha, In a, In b, int epilogue, In e, Out c,
+                    const std::string& target) {
+  need(a.ndim() == 2 && b.ndim() == 2 && c.ndim() == 2 && e.ndim() == 2,
+       "gemm_epilogue: a, b, e and c must be 2-d");
+  need(epilogue == 1 || epilogue == 2, "gemm_epilogue: epilogue is 1 (multiply) or 2 (add)");
+  const size_t m = trans_a ? dim(a, 1) : dim(a, 0), k = trans_a ? dim(a, 0) : dim(a, 1);
+  const size_t kb = trans_b ? dim(b, 1) : dim(b, 0), n = trans_b ? dim(b, 0) : dim(b, 1);
+  need(k == kb, "gemm_epilogue: inner dimensions differ");
+  need(dim(c, 0) == m && dim(c, 1) == n && dim(e, 0) == m && dim(e, 1) == n,
+       "gemm_epilogue: c and e must be m x n");
+  need(e.data() != c.data(), "gemm_epilogue: e must not be c");
+  auto f = fn<pl::KernelId::gemm_epilogue, decltype(&pl::scalar::GemmEpilogue)>(target);
+  nb::gil_scoped_release nogil;
+  f(trans_a, trans_b, m, n, k, alpha, a.data(), dim(a, 1), b.data(), dim(b, 1), epilogue, e.data(),
+    n, c.data(), n);
+}
+
+// Copy-task positional attention: a (L x L), x (p x L x V), w (V x V); h, f (p x L x V).
+void posattn_(In a, In x, In w, Out h, Out f, const std::string& target) {
+  need(x.ndim() == 3, "posattn: x must be p x L x V");
+  const size_t p = dim(x, 0), l = dim(x, 1), v = dim(x, 2);
+  need(a.size() == l * l && w.size() == v * v, "posattn: a must be L x L and w V x V");
+  need(h.size() == p * l * v && f.size() == p * l * v, "posattn: h and f must have x's shape");
+  auto fn_ = fn<pl::KernelId::posattn, decltype(&pl::scalar::Posattn)>(target);
+  nb::gil_scoped_release nogil;
+  fn_(a.data(), x.data(), w.data(), h.data(), f.data(), p, l, v);
+}
+
+void posattn_bwd_(In a, In x, In w, In h, In df, Out da, Out dw, Out dh,
+                  const std::string& target) {
+  need(x.ndim() == 3, "posattn_bwd: x must be p x L x V");
+  const size_t p = dim(x, 0), l = dim(x, 1), v = dim(x, 2);
+  need(a.size() == l * l && da.size() == l * l && w.size() == v * v && dw.size() == v * v,
+       "posattn_bwd: a, da must be L x L and w, dw V x V");
+  need(h.size() == p * l * v && df.size() == p * l * v && dh.size() == p * l * v,
+       "posattn_bwd: h, df and dh must have x's shape");
+  auto fn_ = fn<pl::KernelId::posattn_bwd, decltype(&pl::scalar::PosattnBwd)>(target);
+  nb::gil_scoped_release nogil;
+  fn_(a.data(), x.data(), w.data(), h.data(), df.data(), da.data(), dw.data(), dh.data(), p, l, v);
 }
 
 void attention_(In q, In k, In v, Out o, Out p, float scale, bool causal, bool linear,
@@ -268,6 +341,18 @@ NB_MODULE(_kernels, m) {
         "y"_a.noconvert(), "mean"_a.noconvert(), "rstd"_a.noconvert(), "eps"_a, t);
   m.def("gemm", &gemm_, "trans_a"_a, "trans_b"_a, "alpha"_a, "a"_a.noconvert(), "b"_a.noconvert(),
         "beta"_a, "c"_a.noconvert(), t);
+  m.def("layernorm_bwd", &layernorm_bwd_, "dy"_a.noconvert(), "x"_a.noconvert(),
+        "gamma"_a.noconvert(), "mean"_a.noconvert(), "rstd"_a.noconvert(), "dx"_a.noconvert(),
+        "dgamma"_a.noconvert(), "dbeta"_a.noconvert(), t);
+  m.def("gemm_batched", &gemm_batched_, "trans_a"_a, "trans_b"_a, "alpha"_a, "a"_a.noconvert(),
+        "b"_a.noconvert(), "beta"_a, "c"_a.noconvert(), t);
+  m.def("gemm_epilogue", &gemm_epilogue_, "trans_a"_a, "trans_b"_a, "alpha"_a, "a"_a.noconvert(),
+        "b"_a.noconvert(), "epilogue"_a, "e"_a.noconvert(), "c"_a.noconvert(), t);
+  m.def("posattn", &posattn_, "a"_a.noconvert(), "x"_a.noconvert(), "w"_a.noconvert(),
+        "h"_a.noconvert(), "f"_a.noconvert(), t);
+  m.def("posattn_bwd", &posattn_bwd_, "a"_a.noconvert(), "x"_a.noconvert(), "w"_a.noconvert(),
+        "h"_a.noconvert(), "df"_a.noconvert(), "da"_a.noconvert(), "dw"_a.noconvert(),
+        "dh"_a.noconvert(), t);
   m.def("attention", &attention_, "q"_a.noconvert(), "k"_a.noconvert(), "v"_a.noconvert(),
         "o"_a.noconvert(), "p"_a.noconvert(), "scale"_a, "causal"_a, "linear"_a, t);
   m.def("attention_bwd", &attention_bwd_, "q"_a.noconvert(), "k"_a.noconvert(), "v"_a.noconvert(),

@@ -22,8 +22,9 @@ except ImportError as e:  # pragma: no cover - a source tree without the extensi
                       "the package with `python3 -m pip install .`") from e
 
 __all__ = ["variants", "targets", "best_target", "variant", "exp", "gelu", "gelu_bwd",
-           "softmax_rows", "softmax_rows_bwd", "layernorm", "gemm", "attention", "attention_bwd",
-           "adam", "adamw", "sgld", "gaussian", "uniform_bits", "sum", "dot", "max"]
+           "softmax_rows", "softmax_rows_bwd", "layernorm", "layernorm_bwd", "gemm", "gemm_batched",
+           "gemm_epilogue", "attention", "attention_bwd", "posattn", "posattn_bwd", "adam", "adamw",
+           "sgld", "gaussian", "uniform_bits", "sum", "dot", "max"]
 
 
 def variants(kernel: Optional[str] = None) -> list[dict[str, Any]]:
@@ -160,6 +161,28 @@ def layernorm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1
     return y, mean, rstd
 
 
+def layernorm_bwd(dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, mean: np.ndarray,
+                  rstd: np.ndarray, *, target: Optional[str] = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Backward of layernorm given its mean and rstd: returns (dx, dgamma, dbeta). (The kernel
+    accumulates into its outputs, the residual-stream convention; here they start at 0.)"""
+    x = _in("x", x, 2)
+    rows, d = x.shape
+    dy = _in("dy", dy, 2)
+    if dy.shape != x.shape:
+        raise ValueError(f"dy: expected x's shape {x.shape}, got {dy.shape}")
+    gamma, mean, rstd = _in("gamma", gamma, 1), _in("mean", mean, 1), _in("rstd", rstd, 1)
+    if gamma.shape != (d,):
+        raise ValueError(f"gamma: expected shape ({d},), got {gamma.shape}")
+    for name, a in (("mean", mean), ("rstd", rstd)):
+        if a.shape != (rows,):
+            raise ValueError(f"{name}: expected shape ({rows},), got {a.shape}")
+    dx = np.zeros_like(x)
+    dgamma, dbeta = np.zeros(d, np.float32), np.zeros(d, np.float32)
+    _k.layernorm_bwd(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, _t(target))
+    return dx, dgamma, dbeta
+
+
 # ----------------------------------------------------------------- gemm, attention
 def gemm(a: np.ndarray, b: np.ndarray, c: Optional[np.ndarray] = None, *, alpha: float = 1.0,
          beta: float = 0.0, trans_a: bool = False, trans_b: bool = False,
@@ -176,6 +199,50 @@ def gemm(a: np.ndarray, b: np.ndarray, c: Optional[np.ndarray] = None, *, alpha:
         raise ValueError("gemm: beta != 0 needs c")
     c = _out("c", c, (m, n))
     _k.gemm(bool(trans_a), bool(trans_b), float(alpha), a, b, float(beta), c, _t(target))
+    return c
+
+
+def gemm_batched(a: np.ndarray, b: np.ndarray, c: Optional[np.ndarray] = None, *,
+                 alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
+                 trans_b: bool = False, target: Optional[str] = None) -> np.ndarray:
+    """gemm over a leading batch axis: a (batch x ...), b (batch x ...), c (batch x m x n)."""
+    a, b = _in("a", a, 3), _in("b", b, 3)
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"gemm_batched: a has batch {a.shape[0]}, b {b.shape[0]}")
+    m, k = (a.shape[2], a.shape[1]) if trans_a else a.shape[1:]
+    kb, n = (b.shape[2], b.shape[1]) if trans_b else b.shape[1:]
+    if k != kb:
+        raise ValueError(f"gemm_batched: op(a) is {m} x {k} but op(b) is {kb} x {n}: inner "
+                         "dimensions differ")
+    if c is None and beta != 0:
+        raise ValueError("gemm_batched: beta != 0 needs c")
+    c = _out("c", c, (a.shape[0], m, n))
+    _k.gemm_batched(bool(trans_a), bool(trans_b), float(alpha), a, b, float(beta), c, _t(target))
+    return c
+
+
+def gemm_epilogue(a: np.ndarray, b: np.ndarray, e: np.ndarray, epilogue: str = "multiply", *,
+                  alpha: float = 1.0, trans_a: bool = False, trans_b: bool = False,
+                  out: Optional[np.ndarray] = None, target: Optional[str] = None) -> np.ndarray:
+    """C = (alpha op(A) op(B)) * E (epilogue "multiply") or alpha op(A) op(B) + E ("add"), E of
+    C's shape, in one pass over C."""
+    codes = {"multiply": 1, "add": 2}
+    if epilogue not in codes:
+        raise ValueError(f"epilogue: 'multiply' or 'add', got {epilogue!r}")
+    a, b = _in("a", a, 2), _in("b", b, 2)
+    m, k = (a.shape[1], a.shape[0]) if trans_a else a.shape
+    kb, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
+    if k != kb:
+        raise ValueError(f"gemm_epilogue: op(a) is {m} x {k} but op(b) is {kb} x {n}: inner "
+                         "dimensions differ")
+    e = _in("e", e, 2)
+    if e.shape != (m, n):
+        raise ValueError(f"e: expected shape {(m, n)}, got {e.shape}")
+    c = _out("out", out, (m, n))
+    if np.shares_memory(c, e):
+        raise ValueError("out must not overlap e")
+    _k.gemm_epilogue(bool(trans_a), bool(trans_b), float(alpha), a, b, codes[epilogue], e, c,
+                     _t(target))
     return c
 
 
@@ -217,6 +284,38 @@ def attention_bwd(q: np.ndarray, k: np.ndarray, v: np.ndarray, p: np.ndarray, d_
     _k.attention_bwd(q, k, v, p, d_o, dq, dkk, dv, scratch, s, bool(causal), bool(linear),
                      _t(target))
     return dq, dkk, dv
+
+
+def posattn(a: np.ndarray, x: np.ndarray, w: np.ndarray, *,
+            target: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
+    """Copy-task positional attention over p sequences: a (L x L), x (p x L x V), w (V x V);
+    h = A X (per sequence), f = h W^T. Returns (h, f)."""
+    a, x, w = _in("a", a, 2), _in("x", x, 3), _in("w", w, 2)
+    _, L, V = x.shape
+    if a.shape != (L, L):
+        raise ValueError(f"a: expected shape {(L, L)} (x is p x L x V), got {a.shape}")
+    if w.shape != (V, V):
+        raise ValueError(f"w: expected shape {(V, V)}, got {w.shape}")
+    h, f = np.empty_like(x), np.empty_like(x)
+    _k.posattn(a, x, w, h, f, _t(target))
+    return h, f
+
+
+def posattn_bwd(a: np.ndarray, x: np.ndarray, w: np.ndarray, h: np.ndarray, df: np.ndarray, *,
+                target: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
+    """Backward of posattn given h and df (p x L x V): returns (da, dw), da = sum_mu (df W) X^T,
+    dw = sum_mu df^T h."""
+    a, x, w = _in("a", a, 2), _in("x", x, 3), _in("w", w, 2)
+    h, df = _in("h", h, 3), _in("df", df, 3)
+    _, L, V = x.shape
+    if a.shape != (L, L) or w.shape != (V, V):
+        raise ValueError(f"a, w: expected shapes {(L, L)} and {(V, V)}, got {a.shape}, {w.shape}")
+    for name, arr in (("h", h), ("df", df)):
+        if arr.shape != x.shape:
+            raise ValueError(f"{name}: expected x's shape {x.shape}, got {arr.shape}")
+    da, dw, dh = np.empty_like(a), np.empty_like(w), np.empty_like(x)
+    _k.posattn_bwd(a, x, w, h, df, da, dw, dh, _t(target))
+    return da, dw
 
 
 # ----------------------------------------------------------------- optimisers

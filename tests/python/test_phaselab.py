@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +42,8 @@ def supported(kernel):
     return names
 
 
-rng = np.random.default_rng(31)
+# PHASELAB_TEST_SEED: other inputs for the kernel tests (the tolerances must hold for any).
+rng = np.random.default_rng(int(os.environ.get("PHASELAB_TEST_SEED", "31")))
 
 
 def f32(*shape, scale=1.0):
@@ -109,6 +111,56 @@ def test_layernorm(variant):
     close(y, (x64 - mean[:, None]) * rstd[:, None] * gamma + beta, 1e-5, 1e-5)
 
 
+@pytest.mark.parametrize("variant", supported("layernorm_bwd"))
+def test_layernorm_bwd(variant):
+    x, gamma, dy = f32(9, 32, scale=2.0) - 0.5, f32(32), f32(9, 32)
+    x64, g64, dy64 = (a.astype(np.float64) for a in (x, gamma, dy))
+    mean = x64.mean(axis=1)
+    rstd = 1 / np.sqrt(x64.var(axis=1) + 1e-5)
+    xhat = (x64 - mean[:, None]) * rstd[:, None]
+    dxhat = dy64 * g64
+    dx = rstd[:, None] * (dxhat - dxhat.mean(axis=1, keepdims=True)
+                          - xhat * (dxhat * xhat).mean(axis=1, keepdims=True))
+    got = K.layernorm_bwd(dy, x, gamma, mean.astype(np.float32), rstd.astype(np.float32),
+                          target=variant)
+    close(got[0], dx, 1e-5, 1e-4)
+    close(got[1], (dy64 * xhat).sum(axis=0), 1e-5, 1e-4)
+    close(got[2], dy64.sum(axis=0), 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("variant", supported("gemm_batched"))
+def test_gemm_batched(variant):
+    a, b, c0 = f32(3, 17, 29), f32(3, 11, 29), f32(3, 17, 11)
+    ref = 2.0 * np.einsum("bmk,bnk->bmn", a.astype(np.float64), b.astype(np.float64)) + 0.5 * c0
+    c = c0.copy()
+    K.gemm_batched(a, b, c, alpha=2.0, beta=0.5, trans_b=True, target=variant)
+    close(c, ref, 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("variant", supported("gemm_epilogue"))
+@pytest.mark.parametrize("epilogue", ["multiply", "add"])
+def test_gemm_epilogue(variant, epilogue):
+    a, b, e = f32(31, 19), f32(19, 23), f32(31, 23)
+    p = 1.5 * (a.astype(np.float64) @ b.astype(np.float64))
+    ref = p * e if epilogue == "multiply" else p + e
+    close(K.gemm_epilogue(a, b, e, epilogue, alpha=1.5, target=variant), ref, 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("variant", supported("posattn"))
+def test_posattn_and_bwd(variant):
+    p, L, V = 5, 7, 4
+    a, x, w, df = f32(L, L), f32(p, L, V), f32(V, V), f32(p, L, V)
+    a64, x64, w64, df64 = (t.astype(np.float64) for t in (a, x, w, df))
+    h_ref = np.einsum("ik,pkv->piv", a64, x64)
+    h, f = K.posattn(a, x, w, target=variant)
+    close(h, h_ref, 1e-5, 1e-5)
+    close(f, np.einsum("piv,ov->pio", h_ref, w64), 1e-5, 1e-5)
+    da, dw = K.posattn_bwd(a, x, w, h, df, target=variant.split(".")[-1])  # the same ISA
+    dh = np.einsum("pio,ov->piv", df64, w64)
+    close(da, np.einsum("piv,pkv->ik", dh, x64), 1e-4, 1e-5)
+    close(dw, np.einsum("pio,piv->ov", df64, h.astype(np.float64)), 1e-4, 1e-5)
+
+
 @pytest.mark.parametrize("variant", supported("gelu"))
 def test_gelu(variant):
     x = np.linspace(-8, 8, 1001, dtype=np.float32)
@@ -131,7 +183,10 @@ def test_adam_step(variant):
     p, g = f32(100), f32(100)
     m, v = f32(100) * 0.1, np.abs(f32(100)) * 0.01
     p0, m0, v0 = (a.astype(np.float64) for a in (p, m, v))
-    lr, b1, b2, eps, wd, step = 1e-2, 0.9, 0.99, 1e-8, 0.1, 3
+    # The kernel takes float hyperparameters: the oracle uses those values (1 - 0.99 in float is
+    # 1e-6 away from 0.01 relatively, far above the kernel's rounding).
+    lr, b1, b2, eps, wd = (float(np.float32(h)) for h in (1e-2, 0.9, 0.99, 1e-8, 0.1))
+    step = 3
     g64 = g.astype(np.float64) + wd * p0
     m1 = b1 * m0 + (1 - b1) * g64
     v1 = b2 * v0 + (1 - b2) * g64**2
