@@ -90,6 +90,14 @@ void gelu_bwd_(In x, In dy, Out dx, const std::string& target) {
   f(x.data(), dy.data(), dx.data(), x.size());
 }
 
+void gelu_fwd_grad_(In x, Out y, Out dydx, const std::string& target) {
+  need(x.size() == y.size() && x.size() == dydx.size(),
+       "gelu_fwd_grad: x, y and dydx differ in size");
+  auto f = fn<pl::KernelId::gelu_fwd_grad, decltype(&pl::scalar::GeluFwdGrad)>(target);
+  nb::gil_scoped_release nogil;
+  f(x.data(), y.data(), dydx.data(), x.size());
+}
+
 void softmax_rows_(In x, Out y, float scale, bool causal, const std::string& target) {
   need(x.ndim() == 2 && y.ndim() == 2, "softmax_rows: x and y must be 2-d");
   need(dim(x, 0) == dim(y, 0) && dim(x, 1) == dim(y, 1), "softmax_rows: x and y differ in shape");
@@ -333,6 +341,8 @@ NB_MODULE(_kernels, m) {
   m.def("exp", &exp_, "x"_a.noconvert(), "y"_a.noconvert(), t);
   m.def("gelu", &gelu_, "x"_a.noconvert(), "y"_a.noconvert(), t);
   m.def("gelu_bwd", &gelu_bwd_, "x"_a.noconvert(), "dy"_a.noconvert(), "dx"_a.noconvert(), t);
+  m.def("gelu_fwd_grad", &gelu_fwd_grad_, "x"_a.noconvert(), "y"_a.noconvert(),
+        "dydx"_a.noconvert(), t);
   m.def("softmax_rows", &softmax_rows_, "x"_a.noconvert(), "y"_a.noconvert(), "scale"_a, "causal"_a,
         t);
   m.def("softmax_rows_bwd", &softmax_rows_bwd_, "y"_a.noconvert(), "dy"_a.noconvert(),

@@ -21,7 +21,7 @@ except ImportError as e:  # pragma: no cover - a source tree without the extensi
     raise ImportError("phaselab.kernels needs the compiled extension phaselab._kernels: install "
                       "the package with `python3 -m pip install .`") from e
 
-__all__ = ["variants", "targets", "best_target", "variant", "exp", "gelu", "gelu_bwd",
+__all__ = ["variants", "targets", "best_target", "variant", "exp", "gelu", "gelu_bwd", "gelu_fwd_grad",
            "softmax_rows", "softmax_rows_bwd", "layernorm", "layernorm_bwd", "gemm", "gemm_batched",
            "gemm_epilogue", "attention", "attention_bwd", "posattn", "posattn_bwd", "adam", "adamw",
            "sgld", "gaussian", "uniform_bits", "sum", "dot", "max"]
@@ -121,6 +121,14 @@ def gelu_bwd(x: np.ndarray, dy: np.ndarray, out: Optional[np.ndarray] = None, *,
     dx = _out("out", out, x.shape)
     _k.gelu_bwd(x, dy, dx, _t(target))
     return dx
+
+
+def gelu_fwd_grad(x: np.ndarray, *, target: Optional[str] = None) -> tuple[np.ndarray, np.ndarray]:
+    """(gelu(x), gelu'(x)) in one pass."""
+    x = _in("x", x)
+    y, dydx = np.empty_like(x), np.empty_like(x)
+    _k.gelu_fwd_grad(x, y, dydx, _t(target))
+    return y, dydx
 
 
 # ----------------------------------------------------------------- softmax, layernorm

@@ -169,6 +169,21 @@ def test_gelu(variant):
     close(K.gelu(x, target=variant), ref, 1e-6, 1e-5)
 
 
+@pytest.mark.parametrize("variant", supported("gelu_fwd_grad"))
+def test_gelu_fwd_grad_and_bwd(variant):
+    x = np.linspace(-8, 8, 1001, dtype=np.float32)
+    x64 = x.astype(np.float64)
+    c = math.sqrt(2 / math.pi)
+    t = np.tanh(c * (x64 + 0.044715 * x64**3))
+    grad = 0.5 * (1 + t) + 0.5 * x64 * (1 - t**2) * c * (1 + 3 * 0.044715 * x64**2)
+    y, dydx = K.gelu_fwd_grad(x, target=variant)
+    close(y, 0.5 * x64 * (1 + t), 1e-6, 1e-5)
+    close(dydx, grad, 1e-6, 1e-5)
+    dy = f32(1001)
+    close(K.gelu_bwd(x, dy, target=variant.replace("gelu_fwd_grad", "gelu_bwd")),
+          dy * grad, 1e-6, 1e-5)
+
+
 @pytest.mark.parametrize("variant", supported("exp"))
 def test_exp_in_place(variant):
     x = np.linspace(-80, 80, 4099, dtype=np.float32)
