@@ -374,8 +374,8 @@ bool apply_overrides(const std::vector<std::string>& overrides, toml::table* t,
       }
       dest = n->as_table();
     }
-    // Moved, not copied: a copied toml++ node loses its source (the override, in messages).
     if (!ok) continue;
+    // Moved, not copied: a copied toml++ node loses its source (the override, in messages).
     dest->insert_or_assign(toml::key(parts.back(), toml::source_region(src)),
                            std::move(*parsed.get("v")));
     // An override wins over the file's other place for the same parameter: PLUGIN.KEY=v stops
