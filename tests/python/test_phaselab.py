@@ -406,3 +406,38 @@ def test_plugins_and_the_command():
     out = subprocess.run([sys.executable, "-m", "phaselab", "--version"], capture_output=True,
                          text=True, check=True)
     assert "phaselab" in out.stdout
+
+
+def test_ctrl_c_stops_the_driver_and_raises(tmp_path):
+    # A child Python runs a long sweep; SIGINT to it (as a notebook's interrupt sends) must stop
+    # the driver cleanly: PhaselabError 130, run.json "interrupted", the folder resumable.
+    import signal
+    import time
+
+    out = tmp_path / "long"
+    script = (
+        "import signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "import phaselab\n"
+        "try:\n"
+        f"    phaselab.run({str(TINY)!r}, out={str(out)!r}, threads=1, quiet=True,\n"
+        "                 overrides={'markov_icl.steps': 1000000, 'markov_icl.checkpoints': 2})\n"
+        "except phaselab.PhaselabError as e:\n"
+        "    print('status', e.status)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)  # Ctrl-C of the test run does not reach it
+    try:
+        for _ in range(600):  # the driver writes run.json before the first point starts
+            if (out / "run.json").exists() or child.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert child.poll() is None, "the run ended before it could be interrupted"
+        child.send_signal(signal.SIGINT)
+        stdout, _ = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert "status 130" in stdout
+    run = phaselab.load(out)
+    assert run.status == "interrupted" and run.exit_status == 130
