@@ -11,7 +11,12 @@ size, with the speed-up over the scalar reference; optionally joined with anothe
 KERNEL: kernel names as in `phaselab kernels` (default: all). Each cell is the median over
 --reps repetitions of Google Benchmark's measurement: ns per element (or sample, parameter) for
 the elementwise kernels, GFLOP/s for GEMM and attention; the ratio is always "times faster than
-scalar" (scalar time / variant time), so > 1 is a gain whatever the unit.
+scalar" (scalar time / variant time), so > 1 is a gain whatever the unit. The fastest variant of
+each size is marked **bold**; the last columns give the variant dispatch picks on this machine
+(`phaselab kernels --json` of the same build), its speed as a fraction of the fastest's
+(1 = dispatch picked the fastest) and the spread of the repetitions (the largest coefficient of
+variation, stddev / mean, among the row's variants: differences smaller than it are noise). Each
+kernel's table ends with how often dispatch picked the fastest.
 
 --json FILE writes the results with kernel, backend, isa, variant, size, value, unit,
 ratio_to_scalar per row and, once per file, CPU model, commit, date and whether the run was
@@ -92,6 +97,7 @@ def run_bench(a):
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     data = json.loads(out)
     rows = []
+    spread = spreads(data["benchmarks"])
     for b in data["benchmarks"]:
         # With one repetition Google Benchmark reports the run itself, not aggregates.
         if b.get("aggregate_name", "median" if a.reps == 1 else "") != "median":
@@ -102,7 +108,8 @@ def run_bench(a):
             continue
         kernel, backend, isa, variant, size = name
         rows.append({"kernel": kernel, "backend": backend, "isa": isa, "variant": variant,
-                     "size": size, "value": val[0], "unit": val[1], "higher_is_better": val[2]})
+                     "size": size, "value": val[0], "unit": val[1], "higher_is_better": val[2],
+                     "spread": spread.get(b["run_name"])})
     if not rows:
         sys.exit(f"summary.py: no benchmark matched {regex}")
     for r in rows:
@@ -120,7 +127,34 @@ def run_bench(a):
             "arch": arch, "emulated": emulated, "commit": commit(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "best_target": data.get("context", {}).get("phaselab.best_target", ""),
-            "reps": a.reps, "results": rows}
+            "dispatched": dispatched(a), "reps": a.reps, "results": rows}
+
+
+def spreads(benchmarks):
+    """run_name -> stddev / mean of its measured value over the repetitions (None: one rep)."""
+    agg = {}
+    for b in benchmarks:
+        name = b.get("aggregate_name")
+        if name in ("mean", "stddev"):
+            val = value_of(b)
+            if val:
+                agg.setdefault(b["run_name"], {})[name] = val[0]
+    return {k: v["stddev"] / v["mean"] for k, v in agg.items()
+            if "stddev" in v and v.get("mean")}
+
+
+def dispatched(a):
+    """kernel -> the variant dispatch picks on this machine (`phaselab kernels --json` of the
+    same build; under --exe-wrapper through it), {} when the build has no driver."""
+    exe = os.path.join(a.build, "driver", "phaselab")
+    if not os.path.exists(exe):
+        return {}
+    try:
+        out = subprocess.run(shlex.split(a.exe_wrapper) + [exe, "kernels", "--json"], check=True,
+                             capture_output=True, text=True).stdout
+        return {k["kernel"]: k["selected"] for k in json.loads(out)["kernels"] if k["selected"]}
+    except (OSError, subprocess.CalledProcessError, ValueError, KeyError):
+        return {}
 
 
 def fmt(v):
@@ -139,9 +173,20 @@ def order(rows):
     return kernels
 
 
+def faster(r, s):
+    """Whether row r is faster than row s (same kernel and size)."""
+    return r["value"] > s["value"] if r["higher_is_better"] else r["value"] < s["value"]
+
+
+def speed_of(r, fastest):
+    """r's speed as a fraction of the fastest's (1: it is the fastest)."""
+    return r["value"] / fastest["value"] if r["higher_is_better"] else fastest["value"] / r["value"]
+
+
 def print_tables(doc):
     print(f"CPU: {doc['cpu']}; {label(doc)}; commit {doc['commit']}; {doc['date']}; "
           f"median of {doc['reps']}")
+    picks = doc.get("dispatched") or {}
     rows = doc["results"]
     for k in order(rows):
         kr = [r for r in rows if r["kernel"] == k]
@@ -153,20 +198,53 @@ def print_tables(doc):
                 sizes.append(r["size"])
         unit = kr[0]["unit"]
         better = "higher" if kr[0]["higher_is_better"] else "lower"
-        print(f"\n### {k}: {unit} ({better} is better), (x) = times faster than scalar\n")
-        print("| size | " + " | ".join(v[len(k) + 1:] for v in variants) + " |")
-        print("|---" * (len(variants) + 1) + "|")
+        pick = picks.get(k)
+        print(f"\n### {k}: {unit} ({better} is better), (x) = times faster than scalar, "
+              f"**fastest**\n")
+        extra = ["dispatch", "dispatch / fastest", "spread"]
+        print("| size | " + " | ".join([v[len(k) + 1:] for v in variants] + extra) + " |")
+        print("|---" * (len(variants) + 1 + len(extra)) + "|")
+        hits = counted = near = 0
+        losses = []
         for s in sizes:
+            sr = [r for r in kr if r["size"] == s]
+            fastest = sr[0]
+            for r in sr:
+                if faster(r, fastest):
+                    fastest = r
             cells = []
             for v in variants:
-                r = next((r for r in kr if r["variant"] == v and r["size"] == s), None)
+                r = next((r for r in sr if r["variant"] == v), None)
                 if not r:
                     cells.append("")
-                elif r["backend"] == "scalar" or r["ratio_to_scalar"] is None:
-                    cells.append(fmt(r["value"]))
-                else:
-                    cells.append(f"{fmt(r['value'])} ({r['ratio_to_scalar']:.1f}x)")
+                    continue
+                text = fmt(r["value"])
+                if r["backend"] != "scalar" and r["ratio_to_scalar"] is not None:
+                    text += f" ({r['ratio_to_scalar']:.1f}x)"
+                cells.append(f"**{text}**" if r is fastest else text)
+            sp = [r["spread"] for r in sr if r.get("spread") is not None]
+            d = next((r for r in sr if r["variant"] == pick), None)
+            if d is None:
+                cells += [pick[len(k) + 1:] + " (not measured)" if pick else "not recorded", ""]
+            else:
+                ratio = speed_of(d, fastest)
+                counted += 1
+                hits += d is fastest
+                noise = d is not fastest and bool(sp) and 1 - ratio <= max(sp)
+                near += noise
+                losses.append(1 - ratio)
+                cells += [pick[len(k) + 1:],
+                          "1 (fastest)" if d is fastest else
+                          f"{ratio:.2f} ({fastest['variant'][len(k) + 1:]}"
+                          f"{', within spread' if noise else ''})"]
+            cells.append(f"{100 * max(sp):.1f}%" if sp else "")
             print(f"| {s} | " + " | ".join(cells) + " |")
+        if counted:
+            losses.sort()
+            print(f"\ndispatch ({pick}) is the fastest on {hits} of {counted} sizes (and within "
+                  f"the spread of the repetitions of the fastest on {near} more); its speed as a "
+                  f"fraction of the fastest: median {1 - losses[len(losses) // 2]:.2f}, "
+                  f"worst {1 - losses[-1]:.2f}")
 
 
 def best_per_backend(rows):

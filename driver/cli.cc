@@ -51,16 +51,16 @@ const std::vector<CommandSpec>& commands() {
        "  PHASELAB_PLUGIN_PATH=build phaselab run NAME.toml\n"
        "The guide: docs/plugins.md.\n"},
       {"check",
-       "phaselab check CONFIG.toml [--target NAME]",
+       "phaselab check CONFIG.toml [KEY=VALUE...] [--target NAME]",
        1,
        {{"--target", true}, {"--force", false}, {"--help", false}},
        "Validates a config without running it: TOML syntax, every key, type and range against the\n"
        "plugin's declarations, the sweep, the kernel target, and the plugin's own check of every\n"
        "sweep point. Prints the number of points. Exit 0 if valid, 2 if not, 3 if the plugin\n"
-       "cannot be loaded.\n"},
+       "cannot be loaded. KEY=VALUE overrides as for `phaselab run`.\n"},
       {"run",
-       "phaselab run CONFIG.toml [--out DIR] [--threads N] [--target NAME] [--resume] [--quiet]\n"
-       "             [--force] [--shard I/N|auto|auto/N]",
+       "phaselab run CONFIG.toml [KEY=VALUE...] [--out DIR] [--threads N] [--target NAME]\n"
+       "             [--resume] [--quiet] [--force] [--shard I/N|auto|auto/N]",
        1,
        {{"--out", true},
         {"--shard", true},
@@ -79,6 +79,11 @@ const std::vector<CommandSpec>& commands() {
        "  run.json       config, versions, git commit, CPU, kernel variants, threads, times,\n"
        "                 per-point status and duration, exit status\n"
        "  figures/       <plot>.png drawn by gnuplot from <plot>.gp and <plot>.dat\n"
+       "overrides (after the config, any number):\n"
+       "  KEY=VALUE      sets KEY (a dotted path: copy_task.L=32, run.seeds=3, sweep.P=[10,100])\n"
+       "                 as if the config file said it; VALUE is a TOML value (a word that is\n"
+       "                 not one is a string: copy_task.attention=linear). Checked like the file;\n"
+       "                 recorded in run.json (config.overrides)\n"
        "options:\n"
        "  --out DIR      run folder (default: [run] out, else runs/<name>-<UTC timestamp>)\n"
        "  --threads N    points run in parallel (default: [run] threads; 0 = all cores)\n"
@@ -323,7 +328,17 @@ bool parse_args(int argc, char** argv, Args* out) {
     return false;
   }
   out->command = first;
-  return split_options(*spec, argc, argv, out) && check_positional(*spec, *out);
+  if (!split_options(*spec, argc, argv, out)) return false;
+  if (out->command == "run" || out->command == "check") {
+    // key=value overrides after the config (config.hpp: apply_overrides).
+    std::vector<std::string> kept;
+    for (size_t i = 0; i < out->positional.size(); ++i) {
+      const std::string& w = out->positional[i];
+      (i > 0 && w.find('=') != std::string::npos ? out->overrides : kept).push_back(w);
+    }
+    out->positional = kept;
+  }
+  return check_positional(*spec, *out);
 }
 
 }  // namespace pl::driver

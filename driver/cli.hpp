@@ -14,6 +14,8 @@ namespace pl::driver {
 struct Args {
   std::string command;  // list, kernels, check, run ("" for top level)
   std::vector<std::string> positional;
+  // run and check: the words after the config that hold '=' (copy_task.L=32), in order.
+  std::vector<std::string> overrides;
   std::map<std::string, std::string> options;  // "--out" -> "DIR" (never ""), "--quiet" -> ""
   bool has(const std::string& o) const { return options.count(o) != 0; }
 };

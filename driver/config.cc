@@ -2,9 +2,11 @@
 #include "driver/config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "driver/limits.hpp"
@@ -16,7 +18,11 @@
 namespace pl::driver {
 namespace {
 
+// Values from the command line (apply_overrides) carry their override as their source path.
+constexpr const char* kOverrideSource = "override ";
+
 std::string where(const std::string& file, const toml::source_region& r) {
+  if (r.path && r.path->rfind(kOverrideSource, 0) == 0) return *r.path;
   return file + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
 }
 
@@ -300,6 +306,87 @@ bool parse_config_file(const std::string& file, toml::table* out, std::string* t
     return false;
   }
   return true;
+}
+
+bool apply_overrides(const std::vector<std::string>& overrides, toml::table* t,
+                     std::vector<std::string>* errors) {
+  const size_t before = errors->size();
+  for (const std::string& o : overrides) {
+    const std::string at = kOverrideSource + o;
+    const size_t eq = o.find('=');
+    const std::string key = eq == std::string::npos ? o : o.substr(0, eq);
+    std::vector<std::string> parts;
+    for (size_t s = 0;;) {
+      const size_t dot = key.find('.', s);
+      parts.push_back(key.substr(s, dot == std::string::npos ? std::string::npos : dot - s));
+      if (dot == std::string::npos) break;
+      s = dot + 1;
+    }
+    const bool bare = std::all_of(parts.begin(), parts.end(), [](const std::string& p) {
+      return !p.empty() && std::all_of(p.begin(), p.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+      });
+    });
+    if (eq == std::string::npos || !bare) {
+      errors->push_back(at +
+                        ": error: an override is KEY=VALUE with KEY a dotted name "
+                        "(copy_task.L=32, run.seeds=3, sweep.P=[10,100])");
+      continue;
+    }
+    const std::string value = o.substr(eq + 1);
+    toml::table parsed;
+    try {
+      parsed = toml::parse("v = " + value, at);
+    } catch (const toml::parse_error&) {
+      // Not a TOML value: a plain word is a string (copy_task.attention=linear); anything
+      // that looks like a TOML value but does not parse is an error.
+      const bool word = !value.empty() && !has_control(value) &&
+                        value.find_first_of("[]{}\"'=#, ") == std::string::npos;
+      if (!word) {
+        errors->push_back(at + ": error: " + quoted(value) +
+                          " is not a TOML value (strings in quotes, lists in [...])");
+        continue;
+      }
+      parsed = toml::parse("v = '" + value + "'", at);
+    }
+    // Keys carry the override as their source too (an unknown key is reported there), at a
+    // line past any file's: a key an override adds comes after the file's keys in file order
+    // (a new sweep key varies fastest), in the order of the overrides.
+    toml::source_region src{};
+    src.path = std::make_shared<const std::string>(at);
+    src.begin.line = src.end.line =
+        toml::source_index(1u << 30) + toml::source_index(&o - &overrides[0]);
+    toml::table* dest = t;
+    bool ok = true;
+    for (size_t i = 0; i + 1 < parts.size() && ok; ++i) {
+      toml::node* n = dest->get(parts[i]);
+      if (!n) {
+        dest->insert(toml::key(parts[i], toml::source_region(src)), toml::table{});
+        n = dest->get(parts[i]);
+      }
+      if (!n->is_table()) {
+        std::string path;
+        for (size_t j = 0; j <= i; ++j) path += (j ? "." : "") + parts[j];
+        errors->push_back(at + ": error: " + path + " is " + found_text(*n) +
+                          " in the config, not a table, so " + key + " cannot be set");
+        ok = false;
+        break;
+      }
+      dest = n->as_table();
+    }
+    if (!ok) continue;
+    // Moved, not copied: a copied toml++ node loses its source (the override, in messages).
+    dest->insert_or_assign(toml::key(parts.back(), toml::source_region(src)),
+                           std::move(*parsed.get("v")));
+    // An override wins over the file's other place for the same parameter: PLUGIN.KEY=v stops
+    // the file's sweep of KEY, sweep.KEY=[...] replaces the file's PLUGIN.KEY.
+    const auto* plugin = t->get_as<std::string>("plugin");
+    if (parts.size() == 2 && plugin && (parts[0] == **plugin || parts[0] == "sweep")) {
+      auto* other = t->get_as<toml::table>(parts[0] == "sweep" ? **plugin : std::string("sweep"));
+      if (other) other->erase(parts[1]);
+    }
+  }
+  return errors->size() == before;
 }
 
 bool config_plugin_name(const toml::table& t, const std::string& file, std::string* name,

@@ -64,15 +64,16 @@ struct RunConfig {
   std::string file;  // as given on the command line (used in messages)
   std::string text;  // the TOML source, recorded in run.json
   std::string plugin;
-  std::string name;                // config `name`, else the file's stem
-  std::vector<uint64_t> seeds{0};  // default: one seed, 0
-  int64_t threads = 0;             // 0: all cores
-  std::string out;                 // empty: runs/<name>-<timestamp>
-  std::string target;              // empty: best
-  std::vector<SweepAxis> sweep;    // in file order
-  std::vector<ParamValue> base;    // per declared parameter: plugin table value or default
-  std::vector<bool> base_set;      // set in the plugin's table (else the default)
-  SearchSpec search;               // [search], when on
+  std::string name;                    // config `name`, else the file's stem
+  std::vector<uint64_t> seeds{0};      // default: one seed, 0
+  int64_t threads = 0;                 // 0: all cores
+  std::string out;                     // empty: runs/<name>-<timestamp>
+  std::string target;                  // empty: best
+  std::vector<SweepAxis> sweep;        // in file order
+  std::vector<ParamValue> base;        // per declared parameter: plugin table value or default
+  std::vector<bool> base_set;          // set in the plugin's table (else the default)
+  SearchSpec search;                   // [search], when on
+  std::vector<std::string> overrides;  // key=value from the command line, as given
 };
 
 // Whether the plugin parameter `param` varies across points: a sweep key, or the searched key.
@@ -81,6 +82,15 @@ bool swept(const RunConfig& cfg, size_t param);
 // Reads and parses the file. On failure appends a message line and returns false.
 bool parse_config_file(const std::string& file, toml::table* out, std::string* text,
                        std::vector<std::string>* errors);
+// Applies command-line overrides ("copy_task.L=32", "sweep.P=[10,100]", "run.seeds=3") to the
+// parsed file before resolve_config, which then checks them exactly like the file's keys: the
+// value is parsed as a TOML value (a word that does not parse is taken as a string), and the
+// dotted key is set in its table (created if absent). A problem of an override, here or in
+// resolve_config, is reported at "override KEY=VALUE" instead of a file position. False (with
+// messages) if an override is malformed or its key path runs through a non-table.
+bool apply_overrides(const std::vector<std::string>& overrides, toml::table* t,
+                     std::vector<std::string>* errors);
+
 // The plugin name from `plugin = "..."` (with its position for messages).
 bool config_plugin_name(const toml::table& t, const std::string& file, std::string* name,
                         std::string* where, std::vector<std::string>* errors);

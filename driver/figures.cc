@@ -932,7 +932,8 @@ class Figure {
     if (xcat_.on()) axes += "set xtics " + xcat_.tics() + "\n";
     if (ycat_.on()) axes += "set ytics " + ycat_.tics() + "\n";
     if (logx_) axes += "set logscale x\n" + log_x_tics();
-    if (logy_) axes += "set logscale y\n" + log_y_tics(yr);
+    // %g: 1, 0.1, 0.001, 1e-05 (gnuplot's default labels a log axis 1.00000, 0.00010).
+    if (logy_) axes += "set logscale y\nset format y '%g'\n" + log_y_tics(yr);
     // The band's lower edge, clipped to the bottom of the plot (log axes cannot show <= 0).
     axes +=
         "YFLOOR(v) = v > " + format_double(yr.first) + " ? v : " + format_double(yr.first) + "\n";

@@ -156,12 +156,12 @@ void print_errors(const std::vector<std::string>& errors) {
 }
 
 // Reads, loads the plugin and resolves: shared by check and run. Returns 0 or an exit code.
-int prepare(const std::string& file, const std::string& cli_target, Plugin* plugin,
-            RunConfig* cfg) {
+int prepare(const std::string& file, const std::vector<std::string>& overrides,
+            const std::string& cli_target, Plugin* plugin, RunConfig* cfg) {
   std::vector<std::string> errors;
   toml::table t;
   std::string text;
-  if (!parse_config_file(file, &t, &text, &errors)) {
+  if (!parse_config_file(file, &t, &text, &errors) || !apply_overrides(overrides, &t, &errors)) {
     print_errors(errors);
     return kExitUsage;
   }
@@ -191,6 +191,7 @@ int prepare(const std::string& file, const std::string& cli_target, Plugin* plug
     return kExitPlugin;
   }
   cfg->text = text;
+  cfg->overrides = overrides;
   if (!resolve_config(t, file, *plugin, cfg, &errors) || !validate_points(*cfg, *plugin, &errors)) {
     print_errors(errors);
     return kExitUsage;
@@ -206,7 +207,7 @@ int cmd_check(const Args& a) {
   Plugin plugin;
   RunConfig cfg;
   const std::string target = a.has("--target") ? a.options.at("--target") : "";
-  if (int rc = prepare(a.positional[0], target, &plugin, &cfg)) return rc;
+  if (int rc = prepare(a.positional[0], a.overrides, target, &plugin, &cfg)) return rc;
   std::string why;
   if (!a.has("--force") &&
       !check_memory(cfg, plugin,
@@ -273,7 +274,7 @@ int cmd_run(const Args& a, int argc, char** argv) {
   }
   Plugin plugin;
   RunConfig cfg;
-  if (int rc = prepare(a.positional[0], opt.target, &plugin, &cfg)) return mpi_end(rc);
+  if (int rc = prepare(a.positional[0], a.overrides, opt.target, &plugin, &cfg)) return mpi_end(rc);
   if (mpi_rank() > 0) return mpi_end(mpi_worker(cfg, plugin, opt));
   return mpi_end(execute_run(cfg, plugin, opt));
 }

@@ -93,7 +93,11 @@ std::string shard_command(const Shard& s, bool resume) {
   const json& c = s.rec["config"];
   const std::string dir =
       s.dir.substr(0, s.dir.rfind('/') == std::string::npos ? 0 : s.dir.rfind('/'));
-  return "phaselab run " + c.value("file", std::string("CONFIG.toml")) + " --shard " +
+  std::string overrides;
+  if (c.contains("overrides") && c["overrides"].is_array())
+    for (const auto& o : c["overrides"])
+      if (o.is_string()) overrides += " '" + o.get<std::string>() + "'";
+  return "phaselab run " + c.value("file", std::string("CONFIG.toml")) + overrides + " --shard " +
          std::to_string(s.spec.index) + "/" + std::to_string(s.spec.count) + " --out " +
          (dir.empty() ? std::string(".") : dir) + (resume ? " --resume" : "");
 }
@@ -723,6 +727,16 @@ bool load_recorded_config(const nlohmann::json& rec, Plugin* plugin, RunConfig* 
     return false;
   }
   std::vector<std::string> errors;
+  // The command-line overrides the run was started with, applied again.
+  std::vector<std::string> overrides;
+  if (c.contains("overrides") && c["overrides"].is_array())
+    for (const auto& o : c["overrides"])
+      if (o.is_string()) overrides.push_back(o.get<std::string>());
+  if (!apply_overrides(overrides, &t, &errors)) {
+    *error = "the overrides recorded in run.json do not apply: " + errors[0];
+    return false;
+  }
+  cfg->overrides = overrides;
   std::string name, at;
   if (!config_plugin_name(t, file, &name, &at, &errors)) {
     *error = errors.empty() ? "no plugin in the recorded config" : errors[0];

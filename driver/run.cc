@@ -907,7 +907,7 @@ class Run {
   std::string continue_hint() const { return "; free space and continue with: " + resume_cmd(); }
   // The whole command that continues this run: the config's absolute path, --shard, --target.
   std::string resume_cmd() const {
-    return resume_command(cfg_.file, opt_.shard, opt_.target, out_);
+    return resume_command(cfg_.file, opt_.shard, opt_.target, out_, cfg_.overrides);
   }
 
   // Points this run records: a search's are not known before it ends (its first grid and
@@ -1035,6 +1035,7 @@ class Run {
         c["params"][plugin_.param_names[i]] = param_json<ordered_json>(cfg_.base[i]);
     if (cfg_.search.on) c["search"] = search_json<ordered_json>(cfg_.search);
     c["toml"] = cfg_.text;
+    if (!cfg_.overrides.empty()) c["overrides"] = cfg_.overrides;
     return c;
   }
 

@@ -169,7 +169,8 @@ bool check_resume_matches(const std::string& dir, const json& now, std::string* 
 }
 
 std::string resume_command(const std::string& config_file, const ShardSpec& shard,
-                           const std::string& target, const std::string& out) {
+                           const std::string& target, const std::string& out,
+                           const std::vector<std::string>& overrides) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path abs = fs::absolute(config_file, ec);
@@ -179,6 +180,14 @@ std::string resume_command(const std::string& config_file, const ShardSpec& shar
     dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
   }
   std::string c = "phaselab run " + (ec ? config_file : abs.lexically_normal().string());
+  for (const auto& o : overrides) {  // single-quoted for the shell when it needs it
+    const bool plain = o.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                           "0123456789_-.=+,/:") == std::string::npos;
+    std::string q;
+    for (char ch : o) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    c += " " + (plain ? o : "'" + q + "'");
+  }
   if (shard.count)
     c += " --shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count);
   if (!target.empty()) c += " --target " + target;

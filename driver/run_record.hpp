@@ -81,7 +81,8 @@ bool check_resume_matches(const std::string& dir, const json& now, std::string* 
 // with the config's absolute path, --shard I/N and --out of the shards' parent for a shard,
 // --target when one was forced, --resume.
 std::string resume_command(const std::string& config_file, const ShardSpec& shard,
-                           const std::string& target, const std::string& out);
+                           const std::string& target, const std::string& out,
+                           const std::vector<std::string>& overrides = {});
 
 // --resume of the folder `dir` must name the same shard as the run did (or none when the run was
 // not sharded): resuming a shard's folder without --shard would run every point of the sweep in

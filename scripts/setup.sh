@@ -5,7 +5,7 @@
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config cmake libhwy-dev libxsimd-dev libtbb-dev
       doctest-dev libbenchmark-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev gnuplot-nox
-      python3
+      python3 python3-venv python3-dev ccache
       clang libclang-rt-14-dev openmpi-bin libopenmpi-dev
       clang-format clang-tidy)
 if [[ "${PHASELAB_ARM:-0}" == 1 ]]; then

@@ -35,6 +35,16 @@ if [[ -f build/build.ninja ]]; then
   else echo "sdk-out-of-tree 0 1 0" >> "$counts"; status=1; fi
 fi
 
+# The Python package (scripts/test-python.sh): `pip install .` into a fresh venv (timed), then
+# tests/python with pytest (the kernels against NumPy, load() against the CSVs, checkpoints
+# against the safetensors package, overrides, errors, the docs/python.md example); its test
+# cases count. Needs PyPI (meson-python, nanobind, numpy, pandas, pytest, safetensors,
+# matplotlib); PHASELAB_SKIP_PYTHON=1 skips it. Native only (scripts/test-aarch64.sh has none).
+if [[ "${PHASELAB_SKIP_PYTHON:-0}" != 1 ]]; then
+  echo "== Python package (scripts/test-python.sh)"
+  bash scripts/test-python.sh "$counts" || status=1
+fi
+
 # Formatting and static checks (scripts/lint.sh: clang-format on every tracked C/C++ file,
 # clang-tidy with .clang-tidy's checks on the release tree): a finding fails the run.
 echo "== lint (clang-format, clang-tidy)"

@@ -245,6 +245,81 @@ TEST_CASE("check accepts a good config and counts its points") {
   CHECK(r.out.find("ok: plugin toy 0.1, 12 points (3 n x 2 mode x 2 seeds)") != std::string::npos);
 }
 
+TEST_CASE("key=value overrides: checked like the file, win over it, recorded in run.json") {
+  TempDir d;
+  spit(d / "good.toml", kGood);
+  const std::string f = d / "good.toml";
+  SUBCASE("check counts the overridden sweep and seeds") {
+    const Result r = phaselab({"check", f, "toy.scale=2.0", "run.seeds=3", "sweep.n=[4,16]"}, d);
+    CAPTURE(r.err);
+    CHECK(r.rc == 0);
+    CHECK(r.out.find("12 points (2 n x 2 mode x 3 seeds)") != std::string::npos);
+  }
+  SUBCASE("a plugin-table override stops the file's sweep of that key; a word is a string") {
+    const Result r = phaselab({"check", f, "toy.mode=mean"}, d);
+    CHECK(r.rc == 0);
+    CHECK(r.out.find("6 points (3 n x 2 seeds)") != std::string::npos);
+    const Result s = phaselab({"check", f, "sweep.scale=[1,2]"}, d);  // replaces toy.scale
+    CHECK(s.rc == 0);
+    CHECK(s.out.find("24 points (3 n x 2 mode x 2 scale x 2 seeds)") != std::string::npos);
+  }
+  SUBCASE("bad overrides: exit 2, named by the override and the key, nothing run") {
+    const std::pair<std::vector<std::string>, std::string> bad[] = {
+        {{"toy.n=\"16\""},
+         "override toy.n=\"16\": error: toy.n must be an integer in [1, 100000], got \"16\""},
+        {{"toy.n=abc"}, "override toy.n=abc: error: toy.n must be an integer"},
+        {{"toy.nn=3"}, "override toy.nn=3: error: unknown key toy.nn (did you mean toy.n?)"},
+        {{"sweep.n=[4,0]"},
+         "override sweep.n=[4,0]: error: toy.n must be an integer in [1, "
+         "100000], got 0 (in sweep.n)"},
+        {{"run.seeds=0"}, "override run.seeds=0: error: run.seeds must be a seed count >= 1"},
+        {{"plugin.x=1"},
+         "override plugin.x=1: error: plugin is \"toy\" in the config, not a table"},
+        {{"=3"}, "override =3: error: an override is KEY=VALUE"},
+        {{"toy..n=3"}, "override toy..n=3: error: an override is KEY=VALUE"},
+        {{"toy.n=[1,"}, "override toy.n=[1,: error: \"[1,\" is not a TOML value"},
+        {{"toy.scale=1.5", "toy.shift=2"}, "override toy.shift=2: error: toy.shift must be"},
+    };
+    for (const auto& b : bad) {
+      const std::vector<std::string>& args = b.first;
+      const std::string& message = b.second;  // not a structured binding: CAPTURE takes it
+      CAPTURE(message);
+      std::vector<std::string> c = {"check", f}, r = {"run", f, "--out", d / "never"};
+      c.insert(c.end(), args.begin(), args.end());
+      r.insert(r.end(), args.begin(), args.end());
+      const Result rc = phaselab(c, d), rr = phaselab(r, d);
+      CAPTURE(rc.err);
+      CHECK(rc.rc == 2);
+      CHECK(rc.err.find(message) != std::string::npos);
+      CHECK(rr.rc == 2);
+      CHECK(rr.err.find(message) != std::string::npos);
+      CHECK_FALSE(exists(d / "never"));
+    }
+  }
+  SUBCASE("run applies them, run.json records them; --resume needs the same values") {
+    const Result r = phaselab({"run", f, "--out", d / "o", "--quiet", "toy.scale=2.0",
+                               "sweep.n=[4]", "toy.label=\"a b\""},
+                              d);
+    CAPTURE(r.err);
+    REQUIRE(r.rc == 0);
+    CHECK(count_lines(slurp(d / "o/results.csv")) == 1 + 2 * 2);  // n=4 x 2 modes x 2 seeds
+    CHECK(slurp(d / "o/results.csv").find(",a b,") != std::string::npos);
+    const std::string json = slurp(d / "o/run.json");
+    CHECK(json.find(
+              "\"overrides\": [\"toy.scale=2.0\", \"sweep.n=[4]\", \"toy.label=\\\"a b\\\"\"]") !=
+          std::string::npos);
+    CHECK(json.find("\"scale\": 2") != std::string::npos);
+    CHECK(json.find("\"n\": [4]") != std::string::npos);
+    const Result same = phaselab({"run", f, "--out", d / "o", "--resume", "--quiet",
+                                  "toy.scale=2.0", "sweep.n=[4]", "toy.label=\"a b\""},
+                                 d);
+    CHECK(same.rc == 0);
+    const Result other = phaselab({"run", f, "--out", d / "o", "--resume", "--quiet"}, d);
+    CHECK(other.rc == 2);
+    CHECK(other.err.find("params.scale: run has 2") != std::string::npos);
+  }
+}
+
 TEST_CASE("bad configs: exit status and message, nothing run") {
   TempDir d;
   const std::string f = d / "bad.toml";

@@ -123,7 +123,8 @@ const pl_plot_decl kPlots[] = {
                   "objective", "L,V,init", "method=adam", PL_PLOT_LOGX | PL_PLOT_LOGY,
                   &kByAttention),
     pl::sdk::plot("loss", "Adam: train and test MSE per position vs P", "results", "P",
-                  "train_mse,test_mse", "L,V,init", "method=adam", PL_PLOT_LOGX, &kMseByAttention),
+                  "train_mse,test_mse", "L,V,init", "method=adam", PL_PLOT_LOGX | PL_PLOT_LOGY,
+                  &kMseByAttention),  // log y: the MSE spans 4-5 decades over P (1 to 3e-5)
     pl::sdk::plot("sampler_cG_mean", "Samplers: posterior mean of c_G vs P", "results", "P",
                   "cG_mean", "L,V,method,init", "", PL_PLOT_LOGX, &kByAttention),
     pl::sdk::plot("sampler_cG_var", "Samplers: posterior variance of c_G vs P", "results", "P",
