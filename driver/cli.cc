@@ -60,9 +60,10 @@ const std::vector<CommandSpec>& commands() {
        "cannot be loaded. KEY=VALUE overrides as for `phaselab run`.\n"},
       {"run",
        "phaselab run CONFIG.toml [KEY=VALUE...] [--out DIR] [--threads N] [--target NAME]\n"
-       "             [--resume] [--quiet] [--force] [--shard I/N|auto|auto/N]",
+       "             [--resume] [--quiet] [--force] [--shard I/N|auto|auto/N] [--plan]",
        1,
        {{"--out", true},
+        {"--plan", false},
         {"--shard", true},
         {"--threads", true},
         {"--target", true},
@@ -95,6 +96,10 @@ const std::vector<CommandSpec>& commands() {
        "  --quiet        no progress output (warnings, errors and failures still print)\n"
        "  --force        run even if the run's memory estimate exceeds 80% of this machine's\n"
        "                 memory\n"
+       "  --plan         run nothing: print each shard's points, share of the plugin's cost\n"
+       "                 estimate and memory estimate, and sbatch --cpus-per-task/--mem; with\n"
+       "                 --out DIR holding finished points of this config (a run or shard\n"
+       "                 folders), also CPU and wall seconds per shard and --time\n"
        "  --shard I/N    run shard I (0-based) of N, a fixed 1/N of the points, into\n"
        "                 DIR/shard-I-of-N (--out DIR is required); `phaselab merge` joins them.\n"
        "                 auto: I and N from a job array's environment (SLURM_ARRAY_TASK_ID/_MIN/\n"

@@ -18,6 +18,7 @@
 #include "driver/mpi_run.hpp"
 #include "driver/new_plugin.hpp"
 #include "driver/plugins.hpp"
+#include "driver/plan.hpp"
 #include "driver/run.hpp"
 #include "driver/status.hpp"
 #include "driver/text.hpp"
@@ -261,9 +262,15 @@ int cmd_run(const Args& a, int argc, char** argv) {
   opt.force = a.has("--force");
   for (int i = 0; i < argc; ++i) opt.argv.push_back(argv[i]);
   std::string why;
+  // --plan --shard auto/N (or N): only the count matters, no scheduler environment needed.
+  std::string shard_text = a.has("--shard") ? a.options.at("--shard") : "";
+  if (a.has("--plan") && !shard_text.empty() && shard_text.find_first_not_of("0123456789") ==
+                                                     std::string::npos)
+    shard_text = "0/" + shard_text;
+  if (a.has("--plan") && shard_text.rfind("auto/", 0) == 0) shard_text = "0/" + shard_text.substr(5);
   if (a.has("--shard") &&
       !parse_shard(
-          a.options.at("--shard"), [](const char* v) -> const char* { return std::getenv(v); },
+          shard_text, [](const char* v) -> const char* { return std::getenv(v); },
           &opt.shard, &why)) {
     std::fprintf(stderr, "phaselab run: error: %s\n", why.c_str());
     return kExitUsage;
@@ -275,6 +282,7 @@ int cmd_run(const Args& a, int argc, char** argv) {
   Plugin plugin;
   RunConfig cfg;
   if (int rc = prepare(a.positional[0], a.overrides, opt.target, &plugin, &cfg)) return mpi_end(rc);
+  if (a.has("--plan")) return mpi_end(mpi_rank() > 0 ? 0 : plan_run(cfg, plugin, opt));
   if (mpi_rank() > 0) return mpi_end(mpi_worker(cfg, plugin, opt));
   return mpi_end(execute_run(cfg, plugin, opt));
 }
