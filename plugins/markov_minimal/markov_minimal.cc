@@ -92,10 +92,10 @@ const pl_param_decl kParams[] = {
     pl::sdk::float_param("fixed_g_u", 0.0, "symmetric, readout = \"fixed\": frozen g_u"),
     pl::sdk::float_param("fixed_g_h", 0.0, "symmetric, readout = \"fixed\": frozen g_h"),
     pl::sdk::float_param("fixed_g_o", 0.0, "symmetric, readout = \"fixed\": frozen g_o"),
-    pl::sdk::float_param("drop_min", 0.1,
+    pl::sdk::float_param("drop_min", 0.003,
                          "symmetric: tau_drop (midpoint of the fall from the run's plateau loss to "
-                         "its final windowed loss) is left empty when the fall is below this "
-                         "fraction of the plateau-to-2-Gen gap",
+                         "its final windowed loss) is left empty when the fall is below this many "
+                         "nats (the windowed loss wiggles by ~5e-4 nats on the plateau)",
                          PL_RANGE_MIN, 0),
     pl::sdk::float_param("takeoff", 1.0,
                          "symmetric: tau_takeoff = first step with beta and delta both >= this",
@@ -282,8 +282,7 @@ class MarkovMinimal {
     // any) to its final windowed training loss
     const double drop_from = frozen ? pl.fixed.loss : pl.loss;
     const double drop_to = wl.empty() ? NAN : wl.back();
-    const double tau_drop =
-        mm::tau_drop(wl, drop_from, drop_to, cx.float_value("drop_min") * (pl.loss - pl.bayes2));
+    const double tau_drop = mm::tau_drop(wl, drop_from, drop_to, cx.float_value("drop_min"));
     cx.emit(2, {cx.string_value("model"),
                 opt(pl.loss),
                 opt(pl.bayes2),
