@@ -19,6 +19,7 @@
 #include "markov_minimal/harness.hpp"
 #include "markov_minimal/minimal_checkpoint.hpp"
 #include "markov_minimal/minimal_summary.hpp"
+#include "markov_minimal/symmetric_run.hpp"
 #include "sdk/phaselab_sdk.hpp"
 
 namespace {
@@ -75,6 +76,32 @@ const pl_param_decl kParams[] = {
                          "symmetric: stop at step (1 + this) tau once tau is found; 0 = never",
                          PL_RANGE_MIN, 0),
     pl::sdk::int_param("trace_every", 10, "symmetric: trace row every this many steps", 1),
+    pl::sdk::enum_param("start", "zero", "zero|plateau",
+                        "symmetric: training starts from read-out gains 0 (zero) or at the 1-Gen "
+                        "optimum: beta, delta at init_beta, init_delta and the gains at their "
+                        "plateau optimum (plateau; needs plateau_steps > 0)"),
+    pl::sdk::enum_param(
+        "readout", "trained", "trained|plateau|reference|fixed",
+        "symmetric: read-out gains trained with beta, delta (trained) or frozen, only beta and "
+        "delta trained: at this N's plateau optimum (plateau), at the plateau optimum of N = "
+        "readout_N with the other keys alike (reference), or at fixed_g_u, fixed_g_h, fixed_g_o "
+        "(fixed); c_beta, c_delta are also measured at the frozen gains (c_*_fixed in run.csv)"),
+    pl::sdk::int_param("readout_N", 16,
+                       "symmetric, readout = \"reference\": the N whose plateau gains are frozen",
+                       2, 8192),
+    pl::sdk::float_param("fixed_g_u", 0.0, "symmetric, readout = \"fixed\": frozen g_u"),
+    pl::sdk::float_param("fixed_g_h", 0.0, "symmetric, readout = \"fixed\": frozen g_h"),
+    pl::sdk::float_param("fixed_g_o", 0.0, "symmetric, readout = \"fixed\": frozen g_o"),
+    pl::sdk::float_param("drop_min", 0.003,
+                         "symmetric: tau_drop (midpoint of the fall from the run's plateau loss to "
+                         "its final windowed loss) is left empty when the fall is below this many "
+                         "nats (the windowed loss wiggles by ~5e-4 nats on the plateau)",
+                         PL_RANGE_MIN, 0),
+    pl::sdk::float_param("takeoff", 1.0,
+                         "symmetric: tau_takeoff = first step with beta and delta both >= this",
+                         PL_RANGE_MIN | PL_RANGE_MIN_EXCLUSIVE, 0),
+    pl::sdk::enum_param("stop_on", "tau", "tau|takeoff",
+                        "symmetric: stop_after_tau counts from tau (threshold) or tau_takeoff"),
     // induction / memoriser
     pl::sdk::int_param("d_head", 16, "induction: layer-2 head width", 1, 1024),
     pl::sdk::int_param("d_phi", 32, "memoriser: width of the transition lookup phi", 1, 4096),
@@ -93,10 +120,14 @@ constexpr auto kCols =
     pl::markov::result_columns(std::array<const char*, 5>{"beta", "delta", "g_u", "g_h", "g_o"});
 const char* const kTraceCols[] = {"step", "loss_window", "beta", "delta", "g_u", "g_h", "g_o"};
 const char* const kRunCols[] = {
-    "model",       "loss_plateau", "bayes_2gen",  "bayes_1gen",  "c_beta",        "c_beta_se",
-    "c_delta",     "c_delta_se",   "g_u_plateau", "g_h_plateau", "g_o_plateau",   "tau_threshold",
-    "tau",         "steps_run",    "loss_final",  "gap_closed",  "kl_2gen_final", "kl_2mem_final",
-    "phase_final", "fits",         "params"};
+    "model", "loss_plateau", "bayes_2gen", "bayes_1gen", "c_beta", "c_beta_se", "c_delta",
+    "c_delta_se", "g_u_plateau", "g_h_plateau", "g_o_plateau", "tau_threshold", "tau", "steps_run",
+    "loss_final", "gap_closed", "kl_2gen_final", "kl_2mem_final", "phase_final", "fits", "params",
+    // model choices of tau(N) (docs/markov-minimal.md): the frozen read-out and its plateau
+    "g_u_fixed", "g_h_fixed", "g_o_fixed", "loss_plateau_fixed", "c_beta_fixed", "c_beta_fixed_se",
+    "c_delta_fixed", "c_delta_fixed_se",
+    // the escape timed on the fall itself and on beta, delta
+    "loss_drop_from", "loss_drop_to", "tau_drop", "tau_takeoff"};
 const pl_table_decl kTables[] = {pl::markov::table("results", kCols),
                                  pl::sdk::table("trace", kTraceCols),
                                  pl::sdk::table("run", kRunCols)};
@@ -152,6 +183,9 @@ mm::MinConfig min_config(const pl::sdk::Context& cx) {
 struct Plateau {
   double loss = NAN, bayes2 = NAN, bayes1 = NAN, c[2] = {NAN, NAN}, se[2] = {NAN, NAN};
   double gains[3] = {NAN, NAN, NAN};
+  // at the frozen read-out (readout != "trained"): its gains, loss and slopes at beta = delta = 0
+  mm::PlateauProbe fixed;
+  double fixed_gains[3] = {NAN, NAN, NAN};
 };
 
 class MarkovMinimal {
@@ -168,7 +202,23 @@ class MarkovMinimal {
     const bool sym = mc_.kind == mm::Kind::kSymmetric;
     const bool mem = h.mem_defined();
     Plateau pl;
+    const bool frozen = sym && !cx.is("readout", "trained");
     if (sym && cx.int_value("plateau_steps") > 0) pl = plateau(cx);
+    if (sym && cx.is("readout", "fixed")) {
+      pl.fixed_gains[0] = cx.float_value("fixed_g_u");
+      pl.fixed_gains[1] = cx.float_value("fixed_g_h");
+      pl.fixed_gains[2] = cx.float_value("fixed_g_o");
+    }
+    // the start point: gains 0 (as in init), at the plateau optimum, or at the frozen read-out
+    if (frozen)
+      for (int i = 0; i < 3; ++i) net.p[size_t(mm::kGu + i)] = pl.fixed_gains[i];
+    else if (sym && cx.is("start", "plateau"))
+      for (int i = 0; i < 3; ++i) net.p[size_t(mm::kGu + i)] = pl.gains[i];
+    const std::vector<bool> mask = mm::readout_mask(frozen);
+    const double takeoff = cx.float_value("takeoff");
+    const bool stop_takeoff = cx.is("stop_on", "takeoff");
+    std::vector<double> wl;  // windowed training loss after each step (NaN while it fills)
+    double tau_takeoff = NAN;
     const double f = cx.float_value("tau_frac");
     const double thr = pl.loss - f * (pl.loss - pl.bayes2);
     const int W = int(cx.int_value("tau_window")), trace_every = int(cx.int_value("trace_every"));
@@ -181,14 +231,21 @@ class MarkovMinimal {
     pl::markov::EvalResult last{};
     for (int64_t step = 0; step <= stop; ++step) {
       if (step > 0) {
-        loss_train = h.train_step(step);
+        loss_train = h.train_step(step, mask);
         if (!std::isfinite(loss_train))
           return cx.fail("non-finite training loss at step " + std::to_string(step));
         wsum += loss_train - win[size_t(step % W)];
         win[size_t(step % W)] = loss_train;
+        if (sym) wl.push_back(step >= W ? wsum / W : NAN);
         if (step >= W && std::isnan(tau) && wsum / W <= thr) {
           tau = double(step);
-          if (stop_after > 0)
+          if (stop_after > 0 && !stop_takeoff)
+            stop = std::min(stop, int64_t(std::ceil((1 + stop_after) * double(step))));
+        }
+        if (sym && std::isnan(tau_takeoff) && net.p[mm::kBeta] >= takeoff &&
+            net.p[mm::kDelta] >= takeoff) {
+          tau_takeoff = double(step);
+          if (stop_after > 0 && stop_takeoff)
             stop = std::min(stop, int64_t(std::ceil((1 + stop_after) * double(step))));
         }
         if (sym && step % trace_every == 0)
@@ -221,6 +278,11 @@ class MarkovMinimal {
     const double kl2m = mem ? last.kl[0][pl::markov::kMem2] : NAN;
     const bool fits = mem && last.phase == pl::markov::kMem2 && kl2m < cx.float_value("kl_fit");
     auto opt = [](double v) { return std::isfinite(v) ? pl::sdk::Cell(v) : pl::sdk::Cell(); };
+    // tau_drop: midpoint of the fall from the run's own plateau loss (at the frozen read-out if
+    // any) to its final windowed training loss
+    const double drop_from = frozen ? pl.fixed.loss : pl.loss;
+    const double drop_to = wl.empty() ? NAN : wl.back();
+    const double tau_drop = mm::tau_drop(wl, drop_from, drop_to, cx.float_value("drop_min"));
     cx.emit(2, {cx.string_value("model"),
                 opt(pl.loss),
                 opt(pl.bayes2),
@@ -241,60 +303,60 @@ class MarkovMinimal {
                 opt(kl2m),
                 pl::markov::pred_name(last.phase),
                 fits ? 1 : 0,
-                int64_t(net.p.size())});
+                int64_t(net.p.size()),
+                opt(pl.fixed_gains[0]),
+                opt(pl.fixed_gains[1]),
+                opt(pl.fixed_gains[2]),
+                opt(pl.fixed.loss),
+                opt(pl.fixed.c[0]),
+                opt(pl.fixed.se[0]),
+                opt(pl.fixed.c[1]),
+                opt(pl.fixed.se[1]),
+                sym ? opt(drop_from) : pl::sdk::Cell(),
+                sym ? opt(drop_to) : pl::sdk::Cell(),
+                opt(tau_drop),
+                opt(tau_takeoff)});
     return PL_OK;
   }
 
  private:
+  // The plateau point (gains trained alone at beta = delta = 0), c_beta and c_delta there, and,
+  // with a frozen read-out, the same at the frozen gains (for readout = "fixed" the caller sets
+  // them first: fixed_gains). Leaves the net at its initial parameters, optimiser reset.
   Plateau plateau(pl::sdk::Context& cx) {
     mm::Harness& h = *h_;
     mm::Net& net = h.net();
     const std::vector<double> init = net.p;
-    std::vector<bool> train(net.p.size(), true);
-    train[mm::kBeta] = train[mm::kDelta] = false;
-    net.p[mm::kBeta] = net.p[mm::kDelta] = 0;
-    const int64_t S = cx.int_value("plateau_steps");
-    for (int64_t s = 1; s <= S; ++s) h.train_step(s, train, mm::kPlateauBatches);
+    const int64_t S = cx.int_value("plateau_steps"), ct = cx.int_value("c_tokens");
+    const std::array<double, 3> g = mm::train_plateau_gains(h, S);
     Plateau p;
-    for (int i = 0; i < 3; ++i) p.gains[i] = net.p[size_t(mm::kGu + i)];
-    // the gradient on c_seqs fresh sequences, in double, one sequence at a time
-    const int n = int(std::max<int64_t>(64, cx.int_value("c_tokens") / mc_.N)), N = mc_.N,
-              C = mc_.C, B = mc_.batch;
-    mm::SymModel<double> dm(C, N, nullptr);
-    for (int i = 0; i < mm::kNumSym; ++i) dm.theta[size_t(i)] = net.p[size_t(i)];
-    std::vector<double> ps(size_t(B) * mm::kNumSym);
-    double s[2] = {0, 0}, q[2] = {0, 0}, L = 0, b2 = 0, b1 = 0;
-    pl::markov::PredictorScratch ps_scratch;
-    std::vector<double> qv(size_t(N) * pl::markov::kNumPred * C);
-    int done = 0;
-    for (int64_t blk = 0; done < n; ++blk) {
-      h.make_batch(blk, mm::kPlateauGrad);
-      const int nb = std::min(B, n - done);
-      const int32_t* seq = h.batch_tokens().data();
-      L += dm.run(seq, nb, nullptr, ps.data()) * nb;
-      for (int b = 0; b < nb; ++b) {
-        for (int k = 0; k < 2; ++k) {
-          const double g = ps[size_t(b) * mm::kNumSym + size_t(k)];
-          s[k] += g;
-          q[k] += g * g;
-        }
-        const int32_t* x = seq + size_t(b) * (N + 1);
-        pl::markov::predict(nullptr, x, N, C, mc_.alpha, h.config().alpha1, ps_scratch, qv.data());
-        for (int t = 0; t < N; ++t) {
-          const double* qt = qv.data() + size_t(t) * pl::markov::kNumPred * C;
-          b2 -= std::log(std::fmax(qt[pl::markov::kGen2 * C + x[t + 1]], 1e-8)) / N;
-          b1 -= std::log(std::fmax(qt[pl::markov::kGen1 * C + x[t + 1]], 1e-8)) / N;
-        }
-      }
-      done += nb;
+    for (int i = 0; i < 3; ++i) p.gains[i] = g[size_t(i)];
+    std::array<double, mm::kNumSym> th;
+    for (int i = 0; i < mm::kNumSym; ++i) th[size_t(i)] = net.p[size_t(i)];
+    const mm::PlateauProbe pr = mm::probe_plateau(h, th, ct, true);
+    p.loss = pr.loss;
+    p.bayes2 = pr.bayes2;
+    p.bayes1 = pr.bayes1;
+    for (int k = 0; k < 2; ++k) p.c[k] = pr.c[k], p.se[k] = pr.se[k];
+    if (cx.is("readout", "plateau")) {
+      for (int i = 0; i < 3; ++i) p.fixed_gains[i] = p.gains[i];
+    } else if (cx.is("readout", "reference")) {  // the same run at N = readout_N
+      mm::MinConfig rc = mc_;
+      rc.N = int(cx.int_value("readout_N"));
+      if (cx.int_value("tokens") > 0)
+        rc.batch = int(std::max<int64_t>(1, cx.int_value("tokens") / rc.N));
+      mm::Harness ref(rc, k_);
+      const std::array<double, 3> gr = mm::train_plateau_gains(ref, S);
+      for (int i = 0; i < 3; ++i) p.fixed_gains[i] = gr[size_t(i)];
+    } else if (cx.is("readout", "fixed")) {
+      p.fixed_gains[0] = cx.float_value("fixed_g_u");
+      p.fixed_gains[1] = cx.float_value("fixed_g_h");
+      p.fixed_gains[2] = cx.float_value("fixed_g_o");
     }
-    p.loss = L / n;
-    p.bayes2 = b2 / n;
-    p.bayes1 = b1 / n;
-    for (int k = 0; k < 2; ++k) {
-      const double m = s[k] / n, var = (q[k] / n - m * m) * n / std::max(1, n - 1);
-      p.c[k] = -m;
-      p.se[k] = std::sqrt(std::max(var, 0.0) / n);
+    if (!cx.is("readout", "trained")) {
+      std::array<double, mm::kNumSym> tf = {0, 0, p.fixed_gains[0], p.fixed_gains[1],
+                                            p.fixed_gains[2]};
+      p.fixed = mm::probe_plateau(h, tf, ct, false);
     }
     net.p = init;
     h.reset_optimiser();
@@ -310,6 +372,10 @@ class MarkovMinimal {
 
 // Cross-key checks of one point ("" when it is fine).
 std::string check(const pl::sdk::Params& p) {
+  if (p.is("model", "symmetric") && p.int_value("plateau_steps") == 0 &&
+      (p.is("start", "plateau") || p.is("readout", "plateau") || p.is("readout", "reference")))
+    return "markov_minimal: start = \"plateau\" and readout = \"plateau\" / \"reference\" "
+           "need the plateau point: plateau_steps > 0";
   if (p.is("model", "memoriser") && p.bool_value("infinite"))
     return "markov_minimal: model = \"memoriser\" needs finite K (infinite = false): its "
            "capacity is measured against the 2-Mem predictor of the K chains";

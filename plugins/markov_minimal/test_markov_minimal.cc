@@ -4,9 +4,13 @@
 // LN off, MLP off) with its weights set to the symmetric form; the float path on the kernel table
 // vs the double one; the hard-wired layer 1 of the induction model is exactly previous-token;
 // a wide memoriser fits K = 2 chains to the 2-Mem floor; a saved and loaded checkpoint of each
-// model reproduces its losses bit for bit.
+// model reproduces its losses bit for bit; the model choices of tau(N): c_beta, c_delta at a frozen
+// read-out vs finite differences, frozen gains stay bitwise constant, tau_drop on a synthetic fall,
+// the summary's fits for every tau definition and for the c's at the frozen read-out.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +26,7 @@
 #include "markov_minimal/harness.hpp"
 #include "markov_minimal/minimal_checkpoint.hpp"
 #include "markov_minimal/minimal_summary.hpp"
+#include "markov_minimal/symmetric_run.hpp"
 #include "phaselab/kernels.hpp"
 #include "tests/emulation.hpp"
 
@@ -483,4 +488,160 @@ TEST_CASE("markov_minimal: a saved and loaded checkpoint reproduces the losses b
   }
   CHECK(refused);
   std::filesystem::remove(path);
+}
+
+namespace {
+pl::markov::minimal::MinConfig sym_config() {
+  pl::markov::minimal::MinConfig c;
+  c.kind = pl::markov::minimal::Kind::kSymmetric;
+  c.C = 4;
+  c.N = 24;
+  c.infinite = true;
+  c.batch = 8;
+  c.n_eval = 8;
+  c.sgd = true;
+  c.lr = 2.0;
+  c.chain_seed = 3;
+  c.seed = 7;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("markov_minimal: c_beta, c_delta at a frozen read-out match finite differences") {
+  namespace mm = pl::markov::minimal;
+  const pl_kernel_table t = table();
+  mm::Harness h(sym_config(), t);
+  const std::array<double, 3> opt = mm::train_plateau_gains(h, 100);
+  // a read-out away from the optimum (as a frozen one is at another N)
+  const std::array<double, mm::kNumSym> th = {0, 0, 0.4 * opt[0] + 0.3, 0.5, 2.5};
+  const int64_t c_tokens = 24 * 80;  // 80 sequences of N = 24
+  const mm::PlateauProbe p = mm::probe_plateau(h, th, c_tokens, false);
+  // oracle: central differences of the mean loss over the same sequences (blocks of the plateau
+  // gradient stream), from the double model's forward pass only
+  std::vector<int32_t> seqs;
+  const int n = 80, N = 24;
+  for (int64_t blk = 0; int(seqs.size()) < n * (N + 1); ++blk) {
+    h.make_batch(blk, mm::kPlateauGrad);
+    const std::vector<int32_t>& b = h.batch_tokens();
+    const size_t take = std::min(b.size(), size_t(n * (N + 1)) - seqs.size());
+    seqs.insert(seqs.end(), b.begin(), b.begin() + long(take));
+  }
+  mm::SymModel<double> m(4, N, nullptr);
+  auto loss = [&](int k, double d) {
+    m.theta = th;
+    m.theta[size_t(k)] += d;
+    return m.run(seqs.data(), n, nullptr);
+  };
+  const double hh = 1e-4;
+  for (int k = 0; k < 2; ++k) {
+    const double fd = -(loss(k, hh) - loss(k, -hh)) / (2 * hh);
+    CAPTURE(k);
+    MESSAGE(std::string(k ? "c_delta" : "c_beta")
+            << " at the frozen read-out " << p.c[k] << " fd " << fd << " se " << p.se[k]);
+    CHECK(close(p.c[k], fd, 1e-9, 1e-5));
+    CHECK(std::fabs(fd) > 1e-4);  // not a vacuous match (|c| ~ 3e-3 and 1e-2 here)
+    CHECK(p.se[k] > 0);
+  }
+  CHECK(close(p.loss, loss(0, 0), 1e-12, 1e-12));
+  // and it is not the optimal read-out's value
+  const std::array<double, mm::kNumSym> to = {0, 0, opt[0], opt[1], opt[2]};
+  const mm::PlateauProbe po = mm::probe_plateau(h, to, c_tokens, true);
+  CHECK(std::fabs(po.c[0] - p.c[0]) > 1e-4);
+  CHECK(po.loss < p.loss);  // the optimum is lower
+  CHECK(po.bayes2 < po.bayes1);
+}
+
+TEST_CASE("markov_minimal: a frozen read-out stays bitwise constant while beta and delta train") {
+  namespace mm = pl::markov::minimal;
+  const pl_kernel_table t = table();
+  for (const bool frozen : {true, false}) {
+    CAPTURE(frozen);
+    mm::Harness h(sym_config(), t);
+    mm::Net& net = h.net();
+    net.p = {0.1, 0.2, 0.7, 1.3, 2.9};
+    const std::vector<double> p0 = net.p;
+    const std::vector<bool> mask = mm::readout_mask(frozen);
+    for (int64_t s = 1; s <= 40; ++s) h.train_step(s, mask);
+    for (int i = mm::kGu; i <= mm::kGo; ++i) {
+      const bool same = std::memcmp(&net.p[size_t(i)], &p0[size_t(i)], sizeof(double)) == 0;
+      CHECK(same == frozen);
+    }
+    CHECK(net.p[mm::kBeta] != p0[mm::kBeta]);
+    CHECK(net.p[mm::kDelta] != p0[mm::kDelta]);
+  }
+}
+
+TEST_CASE("markov_minimal: tau_drop finds the midpoint of a synthetic fall") {
+  namespace mm = pl::markov::minimal;
+  // windowed loss: NaN for the first 19 steps, plateau 2.0 (with +-0.01 wiggle) to step 500, a
+  // linear fall to 1.2 at step 600, then 1.2: midpoint 1.6 at step 550
+  std::vector<double> wl;
+  for (int t = 1; t <= 900; ++t) {
+    double v = t < 20     ? NAN
+               : t <= 500 ? 2.0 + 0.01 * std::sin(t)
+               : t <= 600 ? 2.0 - 0.008 * (t - 500)
+                          : 1.2;
+    wl.push_back(v);
+  }
+  CHECK(mm::tau_drop(wl, 2.0, 1.2, 0.1) == 550);
+  CHECK(mm::tau_drop(wl, 2.0, 1.2, 0.1, 0.25) == 525);
+  CHECK(std::isnan(mm::tau_drop(wl, 2.0, 1.2, 0.9)));    // a fall below min_fall is not timed
+  CHECK(std::isnan(mm::tau_drop(wl, 2.0, 2.05, 0.0)));   // no fall
+  CHECK(std::isnan(mm::tau_drop(wl, NAN, 1.2, 0.1)));    // no plateau loss
+  std::vector<double> up(wl.begin(), wl.begin() + 500);  // never crossed
+  CHECK(std::isnan(mm::tau_drop(up, 2.0, 1.2, 0.1)));
+}
+
+TEST_CASE("markov_minimal: summary fits every tau definition and the c's at the frozen read-out") {
+  const std::string dir = "markov_minimal_summary_tau_test";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir + "/run.csv");
+    f.precision(17);
+    // per read-out group: tau_drop = 5 N / ln N; tau_takeoff = 30 N^0.3 (trained) or 2 N / ln N
+    // (reference); tau only for the trained read-out; c_beta_fixed = 0.3 ln N / N
+    f << "N,readout,seed,model,tau,tau_drop,tau_takeoff,c_beta,c_beta_se,c_beta_fixed,"
+         "c_beta_fixed_se\n";
+    for (const char* ro : {"trained", "reference"})
+      for (const int N : {16, 64, 256, 1024, 4096})
+        for (const int s : {0, 1}) {
+          const double n = N, ln = std::log(n);
+          const bool tr = std::string(ro) == "trained";
+          f << N << "," << ro << "," << s << ",symmetric,";
+          if (tr) f << 100 * std::pow(n, 0.2);
+          f << "," << 5 * n / ln << "," << (tr ? 30 * std::pow(n, 0.3) : 2 * n / ln)
+            << ",2e-4,1e-5," << 0.3 * ln / n << ",1e-6\n";
+        }
+  }
+  std::string msg;
+  REQUIRE(pl::markov::minimal::write_minimal_summary(dir, &msg, false));
+  pl::sdk::Table fits;
+  std::string why;
+  REQUIRE_MESSAGE(fits.read(dir + "/minimal_fits.csv", &why), why);
+  std::map<std::string, std::vector<std::string>> rows;
+  for (size_t r = 0; r < fits.rows(); ++r)
+    rows[fits.str(r, 0) + "|" + fits.str(r, 1)] = fits.row(r);
+  auto value = [&](const std::string& q, const std::string& g, int col) {
+    const std::string key = q + "|" + g;
+    REQUIRE_MESSAGE(rows.count(key), key);
+    return std::atof(rows[key][size_t(col)].c_str());
+  };
+  // columns: quantity, group, points, value, stderr, rms, alt, alt_rms
+  for (const char* g : {"readout=trained", "readout=reference"}) {
+    CAPTURE(g);
+    CHECK(close(value("tau_drop power p all N", g, 6), 5.0, 1e-9, 1e-9));  // c of c N / ln N
+    CHECK(value("tau_drop power p all N", g, 7) < 1e-9);
+    CHECK(value("tau_drop power p all N", g, 5) > 1e-3);  // a power law does not fit N / ln N
+    CHECK(close(value("tau_drop (N/lnN)^q q all N", g, 3), 1.0, 1e-9, 0));
+    CHECK(close(value("c_beta_fixed power s", g, 6), 0.3, 1e-9, 1e-9));  // a of a ln N / N
+    CHECK(value("c_beta_fixed power s", g, 7) < 1e-9);
+    CHECK(value("c_beta power s", g, 7) > 1e-2);  // flat c: ln N / N does not fit
+  }
+  CHECK(close(value("tau_takeoff power p all N", "readout=trained", 3), 0.3, 1e-9, 0));
+  CHECK(value("tau_takeoff power p all N", "readout=trained", 5) < 1e-9);
+  CHECK(value("tau_takeoff power p all N", "readout=trained", 7) > 1e-2);
+  CHECK(close(value("tau_takeoff power p all N", "readout=reference", 6), 2.0, 1e-9, 1e-9));
+  CHECK(close(value("tau power p all N", "readout=trained", 3), 0.2, 1e-9, 0));
+  CHECK(rows.count("tau power p all N|readout=reference") == 0);  // no threshold tau there
+  std::filesystem::remove_all(dir);
 }
