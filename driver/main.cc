@@ -17,8 +17,8 @@
 #include "driver/merge.hpp"
 #include "driver/mpi_run.hpp"
 #include "driver/new_plugin.hpp"
-#include "driver/plugins.hpp"
 #include "driver/plan.hpp"
+#include "driver/plugins.hpp"
 #include "driver/run.hpp"
 #include "driver/status.hpp"
 #include "driver/text.hpp"
@@ -264,14 +264,15 @@ int cmd_run(const Args& a, int argc, char** argv) {
   std::string why;
   // --plan --shard auto/N (or N): only the count matters, no scheduler environment needed.
   std::string shard_text = a.has("--shard") ? a.options.at("--shard") : "";
-  if (a.has("--plan") && !shard_text.empty() && shard_text.find_first_not_of("0123456789") ==
-                                                     std::string::npos)
+  if (a.has("--plan") && !shard_text.empty() &&
+      shard_text.find_first_not_of("0123456789") == std::string::npos)
     shard_text = "0/" + shard_text;
-  if (a.has("--plan") && shard_text.rfind("auto/", 0) == 0) shard_text = "0/" + shard_text.substr(5);
+  if (a.has("--plan") && shard_text.rfind("auto/", 0) == 0)
+    shard_text = "0/" + shard_text.substr(5);
   if (a.has("--shard") &&
       !parse_shard(
-          shard_text, [](const char* v) -> const char* { return std::getenv(v); },
-          &opt.shard, &why)) {
+          shard_text, [](const char* v) -> const char* { return std::getenv(v); }, &opt.shard,
+          &why)) {
     std::fprintf(stderr, "phaselab run: error: %s\n", why.c_str());
     return kExitUsage;
   }

@@ -6,11 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "driver/limits.hpp"
 #include "driver/shard.hpp"
@@ -97,8 +96,9 @@ int plan_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt) 
   if (costs.empty())
     std::printf("cost: the plugin exports no estimate; points are dealt by count\n");
   else if (cal.points)
-    std::printf("cost: the plugin's estimate, %.4g CPU-s per unit from %zu finished point%s in %s\n",
-                cal.seconds_per_cost, cal.points, cal.points == 1 ? "" : "s", opt.out.c_str());
+    std::printf(
+        "cost: the plugin's estimate, %.4g CPU-s per unit from %zu finished point%s in %s\n",
+        cal.seconds_per_cost, cal.points, cal.points == 1 ? "" : "s", opt.out.c_str());
   else
     std::printf(
         "cost: the plugin's estimate in its own units (give --out DIR with finished points of "
@@ -130,11 +130,18 @@ int plan_run(const RunConfig& cfg, const Plugin& plugin, const RunOptions& opt) 
   else
     std::printf("memory: the plugin exports no estimate (%s for the point list)\n",
                 format_bytes(mem.bookkeeping).c_str());
-  const uint64_t mb = (mem.total + mem.total / 4 + (1u << 20) - 1) >> 20;  // +25%, in MB
+  // The estimate is the points' data; the process itself (binary, libraries, thread stacks)
+  // measured 31-36 MB resident on small runs, so 64 MB are added before the 25% margin.
+  const uint64_t process = uint64_t(64) << 20;
+  const uint64_t need = mem.total + process;
+  const uint64_t mb = (need + need / 4 + (1u << 20) - 1) >> 20;
   std::printf("sbatch: --cpus-per-task=%d --mem=%lluM", threads, (unsigned long long)mb);
   if (secs) std::printf(" --time=%s", hms(1.5 * worst).c_str());
-  std::printf("%s\n", secs ? "  (memory +25%, time 1.5x the slowest shard)"
-                           : "  (memory +25%; --time needs a calibration, see above)");
+  std::printf("%s\n", secs
+                          ? "  (memory: the estimate + 64 MB for the process, +25%; time 1.5x the "
+                            "slowest shard)"
+                          : "  (memory: the estimate + 64 MB for the process, +25%; --time needs a "
+                            "calibration, see above)");
   return 0;
 }
 

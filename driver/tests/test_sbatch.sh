@@ -65,6 +65,30 @@ else
   cat "$tmp/requeue.log"
   status=1
 fi
+# `phaselab run --plan --shard N` deals the points as the shards did (the same counts per shard
+# as the sweep's shard folders) and runs nothing; with --out of a finished run it prices them.
+plan=$("$PHASELAB" run "$tmp/s.toml" --plan --shard 3)
+for i in 0 1 2; do
+  want=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["points"]))' \
+    "$tmp/sweep/shard-$i-of-3/run.json")
+  got=$(awk -v s=$i '$1 == s && NF >= 3 {print $2}' <<<"$plan")
+  if [[ $got != "$want" ]]; then
+    echo "--plan gives shard $i $got points, its folder has $want:"
+    echo "$plan"
+    status=1
+  fi
+done
+[[ ! -e $tmp/s-plan ]] || status=1
+priced=$("$PHASELAB" run "$tmp/s.toml" --plan --shard 3 --out "$tmp/one")
+if grep -q 'CPU-s per unit from 20 finished points' <<<"$priced" && grep -q -- '--time=' <<<"$priced"; then
+  echo "--plan: shard counts as the shards ran them; priced from the finished run:"
+  echo "$priced"
+else
+  echo "--plan with a finished run did not price the shards:"
+  echo "$priced"
+  status=1
+fi
+
 # scripts/slurm/mpi.sbatch inside its job: through a stand-in srun (one rank: the script's
 # arguments, --threads from SLURM_CPUS_PER_TASK and --resume), and through mpirun (one rank per
 # node: one here) when Open MPI is installed; both must give the one-process tables, and a second
