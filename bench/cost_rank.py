@@ -60,18 +60,19 @@ def main():
         params = rec["config"].get("params", {})
         for p in rec["points"]:
             if p["status"] == "ok":
-                pts.append({**{k: params[k] for k in ("method",) if k in params}, **p})
+                pts.append({**{k: params[k] for k in ("method", "model") if k in params}, **p})
     if not pts or "cost" not in pts[0]:
         sys.exit("cost_rank: the plugin has no cost estimate (no `cost` in run.json's points)")
     cost, sec = [p["cost"] for p in pts], [p["seconds"] for p in pts]
     rho = spearman(cost, sec)
-    keys = [k for k in pts[0] if k not in ("index", "status", "seconds", "cost", "rows", "rank")]
+    skip = ("index", "status", "seconds", "cost", "rows", "rank")
     scale = sum(sec) / sum(cost)
     print(f"{len(pts)} points, {sum(sec):.1f} s in all; Spearman rank correlation of cost and seconds: {rho:.3f}")
     worst = sorted(pts, key=lambda p: abs(math.log(max(p["seconds"], 1e-9) / (p["cost"] * scale))))[-5:]
     print("largest misestimates (seconds / (cost x mean seconds per cost)):")
     for p in reversed(worst):
-        print("  " + " ".join(f"{k}={p[k]}" for k in keys) + f": {p['seconds']:.3f} s, ratio {p['seconds'] / (p['cost'] * scale):.2f}")
+        print("  " + " ".join(f"{k}={v}" for k, v in p.items() if k not in skip) +
+              f": {p['seconds']:.3f} s, ratio {p['seconds'] / (p['cost'] * scale):.2f}")
     return 0
 
 
