@@ -3,7 +3,7 @@
 """The reproduction scoreboard: every claim of the two papers phaselab reproduces, tested by the
 configs behind it, with a measured value, a verdict, a figure and the CPU it took.
 
-  scripts/reproduce.py --quick --out DIR     every claim at reduced size (about 20-30 CPU-minutes)
+  scripts/reproduce.py --quick --out DIR     every claim at reduced size (about 18 CPU-minutes)
   scripts/reproduce.py --full --out DIR      the papers' scale: prints the CPU-hour estimate and
                                              asks for --yes before it starts; --launcher picks
                                              one process, shards (+ merge), mpirun or Slurm
