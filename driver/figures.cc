@@ -122,11 +122,27 @@ bool png_complete(const std::string& path) {
   return data.compare(0, 8, sig, 8) == 0 && data.compare(data.size() - 12, 12, iend, 12) == 0;
 }
 
+// A whole figure file of its format: a PNG as above, a PDF from %PDF to its last %%EOF, an SVG
+// from its <svg element to the closing </svg>.
+bool figure_complete(const std::string& path, const std::string& format) {
+  if (format == "png") return png_complete(path);
+  std::string data;
+  if (!read_file(path, &data, nullptr)) return false;
+  while (!data.empty() && std::isspace(static_cast<unsigned char>(data.back()))) data.pop_back();
+  auto ends = [&](const std::string& tail) {
+    return data.size() >= tail.size() &&
+           data.compare(data.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (format == "pdf") return data.compare(0, 5, "%PDF-") == 0 && ends("%%EOF");
+  return data.find("<svg") != std::string::npos && ends("</svg>");
+}
+
 struct Tool {
   std::string exe, terminal, version, why;
 };
 
-Tool find_gnuplot(const std::string& scratch_dir) {
+// `format`: png (pngcairo, else the libgd png terminal), pdf (pdfcairo) or svg.
+Tool find_gnuplot(const std::string& scratch_dir, const std::string& format = "png") {
   Tool t;
   const char* env = std::getenv("PHASELAB_GNUPLOT");  // path to gnuplot; empty: no figures
   if (env)
@@ -140,9 +156,12 @@ Tool find_gnuplot(const std::string& scratch_dir) {
   }
   const std::string log = scratch_dir + "/.gnuplot-probe.log";
   // pngcairo draws antialiased text; the libgd png terminal is the fallback.
-  for (const char* term : {"pngcairo", "png"}) {
-    if (run_tool(t.exe, {"-e", std::string("set terminal ") + term + "; print GPVAL_VERSION"}, "",
-                 log) == 0) {
+  const std::vector<std::string> terms = format == "pdf" ? std::vector<std::string>{"pdfcairo"}
+                                         : format == "svg"
+                                             ? std::vector<std::string>{"svg"}
+                                             : std::vector<std::string>{"pngcairo", "png"};
+  for (const std::string& term : terms) {
+    if (run_tool(t.exe, {"-e", "set terminal " + term + "; print GPVAL_VERSION"}, "", log) == 0) {
       t.terminal = term;
       std::string v;
       read_file(log, &v, nullptr);
@@ -153,7 +172,8 @@ Tool find_gnuplot(const std::string& scratch_dir) {
   }
   std::remove(log.c_str());
   if (t.terminal.empty()) {
-    t.why = t.exe + " has neither the pngcairo nor the png terminal";
+    t.why = t.exe + (format == "png" ? " has neither the pngcairo nor the png terminal"
+                                     : " has no " + terms[0] + " terminal");
     t.exe.clear();
   }
   return t;
@@ -318,6 +338,7 @@ class Figure {
   Figure(const PlotSpec& ps, std::vector<Source> sources, const Tool& tool)
       : ps_(&ps), tool_(tool), src_(std::move(sources)) {
     name_ = std::filesystem::path(ps.out).stem().string();
+    format_ = std::filesystem::path(ps.out).extension().string().substr(1);
     res_.name = name_;
     logx_ = ps.logx;
     logy_ = ps.logy;
@@ -971,8 +992,25 @@ class Figure {
     return g;
   }
   std::string terminal() const {
-    return tool_.terminal.empty() ? std::string("pngcairo") : tool_.terminal;
+    if (!tool_.terminal.empty()) return tool_.terminal;  // the one found for format_
+    return format_ == "pdf" ? "pdfcairo" : format_ == "svg" ? "svg" : "pngcairo";
   }
+  // `set terminal` with the figure's size in pixels of the PNG. Text in points is larger in a
+  // pngcairo PNG than in a PDF or SVG of the same size: a PDF takes 128 pixels per inch (960
+  // pixels: 7.5 in), an SVG 3/4 of the pixels, so that text and page keep the PNG's proportions.
+  std::string terminal_line(size_t width, size_t height, const std::string& font = "") const {
+    std::string size = std::to_string(width) + "," + std::to_string(height);
+    if (terminal() == "pdfcairo") {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.2fin,%.2fin", double(width) / 128.0,
+                    double(height) / 128.0);
+      size = buf;
+    } else if (terminal() == "svg") {
+      size = std::to_string(width * 3 / 4) + "," + std::to_string(height * 3 / 4);
+    }
+    return "set terminal " + terminal() + " size " + size + font + "\n";
+  }
+  std::string file_name() const { return name_ + "." + format_; }
   std::string title() const {
     if (ps_) {  // one curve has no legend entry: the title says what it pools
       const std::string t = ps_->title.empty() ? name_ : ps_->title;
@@ -989,7 +1027,7 @@ class Figure {
   std::string script() const {
     std::string axes = heatmap_ ? heatmap_axes() : xy_axes();
     if (hist_) axes += "set style fill transparent solid 0.3\n";
-    std::string g = "# " + one_line(name_) + ".png from " + one_line(name_) +
+    std::string g = "# " + one_line(file_name()) + " from " + one_line(name_) +
                     ".dat; redraw with: gnuplot " + one_line(name_) + ".gp\n";
     if (dropped_) g += "# " + std::to_string(dropped_) + " rows outside the declared categories\n";
     return g + (faceted_ ? faceted_script(axes) : single_script(axes));
@@ -1000,9 +1038,9 @@ class Figure {
     // the plot, the figure taller by a line per entry, the plot as wide as without a legend.
     const bool below = ps_ && legend();
     const size_t height = below ? 640 + 18 * series_titles_.size() : 640;
-    std::string g = "set terminal " + terminal() + " size 960," + std::to_string(height) + "\n";
+    std::string g = terminal_line(960, height);
     g += "set termoption noenhanced\n";
-    g += "set output " + gp(name_ + ".png") + "\n";
+    g += "set output " + gp(file_name()) + "\n";
     g += "set title " + gp(title()) + "\n";
     g += "set xlabel " + gp(xlabel()) + "\nset ylabel " + gp(ylabel()) + "\n" + axes;
     g += !legend() ? "unset key\n"
@@ -1025,10 +1063,9 @@ class Figure {
     const double pw = (1 - strip) / double(cols), ph = (1 - top) / double(rows);
     std::string g = "# facets: " + std::to_string(panels) + " panels by " + one_line(facet_name_) +
                     ", " + std::to_string(rows) + " rows x " + std::to_string(cols) + " columns\n";
-    g += "set terminal " + terminal() + " size " + std::to_string(width) + "," +
-         std::to_string(height) + " font ',9'\n";
+    g += terminal_line(width, height, " font ',9'");
     g += "set termoption noenhanced\n";
-    g += "set output " + gp(name_ + ".png") + "\n" + axes + "unset key\n";
+    g += "set output " + gp(file_name()) + "\n" + axes + "unset key\n";
     g += "set multiplot title " + gp(title()) + " font ',11'\n";
     for (size_t pi = 0; pi < panels; ++pi) {
       const size_t r = pi / cols, c = pi % cols;
@@ -1065,15 +1102,16 @@ class Figure {
 
   void run_gnuplot(const std::string& fig_dir) {
     const std::string base = fig_dir + "/" + name_, log = base + ".log";
+    const std::string file = fig_dir + "/" + file_name();
     const int rc = run_tool(tool_.exe, {name_ + ".gp"}, fig_dir, log);
     std::string log_text;
     read_file(log, &log_text, nullptr);
     std::error_code ec;
-    const auto size = std::filesystem::file_size(base + ".png", ec);
+    const auto size = std::filesystem::file_size(file, ec);
     if (rc > 128) {  // Ctrl-C reaches gnuplot too: not a gnuplot error
       fail("gnuplot was stopped by signal " + std::to_string(rc - 128) + " (" +
            strsignal(rc - 128) + "); redraw with: cd " + fig_dir + " && gnuplot " + name_ + ".gp");
-      std::remove((base + ".png").c_str());  // a partial PNG
+      std::remove(file.c_str());  // a partial file
       return;
     }
     if (rc != 0 || ec || size == 0) {
@@ -1085,14 +1123,18 @@ class Figure {
            ", see " + log);
       return;
     }
-    if (!png_complete(base + ".png")) {  // e.g. gnuplot ran out of disk space mid-file
-      fail("cannot write " + base + ".png: the file gnuplot wrote is truncated (" +
-           std::to_string(size) + " bytes, no PNG end chunk; disk full?)");
-      std::remove((base + ".png").c_str());
+    if (!figure_complete(file, format_)) {  // e.g. gnuplot ran out of disk space mid-file
+      fail("cannot write " + file + ": the file gnuplot wrote is truncated (" +
+           std::to_string(size) + " bytes, no " +
+           (format_ == "png"   ? std::string("PNG end chunk")
+            : format_ == "pdf" ? std::string("%%EOF")
+                               : std::string("</svg>")) +
+           "; disk full?)");
+      std::remove(file.c_str());
       return;
     }
     if (log_text.empty()) std::remove(log.c_str());  // keep only logs that say something
-    res_.png = base + ".png";
+    res_.png = file;
     if (dropped_)
       res_.note = std::to_string(dropped_) + " rows outside the declared categories not drawn";
   }
@@ -1110,8 +1152,9 @@ class Figure {
   std::vector<std::string> pooled_;  // swept parameters the run figure averages over
   const PlotSpec* ps_ = nullptr;     // or `phaselab plot`'s figure
   const Tool& tool_;
-  std::string title_note_;  // added to a run figure's title (a partial merge)
-  std::string name_;        // file names: <name>.png, .gp, .dat (and .csv for `phaselab plot`)
+  std::string title_note_;      // added to a run figure's title (a partial merge)
+  std::string name_;            // file names: <name>.png, .gp, .dat (and .csv for `phaselab plot`)
+  std::string format_ = "png";  // the figure's: png, or `phaselab plot --out` FIG.pdf / FIG.svg
   FigureResult res_;
   pl_plot_style style_{};
   bool heatmap_ = false, hist_ = false, logx_ = false, logy_ = false, points_ = false;
@@ -1384,7 +1427,8 @@ bool check_outputs(const std::filesystem::path& out, const std::vector<Source>& 
   };
   const bool ours = starts(fs::path(base.string() + ".dat"),
                            "# " + one_line(stem) + ": written by phaselab plot from ");
-  for (const char* ext : {".png", ".gp", ".dat", ".csv", ".log"}) {
+  for (const std::string& ext : {out.extension().string(), std::string(".gp"), std::string(".dat"),
+                                 std::string(".csv"), std::string(".log")}) {
     const fs::path p = base.string() + ext;
     std::error_code ec;
     const fs::file_status st = fs::symlink_status(p, ec);
@@ -1395,12 +1439,13 @@ bool check_outputs(const std::filesystem::path& out, const std::vector<Source>& 
                ", a table this plot reads; choose another --out";
         return false;
       }
-    const bool mine = fs::is_regular_file(st) && ours &&
-                      (std::string(ext) != ".csv" || starts(p, "series,x,y,se,n\n"));
+    const bool mine =
+        fs::is_regular_file(st) && ours && (ext != ".csv" || starts(p, "series,x,y,se,n\n"));
     if (!mine) {
       *why = "--out " + out.string() + " would overwrite " + p.string() +
              ", which no earlier phaselab plot to " + out.filename().string() +
-             " wrote (phaselab plot writes FIG.png, .gp, .dat, .csv and .log); choose another "
+             " wrote (phaselab plot writes FIG.png (or .pdf, .svg), .gp, .dat, .csv and .log); "
+             "choose another "
              "--out or remove it";
       return false;
     }
@@ -1426,9 +1471,10 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
   PlotOutcome o;
   namespace fs = std::filesystem;
   const fs::path out(spec.out);
-  if (out.extension() != ".png" || out.stem().empty()) {
+  const std::string ext = out.extension().string();
+  if ((ext != ".png" && ext != ".pdf" && ext != ".svg") || out.stem().empty()) {
     o.status = 2;
-    o.error = "--out must name a .png file, got " + driver::quoted(spec.out);
+    o.error = "--out must name a .png, .pdf or .svg file, got " + driver::quoted(spec.out);
     return o;
   }
   if (one_line(spec.out) != spec.out) {
@@ -1460,7 +1506,7 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
   const std::string fig_dir = out.parent_path().empty() ? "." : out.parent_path().string();
   std::error_code ec;
   fs::create_directories(fig_dir, ec);  // a failure shows as the write error
-  const Tool tool = find_gnuplot(fig_dir);
+  const Tool tool = find_gnuplot(fig_dir, ext.substr(1));
   o.tool = tool.exe.empty() ? tool.why : "gnuplot " + tool.version + " (" + tool.terminal + ")";
   std::vector<std::string> pooled;
   for (const auto& src : sources) {

@@ -158,9 +158,40 @@ TEST_CASE("plot: a column named that is not in its table is an error naming both
   o = plot_without_gnuplot(spec);
   CHECK(o.status == 2);
   CHECK(o.error.find("no rows") != std::string::npos);
-  // --out must be a PNG.
-  spec.out = dir / "bad.svg";
-  CHECK(plot_without_gnuplot(spec).status == 2);
+  // --out must be a PNG, a PDF or an SVG.
+  for (const char* bad : {"bad.jpg", "bad.eps", "bad", ".pdf"}) {
+    CAPTURE(bad);
+    spec.out = dir / bad;
+    o = plot_without_gnuplot(spec);
+    CHECK(o.status == 2);
+    CHECK(o.error.find("--out must name a .png, .pdf or .svg file") != std::string::npos);
+  }
+}
+
+// FIG.pdf and FIG.svg: the script draws with gnuplot's vector terminals (even when gnuplot is
+// absent, so the .gp redraws it later), the page with the PNG's proportions of text to page.
+TEST_CASE("plot: --out FIG.pdf and FIG.svg write scripts for the vector terminals") {
+  TempDir dir("pl_plot");
+  spit(dir / "t.csv", kTable);
+  PlotSpec spec;
+  spec.series = {series(dir / "t.csv:x=P:y=cG:where=attention=softmax:group=branch")};
+  spec.out = dir / "v.pdf";
+  PlotOutcome o = plot_without_gnuplot(spec);
+  INFO(o.error);
+  REQUIRE(o.status == 0);
+  std::string gp = slurp(dir / "v.gp");
+  CHECK(gp.rfind("# v.pdf from v.dat", 0) == 0);
+  CHECK(gp.find("set terminal pdfcairo size 7.50in,5.") != std::string::npos);
+  CHECK(gp.find("set output 'v.pdf'") != std::string::npos);
+  CHECK(gp.find("png") == std::string::npos);
+  CHECK(exists(dir / "v.csv"));
+  spec.out = dir / "v.svg";  // redraws the same .gp, .dat and .csv
+  o = plot_without_gnuplot(spec);
+  REQUIRE(o.status == 0);
+  gp = slurp(dir / "v.gp");
+  CHECK(gp.find("set terminal svg size 720,") != std::string::npos);
+  CHECK(gp.find("set output 'v.svg'") != std::string::npos);
+  CHECK(gp.find("pdf") == std::string::npos);
 }
 
 TEST_CASE("plot: two run folders, {param:NAME} from run.json, mean +- s.e.") {
