@@ -430,6 +430,8 @@ class Figure {
     } else {
       s.ys.push_back({pd.x, s.xc});
     }
+    // A tick-label column not in the table leaves the numbers.
+    if (style_.xtic_column && *style_.xtic_column && !xcat_.on()) xtc_ = col(style_.xtic_column);
     if (heatmap_) {
       zc_ = style_.z ? col(style_.z) : -1;
       if (zc_ < 0)
@@ -597,6 +599,7 @@ class Figure {
           glabel += (glabel.empty() ? "" : ", ") + s.recs[0][size_t(g)] + "=" + rec[size_t(g)];
         double x;
         if (!axis_value(xcat_, rec[size_t(s.xc)], logx_, &x)) continue;
+        if (xtc_ >= 0 && si == 0) xtics_.emplace(x, rec[size_t(xtc_)]);  // the first row's
         for (const auto& [yname, yc] : s.ys) {
           double y = 0;
           if (!hist_ && !axis_value(ycat_, rec[size_t(yc)], logy_, &y)) continue;
@@ -886,11 +889,14 @@ class Figure {
       return c.on() && v >= 0 && v < double(c.labels.size()) ? c.labels[size_t(v)]
                                                              : format_double(v);
     };
-    for (size_t i = 0; i < hx_.size(); ++i)
-      xt += (i ? ", " : "") + gp(tick(xcat_, hx_[i])) + " " + std::to_string(i);
+    for (size_t i = 0; i < hx_.size(); ++i) {
+      const auto named = xtics_.find(hx_[i]);
+      xt += (i ? ", " : "") + gp(named != xtics_.end() ? named->second : tick(xcat_, hx_[i])) +
+            " " + std::to_string(i);
+    }
     for (size_t i = 0; i < hy_.size(); ++i)
       yt += (i ? ", " : "") + gp(tick(ycat_, hy_[i])) + " " + std::to_string(i);
-    axes += "set xtics " + xt + ")\nset ytics " + yt + ")\n";
+    axes += "set xtics " + xt + ")" + xtics_rotation() + "\nset ytics " + yt + ")\n";
     axes += "set xrange [-0.5:" + format_double(double(hx_.size()) - 0.5) + "]\n";
     axes += "set yrange [-0.5:" + format_double(double(hy_.size()) - 0.5) + "]\n";
     axes += "unset grid\nset tics out nomirror\n";
@@ -914,6 +920,22 @@ class Figure {
       if (ylo_ <= yhi_) axes += "set cbrange " + range(padded(ylo_, yhi_, false)) + "\n";
     }
     return axes;
+  }
+
+  // Named x ticks longer than fit side by side (about 40 characters across a panel, 80 across
+  // a single plot) are turned upright, each ending under its tick (a panel is made wide enough
+  // to give each tick kTicPixels).
+  bool xtics_turned() const {
+    size_t chars = 0;
+    for (const auto& [x, label] : xtics_) chars += label.size() + 2;
+    return chars > (faceted_ ? 40u : 80u);
+  }
+  std::string xtics_rotation() const { return xtics_turned() ? " rotate by 90 right" : ""; }
+  static constexpr size_t kTicPixels = 14;
+  size_t longest_xtic() const {
+    size_t n = 0;
+    for (const auto& [x, label] : xtics_) n = std::max(n, label.size());
+    return n;
   }
 
   // Under two decades a log x axis has one or two labelled ticks: label the data's x instead.
@@ -953,6 +975,12 @@ class Figure {
     if (xcat_.on()) axes += "set xtics " + xcat_.tics() + "\n";
     if (ycat_.on()) axes += "set ytics " + ycat_.tics() + "\n";
     if (logx_) axes += "set logscale x\n" + log_x_tics();
+    if (!xtics_.empty()) {  // named ticks at the x drawn
+      std::string t;
+      for (const auto& [x, label] : xtics_)
+        t += (t.empty() ? "" : ", ") + gp(label) + " " + format_double(x);
+      axes += "set xtics (" + t + ")" + xtics_rotation() + "\n";
+    }
     // %g: 1, 0.1, 0.001, 1e-05 (gnuplot's default labels a log axis 1.00000, 0.00010).
     if (logy_) axes += "set logscale y\nset format y '%g'\n" + log_y_tics(yr);
     // The band's lower edge, clipped to the bottom of the plot (log axes cannot show <= 0).
@@ -1037,7 +1065,9 @@ class Figure {
     // `phaselab plot`'s legend entries name runs and selections (long): a column of them under
     // the plot, the figure taller by a line per entry, the plot as wide as without a legend.
     const bool below = ps_ && legend();
-    const size_t height = below ? 640 + 18 * series_titles_.size() : 640;
+    // Turned x tick names take their length (7 pixels a character) from the plot: add it.
+    const size_t height = (below ? 640 + 18 * series_titles_.size() : 640) +
+                          (xtics_turned() ? 7 * longest_xtic() : 0);
     std::string g = terminal_line(960, height);
     g += "set termoption noenhanced\n";
     g += "set output " + gp(file_name()) + "\n";
@@ -1058,7 +1088,11 @@ class Figure {
     if (cols == 0) cols = size_t(std::ceil(std::sqrt(double(panels))));
     cols = std::max<size_t>(1, std::min(cols, panels));
     const size_t rows = (panels + cols - 1) / cols;
-    const size_t width = 380 * cols + (legend() ? 240 : 0), height = 50 + 300 * rows;
+    // Panels of 380 x 300 pixels, wider where named x ticks need kTicPixels each (the plot
+    // takes about 190 pixels less than its panel), taller by the length of turned ticks.
+    const size_t panel_w = std::max<size_t>(380, 190 + kTicPixels * xtics_.size());
+    const size_t panel_h = 300 + (xtics_turned() ? 7 * longest_xtic() : 0);
+    const size_t width = panel_w * cols + (legend() ? 240 : 0), height = 50 + panel_h * rows;
     const double strip = legend() ? 240.0 / double(width) : 0.0, top = 40.0 / double(height);
     const double pw = (1 - strip) / double(cols), ph = (1 - top) / double(rows);
     std::string g = "# facets: " + std::to_string(panels) + " panels by " + one_line(facet_name_) +
@@ -1161,7 +1195,8 @@ class Figure {
   Categories xcat_, ycat_, zcat_;
   std::vector<Source> src_;
   // columns of source 0 (run figures)
-  int zc_ = -1, fc_ = -1;
+  int zc_ = -1, fc_ = -1, xtc_ = -1;     // xtc_: the column naming the x ticks
+  std::map<double, std::string> xtics_;  // x drawn -> its name (from xtc_)
   std::string fixed_;  // group_by and facet parameters that are constant in this run
   std::string facet_name_;
   // rows

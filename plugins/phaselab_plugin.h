@@ -140,7 +140,11 @@ typedef struct pl_plot_style {
   const char* z_categories;
   const char* xlabel; /* axis titles (default: the column names) */
   const char* ylabel;
-  const void* reserved[4];
+  /* x tick labels from a text column of the same table: each x drawn is labelled by that
+   * column's cell in its rows (circuits: x = edge_index, labelled E->A1.q, E->A1.k, ...). A
+   * name not in the table leaves the numbers. Was reserved[0]: zero in older plugins. */
+  const char* xtic_column;
+  const void* reserved[3];
 } pl_plot_style;
 
 /* One figure, figures/<name>.png: columns of `table` plotted against each other, one curve per
