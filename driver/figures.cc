@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -620,6 +621,9 @@ class Figure {
             series_titles_.push_back(series_title(s, rec, glabel, yname));
             series_kinds_.push_back(s.kind);
             series_options_.push_back(s.options);
+            std::map<std::string, std::string> values;  // its group columns' values
+            for (int g : s.groups) values[s.recs[0][size_t(g)]] = rec[size_t(g)];
+            series_groups_.push_back(values);
             it = series_keys_.end() - 1;
           }
           if (std::find(panel_values_.begin(), panel_values_.end(), panel) == panel_values_.end())
@@ -687,7 +691,21 @@ class Figure {
       for (const auto& s : src_) files.push_back(s.file);
       dat_ = "# " + one_line(name_) + ": written by phaselab plot from " + one_line(joined(files)) +
              "\n";
-      csv_ = "series,x,y,se,n\n";
+      // One more column per group= column (of any series, in order of first appearance):
+      // the series' value, empty for a series not grouped by it.
+      std::vector<std::string> header = {"series", "x", "y", "se", "n"};
+      for (const auto& s : src_)
+        for (int g : s.groups) {
+          std::string name = s.recs[0][size_t(g)];
+          if (std::find(kCsvColumns.begin(), kCsvColumns.end(), name) != kCsvColumns.end())
+            name = "group_" + name;  // a group column named x, say
+          if (std::find(csv_groups_.begin(), csv_groups_.end(), s.recs[0][size_t(g)]) ==
+              csv_groups_.end()) {
+            csv_groups_.push_back(s.recs[0][size_t(g)]);
+            header.push_back(name);
+          }
+        }
+      csv_ = csv_line(header) + "\n";
     }
     size_t block = 0;
     panel_plots_.resize(panel_values_.size());
@@ -812,7 +830,13 @@ class Figure {
   // `phaselab plot`'s FIG.csv: one line per value drawn.
   void csv_row(size_t si, double x, double y, const std::string& se, const std::string& n) {
     if (!ps_) return;
-    csv_ += csv_line({series_titles_[si], format_double(x), format_double(y), se, n}) + "\n";
+    std::vector<std::string> cells = {series_titles_[si], format_double(x), format_double(y), se,
+                                      n};
+    for (const auto& g : csv_groups_) {
+      const auto it = series_groups_[si].find(g);
+      cells.push_back(it == series_groups_[si].end() ? "" : it->second);
+    }
+    csv_ += csv_line(cells) + "\n";
   }
 
   // Mean +- standard error per x: error bars, or a band under the line when there are many x.
@@ -1209,6 +1233,9 @@ class Figure {
   std::vector<double> hx_, hy_;  // heat map: distinct x and y
   // data file
   std::string dat_, csv_;
+  static constexpr std::array<const char*, 5> kCsvColumns = {"series", "x", "y", "se", "n"};
+  std::vector<std::string> csv_groups_;  // FIG.csv's group columns after series,x,y,se,n
+  std::vector<std::map<std::string, std::string>> series_groups_;  // per series: column -> value
   bool any_errorbars_ = false;
   double xlo_ = INFINITY, xhi_ = -INFINITY, ylo_ = INFINITY, yhi_ = -INFINITY;
   std::vector<std::vector<std::string>> panel_plots_;
@@ -1475,7 +1502,8 @@ bool check_outputs(const std::filesystem::path& out, const std::vector<Source>& 
         return false;
       }
     const bool mine =
-        fs::is_regular_file(st) && ours && (ext != ".csv" || starts(p, "series,x,y,se,n\n"));
+        fs::is_regular_file(st) && ours &&
+        (ext != ".csv" || starts(p, "series,x,y,se,n\n") || starts(p, "series,x,y,se,n,"));
     if (!mine) {
       *why = "--out " + out.string() + " would overwrite " + p.string() +
              ", which no earlier phaselab plot to " + out.filename().string() +
