@@ -328,6 +328,10 @@ class Figure {
     xcat_ = parse_categories(style_.x_categories);
     ycat_ = parse_categories(style_.y_categories);
     zcat_ = parse_categories(style_.z_categories);
+    for (const auto& pair : split_list(style_.y_references ? style_.y_references : "", ',')) {
+      const size_t eq = pair.find('=');
+      if (eq != std::string::npos) refs_[pair.substr(0, eq)] = pair.substr(eq + 1);
+    }
     hist_ = !heatmap_ && (pd.flags & PL_PLOT_HISTOGRAM);
     logx_ = !xcat_.on() && !heatmap_ && (pd.flags & PL_PLOT_LOGX);
     logy_ = !ycat_.on() && !heatmap_ && !hist_ && (pd.flags & PL_PLOT_LOGY);
@@ -624,6 +628,10 @@ class Figure {
             std::map<std::string, std::string> values;  // its group columns' values
             for (int g : s.groups) values[s.recs[0][size_t(g)]] = rec[size_t(g)];
             series_groups_.push_back(values);
+            const auto ref = hist_ || heatmap_ ? refs_.end() : refs_.find(yname);
+            series_refs_.push_back(ref == refs_.end() ? ""
+                                                      : std::to_string(si) + "\x1e" + glabel +
+                                                            "\x1f" + ref->second);
             it = series_keys_.end() - 1;
           }
           if (std::find(panel_values_.begin(), panel_values_.end(), panel) == panel_values_.end())
@@ -635,6 +643,8 @@ class Figure {
     }
     if (data_.empty())
       return fail("no rows to plot (after filters and, for log axes, dropping values <= 0)");
+    assign_colours();
+    note_identical();
     order_values(&panel_values_);
     faceted_ = fc_ >= 0;
     // Axis positions of a heat map: the distinct x and y values in increasing order, evenly
@@ -652,22 +662,75 @@ class Figure {
     return true;
   }
 
+  // Colours in order of the series, except that a reference curve takes its data's colour (and
+  // one whose data is not drawn a colour of its own).
+  void assign_colours() {
+    colours_.assign(series_keys_.size(), 0);
+    size_t next = 0;
+    for (size_t i = 0; i < series_keys_.size(); ++i)
+      if (!is_ref(i)) colours_[i] = next++;
+    for (size_t i = 0; i < series_keys_.size(); ++i) {
+      if (!is_ref(i)) continue;
+      const auto it = std::find(series_keys_.begin(), series_keys_.end(), series_refs_[i]);
+      colours_[i] = it != series_keys_.end() ? colours_[size_t(it - series_keys_.begin())] : next++;
+    }
+  }
+  bool is_ref(size_t i) const { return !series_refs_[i].empty(); }
+
+  // A curve drawn under a later one with the same values (in every panel, at every x both have,
+  // and at 90% of its x or more) cannot be told from it: its legend entry says so (a Bayes
+  // floor that does not depend on the seed, drawn once per seed up to slightly different steps).
+  void note_identical() {
+    series_notes_.assign(series_keys_.size(), "");
+    using Points = std::map<double, std::vector<double>>;  // x -> the y there, sorted
+    std::vector<std::map<std::string, Points>> pts(series_keys_.size());
+    for (const auto& [key, cells] : data_) {
+      Points& p = pts[key.second][key.first];
+      for (const auto& c : cells) p[c.x].push_back(c.y);
+      for (auto& [x, ys] : p) std::sort(ys.begin(), ys.end());
+    }
+    auto same = [&](size_t a, size_t b) {
+      for (const auto& [pv, pa] : pts[a]) {
+        const auto ib = pts[b].find(pv);
+        if (ib == pts[b].end()) return false;
+        size_t shared = 0;
+        for (const auto& [x, ys] : pa) {
+          const auto at = ib->second.find(x);
+          if (at == ib->second.end()) continue;
+          if (at->second != ys) return false;
+          ++shared;
+        }
+        if (shared < 1 || 10 * shared < 9 * pa.size()) return false;
+      }
+      return true;
+    };
+    for (size_t i = 0; i < series_keys_.size(); ++i)
+      for (size_t j = series_keys_.size(); j-- > i + 1;)
+        if (same(i, j)) {
+          series_notes_[i] = " (under " + series_titles_[j] + ": same values)";
+          break;
+        }
+  }
+
   // gnuplot cycles 8 colours; beyond 8 series the dash and marker change too. A series' own
   // gnuplot options (`phaselab plot`'s style=KIND OPTIONS) come last and replace the colour, dash
   // or marker they set.
   std::string line_style(size_t i) const {  // colour and dash only (a band takes no point type)
     const std::string& o = series_options_[i];
     std::string s;
-    if (!has_word(o, {"lc", "linecolor"})) s += " lc " + std::to_string(1 + i % 8);
-    if (!has_word(o, {"dt", "dashtype"})) s += " dt " + std::to_string(1 + (i / 8) % 5);
+    const size_t c = colours_[i];
+    if (!has_word(o, {"lc", "linecolor"})) s += " lc " + std::to_string(1 + c % 8);
+    if (!has_word(o, {"dt", "dashtype"}))
+      s += " dt " + std::to_string(is_ref(i) ? 2 : 1 + (c / 8) % 5);
     return s;
   }
   std::string series_style(size_t i) const {
     static const int kMarkers[] = {7, 5, 9, 13, 11, 15};
     std::string s = line_style(i);
     const std::string& o = series_options_[i];
-    if (!hist_ && series_kinds_[i] != Kind::Lines && !has_word(o, {"pt", "pointtype"}))
-      s += " pt " + std::to_string(kMarkers[i % 6]);
+    if (!hist_ && series_kinds_[i] != Kind::Lines && !is_ref(i) &&
+        !has_word(o, {"pt", "pointtype"}))
+      s += " pt " + std::to_string(kMarkers[colours_[i] % 6]);
     return o.empty() ? s : s + " " + o;
   }
   // The default point size, unless the series' options set one.
@@ -726,8 +789,9 @@ class Figure {
         const std::string spec = gp(name_ + ".dat") + " index " + std::to_string(block);
         const auto& rows = it->second;
         const Kind kind = series_kinds_[si];
-        panel_plots_[pi].push_back(heatmap_ ? heatmap_block(pi, rows, spec)
-                                   : hist_  ? histogram_block(si, rows, spec)
+        panel_plots_[pi].push_back(heatmap_     ? heatmap_block(pi, rows, spec)
+                                   : hist_      ? histogram_block(si, rows, spec)
+                                   : is_ref(si) ? reference_block(si, rows, spec)
                                    : kind == Kind::Points
                                        ? points_block(si, rows, spec, &seen, total)
                                    : kind == Kind::Mean ? mean_block(si, rows, spec)
@@ -862,6 +926,21 @@ class Figure {
              " using 1:2 with linespoints" + ps(si, "0.5") + series_style(si) + " notitle";
     return spec + (errs ? " using 1:2:3 with yerrorlines" : " using 1:2 with linespoints") +
            ps(si, "0.7") + series_style(si) + " notitle";
+  }
+
+  // A reference curve (a theory, a Bayes floor): its mean per x as a dashed line in its data's
+  // colour, no markers, no error bars.
+  std::string reference_block(size_t si, const std::vector<Cell>& rows, const std::string& spec) {
+    std::vector<std::pair<double, double>> xy;
+    for (const auto& p : rows) xy.push_back({p.x, p.y});
+    dat_ += "# x mean se n\n";
+    for (const auto& a : aggregate(xy)) {
+      dat_ += format_double(a.x) + " " + format_double(a.mean) + " " + format_double(a.se) + " " +
+              std::to_string(a.n) + "\n";
+      csv_row(si, a.x, a.mean, format_double(a.se), std::to_string(a.n));
+      ylo_ = std::min(ylo_, a.mean), yhi_ = std::max(yhi_, a.mean);
+    }
+    return spec + " using 1:2 with lines lw 1.5" + series_style(si) + " notitle";
   }
 
   // Distinct names in order of first appearance, comma-separated.
@@ -1020,10 +1099,12 @@ class Figure {
     for (size_t si = 0; si < series_titles_.size(); ++si) {
       const Kind kind = series_kinds_[si];
       const std::string with = hist_                  ? "histeps lw 2"
+                               : is_ref(si)           ? "lines lw 1.5"
                                : kind == Kind::Points ? "points" + ps(si, "0.9")
                                : kind == Kind::Lines  ? "lines"
                                                       : "linespoints" + ps(si, "0.7");
-      k += ", keyentry with " + with + series_style(si) + " title " + gp(series_titles_[si]);
+      k += ", keyentry with " + with + series_style(si) + " title " +
+           gp(series_titles_[si] + series_notes_[si]);
     }
     return k;
   }
@@ -1088,7 +1169,11 @@ class Figure {
   std::string single_script(const std::string& axes) const {
     // `phaselab plot`'s legend entries name runs and selections (long): a column of them under
     // the plot, the figure taller by a line per entry, the plot as wide as without a legend.
-    const bool below = ps_ && legend();
+    // A run figure's legend goes there too when an entry is long (a note on a hidden curve).
+    size_t longest = 0;
+    for (size_t i = 0; i < series_titles_.size(); ++i)
+      longest = std::max(longest, series_titles_[i].size() + series_notes_[i].size());
+    const bool below = (ps_ || longest > 45) && legend();
     // Turned x tick names take their length (7 pixels a character) from the plot: add it.
     const size_t height = (below ? 640 + 18 * series_titles_.size() : 640) +
                           (xtics_turned() ? 7 * longest_xtic() : 0);
@@ -1226,6 +1311,10 @@ class Figure {
   // rows
   std::vector<std::string> panel_values_, series_keys_, series_titles_, series_options_;
   std::vector<Kind> series_kinds_;
+  std::map<std::string, std::string> refs_;  // run figures: reference y column -> its data column
+  std::vector<std::string> series_refs_;     // per series: its data series' key ("" for data)
+  std::vector<size_t> colours_;              // per series: its colour (and dash, marker) index
+  std::vector<std::string> series_notes_;    // per series: " (hidden under ...)", "drawn over", ""
   std::vector<size_t> rows_per_source_;
   std::map<std::pair<std::string, size_t>, std::vector<Cell>> data_;  // (panel value, series)
   size_t dropped_ = 0;

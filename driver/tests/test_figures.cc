@@ -319,6 +319,43 @@ TEST_CASE("figures: long x tick names are turned and make room for themselves") 
   CHECK(two.find("size 1460,476 font ',9'") != std::string::npos);
 }
 
+// references("REF=DATA"): REF is a dashed line without markers (its mean per x, no error bars)
+// in the colour of DATA's curve of the same group; a curve drawn under a later one with the same
+// values says so in the legend.
+TEST_CASE("figures: reference curves in their data's colour, hidden curves named") {
+  RunDir run;
+  run.table("results",
+            "N,seed,step,loss,floor\n"
+            "16,0,1,3,1\n16,1,1,5,1\n16,0,2,2,1\n16,1,2,4,1\n16,0,3,1,1\n16,1,3,3,1\n"
+            "64,0,1,6,0.5\n64,1,1,8,0.5\n64,0,2,5,0.5\n64,1,2,7,0.5\n");
+  constexpr pl::sdk::PlotStyle kRef = pl::sdk::PlotStyle().references("floor=loss");
+  render(
+      run,
+      {pl::sdk::plot("ref", "loss and floor", "results", "step", "floor,loss", "N", "", 0, &kRef),
+       pl::sdk::plot("seeds", "floor per seed", "results", "step", "floor", "N,seed", "", 0)});
+  const std::string g = run.read("figures/ref.gp");
+  // Series in order: N=16 floor, N=16 loss, N=64 floor, N=64 loss. The losses take colours 1
+  // and 2; each floor its loss's colour, dashed, no marker.
+  CHECK(g.find("index 0 using 1:2 with lines lw 1.5 lc 1 dt 2 notitle") != std::string::npos);
+  CHECK(g.find("index 1 using 1:2:3 with yerrorlines ps 0.7 lc 1 dt 1 pt 7") != std::string::npos);
+  CHECK(g.find("index 2 using 1:2 with lines lw 1.5 lc 2 dt 2 notitle") != std::string::npos);
+  CHECK(g.find("index 3 using 1:2:3 with yerrorlines ps 0.7 lc 2 dt 1 pt 5") != std::string::npos);
+  CHECK(g.find("keyentry with lines lw 1.5 lc 1 dt 2 title 'N=16 floor'") != std::string::npos);
+  CHECK(g.find("(under") == std::string::npos);  // nothing hidden
+  // The floor's block: its mean per x.
+  const auto rows = block(run.read("figures/ref.dat"), 0);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0] == std::vector<double>{1, 1, 0, 2});
+  // Per seed, seed 0's floor lies under seed 1's, the same values at the same steps, and so for
+  // N=64: the note names the curve on top. A curve sharing under 90% of its points is not
+  // hidden (test_plot.cc: branch=high under `quoted` at 2 of its 3 x).
+  const std::string s = run.read("figures/seeds.gp");
+  CHECK(s.find("title 'N=16, seed=0 (under N=16, seed=1: same values)'") != std::string::npos);
+  CHECK(s.find("title 'N=64, seed=0 (under N=64, seed=1: same values)'") != std::string::npos);
+  CHECK(s.find("title 'N=16, seed=1'") != std::string::npos);
+  CHECK(count_of(s, "same values") == 2);
+}
+
 TEST_CASE("figures: a heat map colours each (x, y) cell by its most frequent category") {
   RunDir run;
   run.table("results",

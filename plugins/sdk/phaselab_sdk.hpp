@@ -98,6 +98,7 @@ struct PlotStyle : pl_plot_style {
                       nullptr,
                       nullptr,
                       nullptr,
+                      nullptr,
                       {}} {}
   // One panel per value of `column`, `columns` panels per row (0: about square).
   constexpr PlotStyle facet(const char* column, uint32_t columns = 0) const {
@@ -116,6 +117,13 @@ struct PlotStyle : pl_plot_style {
   constexpr PlotStyle xtic_column(const char* column) const {
     PlotStyle s = *this;
     s.pl_plot_style::xtic_column = column;
+    return s;
+  }
+  // Reference y columns drawn as dashed lines without markers in their data's colour:
+  // .references("var_theory=var") draws var_theory in the colour of var (of the same group).
+  constexpr PlotStyle references(const char* ref_equals_data) const {
+    PlotStyle s = *this;
+    s.y_references = ref_equals_data;
     return s;
   }
   constexpr PlotStyle y_categories(const char* names) const {
