@@ -153,6 +153,9 @@ constexpr pl::sdk::PlotStyle kEdges =
 // Ablations by name (the ablation column: none, A1 pattern uniform, ...), not by index.
 constexpr pl::sdk::PlotStyle kAblations =
     pl::sdk::PlotStyle().xtic_column("ablation").labels("ablation", "KL(predictor || network)");
+// Each score's uniform-attention baseline dashed, in the score's colour.
+constexpr pl::sdk::PlotStyle kScores =
+    pl::sdk::PlotStyle().references("l1_prev_uniform=l1_prev,l2_induction_uniform=l2_induction");
 // Enrichment: 1 = attention that ignores tokens and positions (uniform over the prefix).
 constexpr pl::sdk::PlotStyle kEnrich =
     pl::sdk::PlotStyle().labels("step", "score / uniform-attention baseline");
@@ -164,9 +167,10 @@ const pl_plot_decl kPlots[] = {
         "edge_map_ood", "share of the last-position shift recovered per edge and corruption (OOD)",
         "patching", "edge_index", "corruption_code", "chains,seed", "set=ood", 0, &kEdgeMap),
     pl::sdk::plot("scores_vs_step",
-                  "head scores vs step (ID); phase_2gen = 1 where the network is 2-Gen", "results",
-                  "step", "l1_prev,l1_prev_uniform,l2_induction,l2_induction_uniform,phase_2gen",
-                  "chains,seed", "", PL_PLOT_LOGX),
+                  "head scores vs step (ID; dashed: uniform baselines; phase_2gen 1: 2-Gen)",
+                  "results", "step",
+                  "l1_prev,l1_prev_uniform,l2_induction,l2_induction_uniform,phase_2gen",
+                  "chains,seed", "", PL_PLOT_LOGX, &kScores),
     pl::sdk::plot("enrichment_vs_step", "enrichment over uniform attention vs step (ID)", "results",
                   "step",
                   "l1_prev_early_enrich,l1_prev_late_enrich,l1_prev_enrich,l2_induction_enrich",
