@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -122,11 +123,27 @@ bool png_complete(const std::string& path) {
   return data.compare(0, 8, sig, 8) == 0 && data.compare(data.size() - 12, 12, iend, 12) == 0;
 }
 
+// A whole figure file of its format: a PNG as above, a PDF from %PDF to its last %%EOF, an SVG
+// from its <svg element to the closing </svg>.
+bool figure_complete(const std::string& path, const std::string& format) {
+  if (format == "png") return png_complete(path);
+  std::string data;
+  if (!read_file(path, &data, nullptr)) return false;
+  while (!data.empty() && std::isspace(static_cast<unsigned char>(data.back()))) data.pop_back();
+  auto ends = [&](const std::string& tail) {
+    return data.size() >= tail.size() &&
+           data.compare(data.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (format == "pdf") return data.compare(0, 5, "%PDF-") == 0 && ends("%%EOF");
+  return data.find("<svg") != std::string::npos && ends("</svg>");
+}
+
 struct Tool {
   std::string exe, terminal, version, why;
 };
 
-Tool find_gnuplot(const std::string& scratch_dir) {
+// `format`: png (pngcairo, else the libgd png terminal), pdf (pdfcairo) or svg.
+Tool find_gnuplot(const std::string& scratch_dir, const std::string& format = "png") {
   Tool t;
   const char* env = std::getenv("PHASELAB_GNUPLOT");  // path to gnuplot; empty: no figures
   if (env)
@@ -140,9 +157,12 @@ Tool find_gnuplot(const std::string& scratch_dir) {
   }
   const std::string log = scratch_dir + "/.gnuplot-probe.log";
   // pngcairo draws antialiased text; the libgd png terminal is the fallback.
-  for (const char* term : {"pngcairo", "png"}) {
-    if (run_tool(t.exe, {"-e", std::string("set terminal ") + term + "; print GPVAL_VERSION"}, "",
-                 log) == 0) {
+  const std::vector<std::string> terms = format == "pdf" ? std::vector<std::string>{"pdfcairo"}
+                                         : format == "svg"
+                                             ? std::vector<std::string>{"svg"}
+                                             : std::vector<std::string>{"pngcairo", "png"};
+  for (const std::string& term : terms) {
+    if (run_tool(t.exe, {"-e", "set terminal " + term + "; print GPVAL_VERSION"}, "", log) == 0) {
       t.terminal = term;
       std::string v;
       read_file(log, &v, nullptr);
@@ -153,7 +173,8 @@ Tool find_gnuplot(const std::string& scratch_dir) {
   }
   std::remove(log.c_str());
   if (t.terminal.empty()) {
-    t.why = t.exe + " has neither the pngcairo nor the png terminal";
+    t.why = t.exe + (format == "png" ? " has neither the pngcairo nor the png terminal"
+                                     : " has no " + terms[0] + " terminal");
     t.exe.clear();
   }
   return t;
@@ -307,6 +328,10 @@ class Figure {
     xcat_ = parse_categories(style_.x_categories);
     ycat_ = parse_categories(style_.y_categories);
     zcat_ = parse_categories(style_.z_categories);
+    for (const auto& pair : split_list(style_.y_references ? style_.y_references : "", ',')) {
+      const size_t eq = pair.find('=');
+      if (eq != std::string::npos) refs_[pair.substr(0, eq)] = pair.substr(eq + 1);
+    }
     hist_ = !heatmap_ && (pd.flags & PL_PLOT_HISTOGRAM);
     logx_ = !xcat_.on() && !heatmap_ && (pd.flags & PL_PLOT_LOGX);
     logy_ = !ycat_.on() && !heatmap_ && !hist_ && (pd.flags & PL_PLOT_LOGY);
@@ -318,6 +343,7 @@ class Figure {
   Figure(const PlotSpec& ps, std::vector<Source> sources, const Tool& tool)
       : ps_(&ps), tool_(tool), src_(std::move(sources)) {
     name_ = std::filesystem::path(ps.out).stem().string();
+    format_ = std::filesystem::path(ps.out).extension().string().substr(1);
     res_.name = name_;
     logx_ = ps.logx;
     logy_ = ps.logy;
@@ -409,6 +435,8 @@ class Figure {
     } else {
       s.ys.push_back({pd.x, s.xc});
     }
+    // A tick-label column not in the table leaves the numbers.
+    if (style_.xtic_column && *style_.xtic_column && !xcat_.on()) xtc_ = col(style_.xtic_column);
     if (heatmap_) {
       zc_ = style_.z ? col(style_.z) : -1;
       if (zc_ < 0)
@@ -576,6 +604,7 @@ class Figure {
           glabel += (glabel.empty() ? "" : ", ") + s.recs[0][size_t(g)] + "=" + rec[size_t(g)];
         double x;
         if (!axis_value(xcat_, rec[size_t(s.xc)], logx_, &x)) continue;
+        if (xtc_ >= 0 && si == 0) xtics_.emplace(x, rec[size_t(xtc_)]);  // the first row's
         for (const auto& [yname, yc] : s.ys) {
           double y = 0;
           if (!hist_ && !axis_value(ycat_, rec[size_t(yc)], logy_, &y)) continue;
@@ -596,6 +625,13 @@ class Figure {
             series_titles_.push_back(series_title(s, rec, glabel, yname));
             series_kinds_.push_back(s.kind);
             series_options_.push_back(s.options);
+            std::map<std::string, std::string> values;  // its group columns' values
+            for (int g : s.groups) values[s.recs[0][size_t(g)]] = rec[size_t(g)];
+            series_groups_.push_back(values);
+            const auto ref = hist_ || heatmap_ ? refs_.end() : refs_.find(yname);
+            series_refs_.push_back(ref == refs_.end() ? ""
+                                                      : std::to_string(si) + "\x1e" + glabel +
+                                                            "\x1f" + ref->second);
             it = series_keys_.end() - 1;
           }
           if (std::find(panel_values_.begin(), panel_values_.end(), panel) == panel_values_.end())
@@ -607,6 +643,8 @@ class Figure {
     }
     if (data_.empty())
       return fail("no rows to plot (after filters and, for log axes, dropping values <= 0)");
+    assign_colours();
+    note_identical();
     order_values(&panel_values_);
     faceted_ = fc_ >= 0;
     // Axis positions of a heat map: the distinct x and y values in increasing order, evenly
@@ -624,22 +662,75 @@ class Figure {
     return true;
   }
 
+  // Colours in order of the series, except that a reference curve takes its data's colour (and
+  // one whose data is not drawn a colour of its own).
+  void assign_colours() {
+    colours_.assign(series_keys_.size(), 0);
+    size_t next = 0;
+    for (size_t i = 0; i < series_keys_.size(); ++i)
+      if (!is_ref(i)) colours_[i] = next++;
+    for (size_t i = 0; i < series_keys_.size(); ++i) {
+      if (!is_ref(i)) continue;
+      const auto it = std::find(series_keys_.begin(), series_keys_.end(), series_refs_[i]);
+      colours_[i] = it != series_keys_.end() ? colours_[size_t(it - series_keys_.begin())] : next++;
+    }
+  }
+  bool is_ref(size_t i) const { return !series_refs_[i].empty(); }
+
+  // A curve drawn under a later one with the same values (in every panel, at every x both have,
+  // and at 90% of its x or more) cannot be told from it: its legend entry says so (a Bayes
+  // floor that does not depend on the seed, drawn once per seed up to slightly different steps).
+  void note_identical() {
+    series_notes_.assign(series_keys_.size(), "");
+    using Points = std::map<double, std::vector<double>>;  // x -> the y there, sorted
+    std::vector<std::map<std::string, Points>> pts(series_keys_.size());
+    for (const auto& [key, cells] : data_) {
+      Points& p = pts[key.second][key.first];
+      for (const auto& c : cells) p[c.x].push_back(c.y);
+      for (auto& [x, ys] : p) std::sort(ys.begin(), ys.end());
+    }
+    auto same = [&](size_t a, size_t b) {
+      for (const auto& [pv, pa] : pts[a]) {
+        const auto ib = pts[b].find(pv);
+        if (ib == pts[b].end()) return false;
+        size_t shared = 0;
+        for (const auto& [x, ys] : pa) {
+          const auto at = ib->second.find(x);
+          if (at == ib->second.end()) continue;
+          if (at->second != ys) return false;
+          ++shared;
+        }
+        if (shared < 1 || 10 * shared < 9 * pa.size()) return false;
+      }
+      return true;
+    };
+    for (size_t i = 0; i < series_keys_.size(); ++i)
+      for (size_t j = series_keys_.size(); j-- > i + 1;)
+        if (same(i, j)) {
+          series_notes_[i] = " (under " + series_titles_[j] + ": same values)";
+          break;
+        }
+  }
+
   // gnuplot cycles 8 colours; beyond 8 series the dash and marker change too. A series' own
   // gnuplot options (`phaselab plot`'s style=KIND OPTIONS) come last and replace the colour, dash
   // or marker they set.
   std::string line_style(size_t i) const {  // colour and dash only (a band takes no point type)
     const std::string& o = series_options_[i];
     std::string s;
-    if (!has_word(o, {"lc", "linecolor"})) s += " lc " + std::to_string(1 + i % 8);
-    if (!has_word(o, {"dt", "dashtype"})) s += " dt " + std::to_string(1 + (i / 8) % 5);
+    const size_t c = colours_[i];
+    if (!has_word(o, {"lc", "linecolor"})) s += " lc " + std::to_string(1 + c % 8);
+    if (!has_word(o, {"dt", "dashtype"}))
+      s += " dt " + std::to_string(is_ref(i) ? 2 : 1 + (c / 8) % 5);
     return s;
   }
   std::string series_style(size_t i) const {
     static const int kMarkers[] = {7, 5, 9, 13, 11, 15};
     std::string s = line_style(i);
     const std::string& o = series_options_[i];
-    if (!hist_ && series_kinds_[i] != Kind::Lines && !has_word(o, {"pt", "pointtype"}))
-      s += " pt " + std::to_string(kMarkers[i % 6]);
+    if (!hist_ && series_kinds_[i] != Kind::Lines && !is_ref(i) &&
+        !has_word(o, {"pt", "pointtype"}))
+      s += " pt " + std::to_string(kMarkers[colours_[i] % 6]);
     return o.empty() ? s : s + " " + o;
   }
   // The default point size, unless the series' options set one.
@@ -663,7 +754,21 @@ class Figure {
       for (const auto& s : src_) files.push_back(s.file);
       dat_ = "# " + one_line(name_) + ": written by phaselab plot from " + one_line(joined(files)) +
              "\n";
-      csv_ = "series,x,y,se,n\n";
+      // One more column per group= column (of any series, in order of first appearance):
+      // the series' value, empty for a series not grouped by it.
+      std::vector<std::string> header = {"series", "x", "y", "se", "n"};
+      for (const auto& s : src_)
+        for (int g : s.groups) {
+          std::string name = s.recs[0][size_t(g)];
+          if (std::find(kCsvColumns.begin(), kCsvColumns.end(), name) != kCsvColumns.end())
+            name = "group_" + name;  // a group column named x, say
+          if (std::find(csv_groups_.begin(), csv_groups_.end(), s.recs[0][size_t(g)]) ==
+              csv_groups_.end()) {
+            csv_groups_.push_back(s.recs[0][size_t(g)]);
+            header.push_back(name);
+          }
+        }
+      csv_ = csv_line(header) + "\n";
     }
     size_t block = 0;
     panel_plots_.resize(panel_values_.size());
@@ -684,8 +789,9 @@ class Figure {
         const std::string spec = gp(name_ + ".dat") + " index " + std::to_string(block);
         const auto& rows = it->second;
         const Kind kind = series_kinds_[si];
-        panel_plots_[pi].push_back(heatmap_ ? heatmap_block(pi, rows, spec)
-                                   : hist_  ? histogram_block(si, rows, spec)
+        panel_plots_[pi].push_back(heatmap_     ? heatmap_block(pi, rows, spec)
+                                   : hist_      ? histogram_block(si, rows, spec)
+                                   : is_ref(si) ? reference_block(si, rows, spec)
                                    : kind == Kind::Points
                                        ? points_block(si, rows, spec, &seen, total)
                                    : kind == Kind::Mean ? mean_block(si, rows, spec)
@@ -788,7 +894,13 @@ class Figure {
   // `phaselab plot`'s FIG.csv: one line per value drawn.
   void csv_row(size_t si, double x, double y, const std::string& se, const std::string& n) {
     if (!ps_) return;
-    csv_ += csv_line({series_titles_[si], format_double(x), format_double(y), se, n}) + "\n";
+    std::vector<std::string> cells = {series_titles_[si], format_double(x), format_double(y), se,
+                                      n};
+    for (const auto& g : csv_groups_) {
+      const auto it = series_groups_[si].find(g);
+      cells.push_back(it == series_groups_[si].end() ? "" : it->second);
+    }
+    csv_ += csv_line(cells) + "\n";
   }
 
   // Mean +- standard error per x: error bars, or a band under the line when there are many x.
@@ -814,6 +926,21 @@ class Figure {
              " using 1:2 with linespoints" + ps(si, "0.5") + series_style(si) + " notitle";
     return spec + (errs ? " using 1:2:3 with yerrorlines" : " using 1:2 with linespoints") +
            ps(si, "0.7") + series_style(si) + " notitle";
+  }
+
+  // A reference curve (a theory, a Bayes floor): its mean per x as a dashed line in its data's
+  // colour, no markers, no error bars.
+  std::string reference_block(size_t si, const std::vector<Cell>& rows, const std::string& spec) {
+    std::vector<std::pair<double, double>> xy;
+    for (const auto& p : rows) xy.push_back({p.x, p.y});
+    dat_ += "# x mean se n\n";
+    for (const auto& a : aggregate(xy)) {
+      dat_ += format_double(a.x) + " " + format_double(a.mean) + " " + format_double(a.se) + " " +
+              std::to_string(a.n) + "\n";
+      csv_row(si, a.x, a.mean, format_double(a.se), std::to_string(a.n));
+      ylo_ = std::min(ylo_, a.mean), yhi_ = std::max(yhi_, a.mean);
+    }
+    return spec + " using 1:2 with lines lw 1.5" + series_style(si) + " notitle";
   }
 
   // Distinct names in order of first appearance, comma-separated.
@@ -865,11 +992,14 @@ class Figure {
       return c.on() && v >= 0 && v < double(c.labels.size()) ? c.labels[size_t(v)]
                                                              : format_double(v);
     };
-    for (size_t i = 0; i < hx_.size(); ++i)
-      xt += (i ? ", " : "") + gp(tick(xcat_, hx_[i])) + " " + std::to_string(i);
+    for (size_t i = 0; i < hx_.size(); ++i) {
+      const auto named = xtics_.find(hx_[i]);
+      xt += (i ? ", " : "") + gp(named != xtics_.end() ? named->second : tick(xcat_, hx_[i])) +
+            " " + std::to_string(i);
+    }
     for (size_t i = 0; i < hy_.size(); ++i)
       yt += (i ? ", " : "") + gp(tick(ycat_, hy_[i])) + " " + std::to_string(i);
-    axes += "set xtics " + xt + ")\nset ytics " + yt + ")\n";
+    axes += "set xtics " + xt + ")" + xtics_rotation() + "\nset ytics " + yt + ")\n";
     axes += "set xrange [-0.5:" + format_double(double(hx_.size()) - 0.5) + "]\n";
     axes += "set yrange [-0.5:" + format_double(double(hy_.size()) - 0.5) + "]\n";
     axes += "unset grid\nset tics out nomirror\n";
@@ -893,6 +1023,22 @@ class Figure {
       if (ylo_ <= yhi_) axes += "set cbrange " + range(padded(ylo_, yhi_, false)) + "\n";
     }
     return axes;
+  }
+
+  // Named x ticks longer than fit side by side (about 40 characters across a panel, 80 across
+  // a single plot) are turned upright, each ending under its tick (a panel is made wide enough
+  // to give each tick kTicPixels).
+  bool xtics_turned() const {
+    size_t chars = 0;
+    for (const auto& [x, label] : xtics_) chars += label.size() + 2;
+    return chars > (faceted_ ? 40u : 80u);
+  }
+  std::string xtics_rotation() const { return xtics_turned() ? " rotate by 90 right" : ""; }
+  static constexpr size_t kTicPixels = 14;
+  size_t longest_xtic() const {
+    size_t n = 0;
+    for (const auto& [x, label] : xtics_) n = std::max(n, label.size());
+    return n;
   }
 
   // Under two decades a log x axis has one or two labelled ticks: label the data's x instead.
@@ -932,6 +1078,12 @@ class Figure {
     if (xcat_.on()) axes += "set xtics " + xcat_.tics() + "\n";
     if (ycat_.on()) axes += "set ytics " + ycat_.tics() + "\n";
     if (logx_) axes += "set logscale x\n" + log_x_tics();
+    if (!xtics_.empty()) {  // named ticks at the x drawn
+      std::string t;
+      for (const auto& [x, label] : xtics_)
+        t += (t.empty() ? "" : ", ") + gp(label) + " " + format_double(x);
+      axes += "set xtics (" + t + ")" + xtics_rotation() + "\n";
+    }
     // %g: 1, 0.1, 0.001, 1e-05 (gnuplot's default labels a log axis 1.00000, 0.00010).
     if (logy_) axes += "set logscale y\nset format y '%g'\n" + log_y_tics(yr);
     // The band's lower edge, clipped to the bottom of the plot (log axes cannot show <= 0).
@@ -947,10 +1099,12 @@ class Figure {
     for (size_t si = 0; si < series_titles_.size(); ++si) {
       const Kind kind = series_kinds_[si];
       const std::string with = hist_                  ? "histeps lw 2"
+                               : is_ref(si)           ? "lines lw 1.5"
                                : kind == Kind::Points ? "points" + ps(si, "0.9")
                                : kind == Kind::Lines  ? "lines"
                                                       : "linespoints" + ps(si, "0.7");
-      k += ", keyentry with " + with + series_style(si) + " title " + gp(series_titles_[si]);
+      k += ", keyentry with " + with + series_style(si) + " title " +
+           gp(series_titles_[si] + series_notes_[si]);
     }
     return k;
   }
@@ -971,8 +1125,25 @@ class Figure {
     return g;
   }
   std::string terminal() const {
-    return tool_.terminal.empty() ? std::string("pngcairo") : tool_.terminal;
+    if (!tool_.terminal.empty()) return tool_.terminal;  // the one found for format_
+    return format_ == "pdf" ? "pdfcairo" : format_ == "svg" ? "svg" : "pngcairo";
   }
+  // `set terminal` with the figure's size in pixels of the PNG. Text in points is larger in a
+  // pngcairo PNG than in a PDF or SVG of the same size: a PDF takes 128 pixels per inch (960
+  // pixels: 7.5 in), an SVG 3/4 of the pixels, so that text and page keep the PNG's proportions.
+  std::string terminal_line(size_t width, size_t height, const std::string& font = "") const {
+    std::string size = std::to_string(width) + "," + std::to_string(height);
+    if (terminal() == "pdfcairo") {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.2fin,%.2fin", double(width) / 128.0,
+                    double(height) / 128.0);
+      size = buf;
+    } else if (terminal() == "svg") {
+      size = std::to_string(width * 3 / 4) + "," + std::to_string(height * 3 / 4);
+    }
+    return "set terminal " + terminal() + " size " + size + font + "\n";
+  }
+  std::string file_name() const { return name_ + "." + format_; }
   std::string title() const {
     if (ps_) {  // one curve has no legend entry: the title says what it pools
       const std::string t = ps_->title.empty() ? name_ : ps_->title;
@@ -989,7 +1160,7 @@ class Figure {
   std::string script() const {
     std::string axes = heatmap_ ? heatmap_axes() : xy_axes();
     if (hist_) axes += "set style fill transparent solid 0.3\n";
-    std::string g = "# " + one_line(name_) + ".png from " + one_line(name_) +
+    std::string g = "# " + one_line(file_name()) + " from " + one_line(name_) +
                     ".dat; redraw with: gnuplot " + one_line(name_) + ".gp\n";
     if (dropped_) g += "# " + std::to_string(dropped_) + " rows outside the declared categories\n";
     return g + (faceted_ ? faceted_script(axes) : single_script(axes));
@@ -998,11 +1169,17 @@ class Figure {
   std::string single_script(const std::string& axes) const {
     // `phaselab plot`'s legend entries name runs and selections (long): a column of them under
     // the plot, the figure taller by a line per entry, the plot as wide as without a legend.
-    const bool below = ps_ && legend();
-    const size_t height = below ? 640 + 18 * series_titles_.size() : 640;
-    std::string g = "set terminal " + terminal() + " size 960," + std::to_string(height) + "\n";
+    // A run figure's legend goes there too when an entry is long (a note on a hidden curve).
+    size_t longest = 0;
+    for (size_t i = 0; i < series_titles_.size(); ++i)
+      longest = std::max(longest, series_titles_[i].size() + series_notes_[i].size());
+    const bool below = (ps_ || longest > 45) && legend();
+    // Turned x tick names take their length (7 pixels a character) from the plot: add it.
+    const size_t height = (below ? 640 + 18 * series_titles_.size() : 640) +
+                          (xtics_turned() ? 7 * longest_xtic() : 0);
+    std::string g = terminal_line(960, height);
     g += "set termoption noenhanced\n";
-    g += "set output " + gp(name_ + ".png") + "\n";
+    g += "set output " + gp(file_name()) + "\n";
     g += "set title " + gp(title()) + "\n";
     g += "set xlabel " + gp(xlabel()) + "\nset ylabel " + gp(ylabel()) + "\n" + axes;
     g += !legend() ? "unset key\n"
@@ -1020,15 +1197,18 @@ class Figure {
     if (cols == 0) cols = size_t(std::ceil(std::sqrt(double(panels))));
     cols = std::max<size_t>(1, std::min(cols, panels));
     const size_t rows = (panels + cols - 1) / cols;
-    const size_t width = 380 * cols + (legend() ? 240 : 0), height = 50 + 300 * rows;
+    // Panels of 380 x 300 pixels, wider where named x ticks need kTicPixels each (the plot
+    // takes about 190 pixels less than its panel), taller by the length of turned ticks.
+    const size_t panel_w = std::max<size_t>(380, 190 + kTicPixels * xtics_.size());
+    const size_t panel_h = 300 + (xtics_turned() ? 7 * longest_xtic() : 0);
+    const size_t width = panel_w * cols + (legend() ? 240 : 0), height = 50 + panel_h * rows;
     const double strip = legend() ? 240.0 / double(width) : 0.0, top = 40.0 / double(height);
     const double pw = (1 - strip) / double(cols), ph = (1 - top) / double(rows);
     std::string g = "# facets: " + std::to_string(panels) + " panels by " + one_line(facet_name_) +
                     ", " + std::to_string(rows) + " rows x " + std::to_string(cols) + " columns\n";
-    g += "set terminal " + terminal() + " size " + std::to_string(width) + "," +
-         std::to_string(height) + " font ',9'\n";
+    g += terminal_line(width, height, " font ',9'");
     g += "set termoption noenhanced\n";
-    g += "set output " + gp(name_ + ".png") + "\n" + axes + "unset key\n";
+    g += "set output " + gp(file_name()) + "\n" + axes + "unset key\n";
     g += "set multiplot title " + gp(title()) + " font ',11'\n";
     for (size_t pi = 0; pi < panels; ++pi) {
       const size_t r = pi / cols, c = pi % cols;
@@ -1065,15 +1245,16 @@ class Figure {
 
   void run_gnuplot(const std::string& fig_dir) {
     const std::string base = fig_dir + "/" + name_, log = base + ".log";
+    const std::string file = fig_dir + "/" + file_name();
     const int rc = run_tool(tool_.exe, {name_ + ".gp"}, fig_dir, log);
     std::string log_text;
     read_file(log, &log_text, nullptr);
     std::error_code ec;
-    const auto size = std::filesystem::file_size(base + ".png", ec);
+    const auto size = std::filesystem::file_size(file, ec);
     if (rc > 128) {  // Ctrl-C reaches gnuplot too: not a gnuplot error
       fail("gnuplot was stopped by signal " + std::to_string(rc - 128) + " (" +
            strsignal(rc - 128) + "); redraw with: cd " + fig_dir + " && gnuplot " + name_ + ".gp");
-      std::remove((base + ".png").c_str());  // a partial PNG
+      std::remove(file.c_str());  // a partial file
       return;
     }
     if (rc != 0 || ec || size == 0) {
@@ -1085,14 +1266,18 @@ class Figure {
            ", see " + log);
       return;
     }
-    if (!png_complete(base + ".png")) {  // e.g. gnuplot ran out of disk space mid-file
-      fail("cannot write " + base + ".png: the file gnuplot wrote is truncated (" +
-           std::to_string(size) + " bytes, no PNG end chunk; disk full?)");
-      std::remove((base + ".png").c_str());
+    if (!figure_complete(file, format_)) {  // e.g. gnuplot ran out of disk space mid-file
+      fail("cannot write " + file + ": the file gnuplot wrote is truncated (" +
+           std::to_string(size) + " bytes, no " +
+           (format_ == "png"   ? std::string("PNG end chunk")
+            : format_ == "pdf" ? std::string("%%EOF")
+                               : std::string("</svg>")) +
+           "; disk full?)");
+      std::remove(file.c_str());
       return;
     }
     if (log_text.empty()) std::remove(log.c_str());  // keep only logs that say something
-    res_.png = base + ".png";
+    res_.png = file;
     if (dropped_)
       res_.note = std::to_string(dropped_) + " rows outside the declared categories not drawn";
   }
@@ -1110,20 +1295,26 @@ class Figure {
   std::vector<std::string> pooled_;  // swept parameters the run figure averages over
   const PlotSpec* ps_ = nullptr;     // or `phaselab plot`'s figure
   const Tool& tool_;
-  std::string title_note_;  // added to a run figure's title (a partial merge)
-  std::string name_;        // file names: <name>.png, .gp, .dat (and .csv for `phaselab plot`)
+  std::string title_note_;      // added to a run figure's title (a partial merge)
+  std::string name_;            // file names: <name>.png, .gp, .dat (and .csv for `phaselab plot`)
+  std::string format_ = "png";  // the figure's: png, or `phaselab plot --out` FIG.pdf / FIG.svg
   FigureResult res_;
   pl_plot_style style_{};
   bool heatmap_ = false, hist_ = false, logx_ = false, logy_ = false, points_ = false;
   Categories xcat_, ycat_, zcat_;
   std::vector<Source> src_;
   // columns of source 0 (run figures)
-  int zc_ = -1, fc_ = -1;
+  int zc_ = -1, fc_ = -1, xtc_ = -1;     // xtc_: the column naming the x ticks
+  std::map<double, std::string> xtics_;  // x drawn -> its name (from xtc_)
   std::string fixed_;  // group_by and facet parameters that are constant in this run
   std::string facet_name_;
   // rows
   std::vector<std::string> panel_values_, series_keys_, series_titles_, series_options_;
   std::vector<Kind> series_kinds_;
+  std::map<std::string, std::string> refs_;  // run figures: reference y column -> its data column
+  std::vector<std::string> series_refs_;     // per series: its data series' key ("" for data)
+  std::vector<size_t> colours_;              // per series: its colour (and dash, marker) index
+  std::vector<std::string> series_notes_;    // per series: " (hidden under ...)", "drawn over", ""
   std::vector<size_t> rows_per_source_;
   std::map<std::pair<std::string, size_t>, std::vector<Cell>> data_;  // (panel value, series)
   size_t dropped_ = 0;
@@ -1131,6 +1322,9 @@ class Figure {
   std::vector<double> hx_, hy_;  // heat map: distinct x and y
   // data file
   std::string dat_, csv_;
+  static constexpr std::array<const char*, 5> kCsvColumns = {"series", "x", "y", "se", "n"};
+  std::vector<std::string> csv_groups_;  // FIG.csv's group columns after series,x,y,se,n
+  std::vector<std::map<std::string, std::string>> series_groups_;  // per series: column -> value
   bool any_errorbars_ = false;
   double xlo_ = INFINITY, xhi_ = -INFINITY, ylo_ = INFINITY, yhi_ = -INFINITY;
   std::vector<std::vector<std::string>> panel_plots_;
@@ -1384,7 +1578,8 @@ bool check_outputs(const std::filesystem::path& out, const std::vector<Source>& 
   };
   const bool ours = starts(fs::path(base.string() + ".dat"),
                            "# " + one_line(stem) + ": written by phaselab plot from ");
-  for (const char* ext : {".png", ".gp", ".dat", ".csv", ".log"}) {
+  for (const std::string& ext : {out.extension().string(), std::string(".gp"), std::string(".dat"),
+                                 std::string(".csv"), std::string(".log")}) {
     const fs::path p = base.string() + ext;
     std::error_code ec;
     const fs::file_status st = fs::symlink_status(p, ec);
@@ -1395,12 +1590,14 @@ bool check_outputs(const std::filesystem::path& out, const std::vector<Source>& 
                ", a table this plot reads; choose another --out";
         return false;
       }
-    const bool mine = fs::is_regular_file(st) && ours &&
-                      (std::string(ext) != ".csv" || starts(p, "series,x,y,se,n\n"));
+    const bool mine =
+        fs::is_regular_file(st) && ours &&
+        (ext != ".csv" || starts(p, "series,x,y,se,n\n") || starts(p, "series,x,y,se,n,"));
     if (!mine) {
       *why = "--out " + out.string() + " would overwrite " + p.string() +
              ", which no earlier phaselab plot to " + out.filename().string() +
-             " wrote (phaselab plot writes FIG.png, .gp, .dat, .csv and .log); choose another "
+             " wrote (phaselab plot writes FIG.png (or .pdf, .svg), .gp, .dat, .csv and .log); "
+             "choose another "
              "--out or remove it";
       return false;
     }
@@ -1426,9 +1623,10 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
   PlotOutcome o;
   namespace fs = std::filesystem;
   const fs::path out(spec.out);
-  if (out.extension() != ".png" || out.stem().empty()) {
+  const std::string ext = out.extension().string();
+  if ((ext != ".png" && ext != ".pdf" && ext != ".svg") || out.stem().empty()) {
     o.status = 2;
-    o.error = "--out must name a .png file, got " + driver::quoted(spec.out);
+    o.error = "--out must name a .png, .pdf or .svg file, got " + driver::quoted(spec.out);
     return o;
   }
   if (one_line(spec.out) != spec.out) {
@@ -1460,7 +1658,7 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
   const std::string fig_dir = out.parent_path().empty() ? "." : out.parent_path().string();
   std::error_code ec;
   fs::create_directories(fig_dir, ec);  // a failure shows as the write error
-  const Tool tool = find_gnuplot(fig_dir);
+  const Tool tool = find_gnuplot(fig_dir, ext.substr(1));
   o.tool = tool.exe.empty() ? tool.why : "gnuplot " + tool.version + " (" + tool.terminal + ")";
   std::vector<std::string> pooled;
   for (const auto& src : sources) {

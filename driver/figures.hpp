@@ -7,7 +7,8 @@
 // written and the run still succeeds.
 //
 // `phaselab plot` draws series selected from the CSV tables of one or several run folders on one
-// figure with the same code (docs/figures.md): FIG.png with FIG.gp, FIG.dat and FIG.csv beside.
+// figure with the same code (docs/figures.md): FIG.png (or FIG.pdf, FIG.svg) with FIG.gp, FIG.dat
+// and FIG.csv beside.
 #pragma once
 
 #include <map>
@@ -20,7 +21,7 @@ namespace pl::driver {
 
 struct FigureResult {
   std::string name;
-  std::string png;   // path when drawn, else empty
+  std::string png;   // path when drawn (a PNG; `phaselab plot` FIG.pdf or .svg), else empty
   std::string note;  // why it was not drawn (or "")
 };
 
@@ -51,7 +52,8 @@ struct SeriesSpec {
 bool parse_series(const std::string& text, SeriesSpec* s, std::string* error);
 
 struct PlotSpec {
-  std::string out;                    // FIG.png; FIG.gp, FIG.dat and FIG.csv are written beside it
+  std::string
+      out;  // FIG.png, FIG.pdf or FIG.svg; FIG.gp, FIG.dat and FIG.csv are written beside it
   std::string title, xlabel, ylabel;  // title: {param:NAME} from the first series' run
   bool logx = false, logy = false;
   std::vector<SeriesSpec> series;

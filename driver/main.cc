@@ -300,7 +300,7 @@ int cmd_merge(const Args& a, int argc, char** argv) {
 
 int cmd_plot(const Args& a) {
   if (!a.has("--out")) {
-    std::fprintf(stderr, "phaselab plot: error: --out FIG.png is required\n");
+    std::fprintf(stderr, "phaselab plot: error: --out FIG.png (or .pdf, .svg) is required\n");
     return kExitUsage;
   }
   PlotSpec spec;

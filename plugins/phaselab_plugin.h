@@ -140,7 +140,15 @@ typedef struct pl_plot_style {
   const char* z_categories;
   const char* xlabel; /* axis titles (default: the column names) */
   const char* ylabel;
-  const void* reserved[4];
+  /* x tick labels from a text column of the same table: each x drawn is labelled by that
+   * column's cell in its rows (circuits: x = edge_index, labelled E->A1.q, E->A1.k, ...). A
+   * name not in the table leaves the numbers. Was reserved[0]: zero in older plugins. */
+  const char* xtic_column;
+  /* Reference curves: "REF=DATA,REF2=DATA2" draws each y column REF (a theory, a Bayes floor)
+   * as a dashed line without markers (the mean per x) in the colour of DATA's curve of the same
+   * group. Was reserved[1]: zero in older plugins. */
+  const char* y_references;
+  const void* reserved[2];
 } pl_plot_style;
 
 /* One figure, figures/<name>.png: columns of `table` plotted against each other, one curve per

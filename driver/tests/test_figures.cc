@@ -263,6 +263,99 @@ TEST_CASE("figures: a categorical axis is labelled by name and spreads repeats o
   CHECK(g.find("keyentry") == std::string::npos);
 }
 
+// xtic_column: x stays the number (order, spacing), its ticks are named by a text column of the
+// same rows, as the circuits edge maps and ablations are (E->A1.q, not 0).
+TEST_CASE("figures: x ticks named by a text column of the same table") {
+  RunDir run;
+  run.table("patching",
+            "seed,edge_index,edge,corruption,kl_frac\n"
+            "0,0,E->A1.q,0,0.5\n1,0,E->A1.q,0,0.7\n0,2,A1->M1,1,0.25\n0,1,E->A1.k,0,0.125\n"
+            "0,1,E->A1.k,1,0\n");
+  constexpr pl::sdk::PlotStyle kMap = pl::sdk::PlotStyle().heatmap("kl_frac").xtic_column("edge");
+  constexpr pl::sdk::PlotStyle kPoints = pl::sdk::PlotStyle().xtic_column("edge");
+  constexpr pl::sdk::PlotStyle kMissing = pl::sdk::PlotStyle().xtic_column("sender");
+  render(run, {pl::sdk::plot("map", "edge map", "patching", "edge_index", "corruption", "", "", 0,
+                             &kMap),
+               pl::sdk::plot("pts", "edges", "patching", "edge_index", "kl_frac", "", "",
+                             PL_PLOT_POINTS, &kPoints),
+               pl::sdk::plot("plain", "edges", "patching", "edge_index", "kl_frac", "", "",
+                             PL_PLOT_POINTS, &kMissing)});
+  const std::string map = run.read("figures/map.gp");
+  CHECK(map.find("set xtics ('E->A1.q' 0, 'E->A1.k' 1, 'A1->M1' 2)\n") != std::string::npos);
+  CHECK(map.find("set ytics ('0' 0, '1' 1)") != std::string::npos);  // y keeps its numbers
+  const std::string pts = run.read("figures/pts.gp");
+  CHECK(pts.find("set xtics ('E->A1.q' 0, 'E->A1.k' 1, 'A1->M1' 2)\n") != std::string::npos);
+  CHECK(pts.find("set xlabel 'edge_index'") != std::string::npos);
+  CHECK(pts.find("rotate") == std::string::npos);  // 23 characters fit side by side
+  // A column not in the table leaves the numbers.
+  const std::string plain = run.read("figures/plain.gp");
+  CHECK(plain.find("set xtics (") == std::string::npos);
+  CHECK(plain.find("E->A1") == std::string::npos);
+}
+
+// Many long names are turned upright, the figure taller by their length; in panels each tick
+// gets 14 pixels of width.
+TEST_CASE("figures: long x tick names are turned and make room for themselves") {
+  RunDir run;
+  std::string csv = "K,index,ablation,kl\n";
+  for (int k : {1, 2})
+    for (int i = 0; i < 30; ++i)
+      csv += std::to_string(k) + "," + std::to_string(i) + ",ablation number " + std::to_string(i) +
+             "," + std::to_string(0.5 + i) + "\n";
+  run.table("ablations", csv);
+  constexpr pl::sdk::PlotStyle kNamed = pl::sdk::PlotStyle().xtic_column("ablation");
+  constexpr pl::sdk::PlotStyle kPanels = pl::sdk::PlotStyle().xtic_column("ablation").facet("K", 2);
+  render(
+      run,
+      {pl::sdk::plot("one", "one", "ablations", "index", "kl", "", "K=1", PL_PLOT_POINTS, &kNamed),
+       pl::sdk::plot("two", "two", "ablations", "index", "kl", "", "", PL_PLOT_POINTS, &kPanels)});
+  const std::string one = run.read("figures/one.gp");
+  CHECK(one.find("'ablation number 29' 29) rotate by 90 right\n") != std::string::npos);
+  CHECK(one.find("size 960,766\n") != std::string::npos);  // 640 + 7 x 18 characters
+  const std::string two = run.read("figures/two.gp");
+  CHECK(two.find("rotate by 90 right") != std::string::npos);
+  // Two panels of 190 + 14 x 30 = 610 pixels and the legend's 240, 300 + 7 x 18 high under a
+  // 50-pixel title.
+  CHECK(two.find("size 1460,476 font ',9'") != std::string::npos);
+}
+
+// references("REF=DATA"): REF is a dashed line without markers (its mean per x, no error bars)
+// in the colour of DATA's curve of the same group; a curve drawn under a later one with the same
+// values says so in the legend.
+TEST_CASE("figures: reference curves in their data's colour, hidden curves named") {
+  RunDir run;
+  run.table("results",
+            "N,seed,step,loss,floor\n"
+            "16,0,1,3,1\n16,1,1,5,1\n16,0,2,2,1\n16,1,2,4,1\n16,0,3,1,1\n16,1,3,3,1\n"
+            "64,0,1,6,0.5\n64,1,1,8,0.5\n64,0,2,5,0.5\n64,1,2,7,0.5\n");
+  constexpr pl::sdk::PlotStyle kRef = pl::sdk::PlotStyle().references("floor=loss");
+  render(
+      run,
+      {pl::sdk::plot("ref", "loss and floor", "results", "step", "floor,loss", "N", "", 0, &kRef),
+       pl::sdk::plot("seeds", "floor per seed", "results", "step", "floor", "N,seed", "", 0)});
+  const std::string g = run.read("figures/ref.gp");
+  // Series in order: N=16 floor, N=16 loss, N=64 floor, N=64 loss. The losses take colours 1
+  // and 2; each floor its loss's colour, dashed, no marker.
+  CHECK(g.find("index 0 using 1:2 with lines lw 1.5 lc 1 dt 2 notitle") != std::string::npos);
+  CHECK(g.find("index 1 using 1:2:3 with yerrorlines ps 0.7 lc 1 dt 1 pt 7") != std::string::npos);
+  CHECK(g.find("index 2 using 1:2 with lines lw 1.5 lc 2 dt 2 notitle") != std::string::npos);
+  CHECK(g.find("index 3 using 1:2:3 with yerrorlines ps 0.7 lc 2 dt 1 pt 5") != std::string::npos);
+  CHECK(g.find("keyentry with lines lw 1.5 lc 1 dt 2 title 'N=16 floor'") != std::string::npos);
+  CHECK(g.find("(under") == std::string::npos);  // nothing hidden
+  // The floor's block: its mean per x.
+  const auto rows = block(run.read("figures/ref.dat"), 0);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0] == std::vector<double>{1, 1, 0, 2});
+  // Per seed, seed 0's floor lies under seed 1's, the same values at the same steps, and so for
+  // N=64: the note names the curve on top. A curve sharing under 90% of its points is not
+  // hidden (test_plot.cc: branch=high under `quoted` at 2 of its 3 x).
+  const std::string s = run.read("figures/seeds.gp");
+  CHECK(s.find("title 'N=16, seed=0 (under N=16, seed=1: same values)'") != std::string::npos);
+  CHECK(s.find("title 'N=64, seed=0 (under N=64, seed=1: same values)'") != std::string::npos);
+  CHECK(s.find("title 'N=16, seed=1'") != std::string::npos);
+  CHECK(count_of(s, "same values") == 2);
+}
+
 TEST_CASE("figures: a heat map colours each (x, y) cell by its most frequent category") {
   RunDir run;
   run.table("results",

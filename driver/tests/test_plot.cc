@@ -111,12 +111,13 @@ TEST_CASE("plot: where, group, quoted cells and the data files, in full") {
                                           "# branch=low\n# x y\n8 0.125\n\n\n"
                                           "# branch=lo,w\n# x y\n8 0.375\n\n\n"
                                           "# quoted\n# x y\n8 0.5\n4 0.25\n\n\n");
+  // FIG.csv: the group column's value beside each value drawn (empty for the ungrouped series).
   CHECK(slurp(dir / "fig/sel.csv") ==
-        "series,x,y,se,n\n"
-        "branch=high,4,0.25,,\nbranch=high,8,0.5,,\nbranch=high,16,0.75,,\n"
-        "branch=low,8,0.125,,\n"
-        "\"branch=lo,w\",8,0.375,,\n"
-        "quoted,8,0.5,,\nquoted,4,0.25,,\n");
+        "series,x,y,se,n,branch\n"
+        "branch=high,4,0.25,,,high\nbranch=high,8,0.5,,,high\nbranch=high,16,0.75,,,high\n"
+        "branch=low,8,0.125,,,low\n"
+        "\"branch=lo,w\",8,0.375,,,\"lo,w\"\n"
+        "quoted,8,0.5,,,\nquoted,4,0.25,,,\n");
   const std::string gp = slurp(dir / "fig/sel.gp");
   CHECK(gp.find("set output 'sel.png'") != std::string::npos);
   CHECK(gp.find("'sel.dat' index 3 using 1:2 with points") != std::string::npos);
@@ -158,9 +159,60 @@ TEST_CASE("plot: a column named that is not in its table is an error naming both
   o = plot_without_gnuplot(spec);
   CHECK(o.status == 2);
   CHECK(o.error.find("no rows") != std::string::npos);
-  // --out must be a PNG.
-  spec.out = dir / "bad.svg";
-  CHECK(plot_without_gnuplot(spec).status == 2);
+  // --out must be a PNG, a PDF or an SVG.
+  for (const char* bad : {"bad.jpg", "bad.eps", "bad", ".pdf"}) {
+    CAPTURE(bad);
+    spec.out = dir / bad;
+    o = plot_without_gnuplot(spec);
+    CHECK(o.status == 2);
+    CHECK(o.error.find("--out must name a .png, .pdf or .svg file") != std::string::npos);
+  }
+}
+
+// FIG.pdf and FIG.svg: the script draws with gnuplot's vector terminals (even when gnuplot is
+// absent, so the .gp redraws it later), the page with the PNG's proportions of text to page.
+TEST_CASE("plot: --out FIG.pdf and FIG.svg write scripts for the vector terminals") {
+  TempDir dir("pl_plot");
+  spit(dir / "t.csv", kTable);
+  PlotSpec spec;
+  spec.series = {series(dir / "t.csv:x=P:y=cG:where=attention=softmax:group=branch")};
+  spec.out = dir / "v.pdf";
+  PlotOutcome o = plot_without_gnuplot(spec);
+  INFO(o.error);
+  REQUIRE(o.status == 0);
+  std::string gp = slurp(dir / "v.gp");
+  CHECK(gp.rfind("# v.pdf from v.dat", 0) == 0);
+  CHECK(gp.find("set terminal pdfcairo size 7.50in,5.") != std::string::npos);
+  CHECK(gp.find("set output 'v.pdf'") != std::string::npos);
+  CHECK(gp.find("png") == std::string::npos);
+  CHECK(exists(dir / "v.csv"));
+  spec.out = dir / "v.svg";  // redraws the same .gp, .dat and .csv
+  o = plot_without_gnuplot(spec);
+  REQUIRE(o.status == 0);
+  gp = slurp(dir / "v.gp");
+  CHECK(gp.find("set terminal svg size 720,") != std::string::npos);
+  CHECK(gp.find("set output 'v.svg'") != std::string::npos);
+  CHECK(gp.find("pdf") == std::string::npos);
+}
+
+// FIG.csv carries each group column by name (pandas groups by it, not by parsing the legend); a
+// group column named like one of FIG.csv's own gets the prefix group_.
+TEST_CASE("plot: FIG.csv has one column per group= column") {
+  TempDir dir("pl_plot");
+  spit(dir / "t.csv", "n,init,P,cG\n8,copy,1,0.5\n8,rand,1,0.25\n16,copy,2,1\n");
+  PlotSpec spec;
+  spec.out = dir / "g.png";
+  spec.series = {series(dir / "t.csv:x=P:y=cG:group=init,n:style=points")};
+  const PlotOutcome o = plot_without_gnuplot(spec);
+  INFO(o.error);
+  REQUIRE(o.status == 0);
+  CHECK(slurp(dir / "g.csv") ==
+        "series,x,y,se,n,init,group_n\n"
+        "\"init=copy, n=8\",1,0.5,,,copy,8\n"
+        "\"init=rand, n=8\",1,0.25,,,rand,8\n"
+        "\"init=copy, n=16\",2,1,,,copy,16\n");
+  // Drawn again: the FIG.csv with group columns is recognised as this plot's own.
+  CHECK(plot_without_gnuplot(spec).status == 0);
 }
 
 TEST_CASE("plot: two run folders, {param:NAME} from run.json, mean +- s.e.") {
@@ -184,10 +236,11 @@ TEST_CASE("plot: two run folders, {param:NAME} from run.json, mean +- s.e.") {
   REQUIRE(o.status == 0);
   // Mean and standard error by hand: P=1: one row (2, se 0); P=2: rows 1 and 3, mean 2,
   // sample variance 2, se sqrt(2/2) = 1.
+  // One column per group= column of any series: branch (theory), init (Adam).
   CHECK(slurp(dir / "two.csv") ==
-        "series,x,y,se,n\n"
-        "\"theory low, L=8\",1,0.5,,\n\"theory low, L=8\",2,0.25,,\n"
-        "\"Adam copy, L=16\",1,2,0,1\n\"Adam copy, L=16\",2,2,1,2\n");
+        "series,x,y,se,n,branch,init\n"
+        "\"theory low, L=8\",1,0.5,,,low,\n\"theory low, L=8\",2,0.25,,,low,\n"
+        "\"Adam copy, L=16\",1,2,0,1,,copy\n\"Adam copy, L=16\",2,2,1,2,,copy\n");
   const std::string gp = slurp(dir / "two.gp");
   CHECK(gp.find("set title 'softmax, L=8 kappa=0.5'") != std::string::npos);
   CHECK(gp.find("set logscale x") != std::string::npos);

@@ -70,6 +70,33 @@ TEST_CASE("plot: the command, its exit status and messages") {
   CHECK(r.rc == 0);
   CHECK(r.err.empty());
   CHECK(slurp(dir / "d.png").compare(0, 4, "\x89PNG") == 0);
+  // The vector formats: a whole PDF (%PDF- to %%EOF), an SVG document, the same files beside.
+  for (const char* ext : {"pdf", "svg"}) {
+    CAPTURE(ext);
+    {
+      const pl::driver_test::ScopedEnv gnuplot("PHASELAB_GNUPLOT", nullptr);
+      r = run({"plot", "--out", dir / "v." + std::string(ext), sel}, true);
+    }
+    CAPTURE(r.err);
+    CHECK(r.rc == 0);
+    CHECK(r.err.empty());
+    std::string v = slurp(dir / "v." + std::string(ext));
+    while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+    if (std::string(ext) == "pdf") {
+      CHECK(v.compare(0, 5, "%PDF-") == 0);
+      CHECK(v.size() > 5);
+      CHECK(v.compare(v.size() - 5, 5, "%%EOF") == 0);
+    } else {
+      CHECK(v.find("<svg") != std::string::npos);
+      CHECK(v.find("branch=high") != std::string::npos);  // text, not paths
+      CHECK(v.size() > 6);
+      CHECK(v.compare(v.size() - 6, 6, "</svg>") == 0);
+    }
+    CHECK(slurp(dir / "v.gp").find("set output 'v." + std::string(ext) + "'") != std::string::npos);
+    CHECK(exists(dir / "v.dat"));
+    CHECK(exists(dir / "v.csv"));
+    CHECK_FALSE(exists(dir / "v.png"));
+  }
 }
 
 // --out never overwrites a table the plot reads, a run folder's files or a run figure's script

@@ -139,13 +139,23 @@ const pl_table_decl kTables[] = {
     pl::sdk::table("ablations", kAblCols), pl::sdk::table("patching", kPatchCols),
     pl::sdk::table("task_vectors", kTvCols)};
 
-// Edge importance as a heat map: x the edge (its index in patching.csv: E->A1.q, E->A1.k,
-// E->A1.v, E->M1, A1->M1, E->A2.q, ... M2->U), y the corruption, colour the share of the shift.
+// Edge importance as a heat map: x the edge (edge_index in patching.csv, ticks named by its
+// edge column: E->A1.q, E->A1.k, E->A1.v, E->M1, A1->M1, E->A2.q, ... M2->U), y the corruption,
+// colour the share of the shift.
 constexpr pl::sdk::PlotStyle kEdgeMap =
     pl::sdk::PlotStyle()
         .heatmap("kl_frac")
         .y_categories("0=other chain|1=permutation|2=last state|3=fresh chain")
-        .labels("edge (index in patching.csv)", "corruption");
+        .xtic_column("edge")
+        .labels("edge (sender->receiver)", "corruption");
+constexpr pl::sdk::PlotStyle kEdges =
+    pl::sdk::PlotStyle().xtic_column("edge").labels("edge (sender->receiver)", "kl_frac");
+// Ablations by name (the ablation column: none, A1 pattern uniform, ...), not by index.
+constexpr pl::sdk::PlotStyle kAblations =
+    pl::sdk::PlotStyle().xtic_column("ablation").labels("ablation", "KL(predictor || network)");
+// Each score's uniform-attention baseline dashed, in the score's colour.
+constexpr pl::sdk::PlotStyle kScores =
+    pl::sdk::PlotStyle().references("l1_prev_uniform=l1_prev,l2_induction_uniform=l2_induction");
 // Enrichment: 1 = attention that ignores tokens and positions (uniform over the prefix).
 constexpr pl::sdk::PlotStyle kEnrich =
     pl::sdk::PlotStyle().labels("step", "score / uniform-attention baseline");
@@ -157,9 +167,10 @@ const pl_plot_decl kPlots[] = {
         "edge_map_ood", "share of the last-position shift recovered per edge and corruption (OOD)",
         "patching", "edge_index", "corruption_code", "chains,seed", "set=ood", 0, &kEdgeMap),
     pl::sdk::plot("scores_vs_step",
-                  "head scores vs step (ID); phase_2gen = 1 where the network is 2-Gen", "results",
-                  "step", "l1_prev,l1_prev_uniform,l2_induction,l2_induction_uniform,phase_2gen",
-                  "chains,seed", "", PL_PLOT_LOGX),
+                  "head scores vs step (ID; dashed: uniform baselines; phase_2gen 1: 2-Gen)",
+                  "results", "step",
+                  "l1_prev,l1_prev_uniform,l2_induction,l2_induction_uniform,phase_2gen",
+                  "chains,seed", "", PL_PLOT_LOGX, &kScores),
     pl::sdk::plot("enrichment_vs_step", "enrichment over uniform attention vs step (ID)", "results",
                   "step",
                   "l1_prev_early_enrich,l1_prev_late_enrich,l1_prev_enrich,l2_induction_enrich",
@@ -175,15 +186,17 @@ const pl_plot_decl kPlots[] = {
     pl::sdk::plot("kl_vs_step", "KL(predictor || network) on ID vs step", "results", "step",
                   "kl_2gen_id,kl_1gen_id,kl_2mem_id,kl_1mem_id", "chains,seed", "",
                   PL_PLOT_LOGX | PL_PLOT_LOGY),
-    pl::sdk::plot(
-        "edges_id", "share of the last-position KL shift per edge (ID; kl_frac in patching.csv)",
-        "patching", "edge_index", "kl_frac", "chains,seed,corruption", "set=id", PL_PLOT_POINTS),
-    pl::sdk::plot(
-        "edges_ood", "share of the last-position KL shift per edge (OOD; kl_frac in patching.csv)",
-        "patching", "edge_index", "kl_frac", "chains,seed,corruption", "set=ood", PL_PLOT_POINTS),
-    pl::sdk::plot("ablations_id", "KL to each predictor per ablation (ID; x: ablation index)",
-                  "ablations", "index", "kl_2gen,kl_1gen,kl_2mem,kl_1mem,kl_hybrid", "chains,seed",
-                  "set=id", PL_PLOT_POINTS | PL_PLOT_LOGY),
+    pl::sdk::plot("edges_id",
+                  "share of the last-position KL shift per edge (ID; kl_frac in patching.csv)",
+                  "patching", "edge_index", "kl_frac", "chains,seed,corruption", "set=id",
+                  PL_PLOT_POINTS, &kEdges),
+    pl::sdk::plot("edges_ood",
+                  "share of the last-position KL shift per edge (OOD; kl_frac in patching.csv)",
+                  "patching", "edge_index", "kl_frac", "chains,seed,corruption", "set=ood",
+                  PL_PLOT_POINTS, &kEdges),
+    pl::sdk::plot("ablations_id", "KL to each predictor per ablation (ID)", "ablations", "index",
+                  "kl_2gen,kl_1gen,kl_2mem,kl_1mem,kl_hybrid", "chains,seed", "set=id",
+                  PL_PLOT_POINTS | PL_PLOT_LOGY, &kAblations),
 };
 
 // Seed purposes of the probe sets (derived from probe_seed and chain_seed).

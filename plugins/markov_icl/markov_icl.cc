@@ -78,8 +78,11 @@ constexpr const char* kPhases = "1gen=1-Gen|2gen=2-Gen|1mem=1-Mem|2mem=2-Mem|hyb
 constexpr pl::sdk::PlotStyle kPhaseAxis = pl::sdk::PlotStyle().y_categories(kPhases);
 constexpr pl::sdk::PlotStyle kKlPerK =
     pl::sdk::PlotStyle().facet("K").labels("step", "KL(predictor || network)");
+// The Bayes floors as dashed lines in the colour of the loss they bound.
+constexpr const char* kFloors = "bayes_2mem_id=loss_id,bayes_2gen_ood=loss_ood";
 constexpr pl::sdk::PlotStyle kLossPerK =
-    pl::sdk::PlotStyle().facet("K").labels("step", "loss (nats)");
+    pl::sdk::PlotStyle().facet("K").labels("step", "loss (nats)").references(kFloors);
+constexpr pl::sdk::PlotStyle kFinalLoss = pl::sdk::PlotStyle().references(kFloors);
 constexpr pl::sdk::PlotStyle kPhaseMap = pl::sdk::PlotStyle().heatmap("phase", kPhases);
 const pl_plot_decl kPlots[] = {
     pl::sdk::plot("phase_vs_K", "final phase vs K (one point per seed)", "results", "K", "phase",
@@ -97,7 +100,7 @@ const pl_plot_decl kPlots[] = {
                   PL_PLOT_LOGX, &kLossPerK),
     pl::sdk::plot("final_loss_vs_K", "final ID / OOD loss vs K with Bayes floors", "results", "K",
                   "loss_id,loss_ood,bayes_2mem_id,bayes_2gen_ood", "N,d_model", "final=1",
-                  PL_PLOT_LOGX),
+                  PL_PLOT_LOGX, &kFinalLoss),
     pl::sdk::plot("phase_diagram_K_d", "final phase over (K, d_model), most frequent over seeds",
                   "results", "K", "d_model", "N", "final=1", 0, &kPhaseMap),
     pl::sdk::plot("phase_diagram_K_N", "final phase over (K, N), most frequent over seeds",

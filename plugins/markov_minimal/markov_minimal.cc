@@ -132,6 +132,9 @@ const pl_table_decl kTables[] = {pl::markov::table("results", kCols),
                                  pl::sdk::table("trace", kTraceCols),
                                  pl::sdk::table("run", kRunCols)};
 
+// The Bayes floors as dashed lines in the colour of the loss they bound.
+constexpr pl::sdk::PlotStyle kFloors =
+    pl::sdk::PlotStyle().references("bayes_2mem_id=loss_id,bayes_2gen_ood=loss_ood");
 const pl_plot_decl kPlots[] = {
     pl::sdk::plot("sym_beta", "symmetric: layer-1 previous-token score beta vs step", "trace",
                   "step", "beta", "N,seed", "model=symmetric", 0),
@@ -150,8 +153,9 @@ const pl_plot_decl kPlots[] = {
                   PL_PLOT_LOGX | PL_PLOT_LOGY),
     pl::sdk::plot("kl_history_2gen", "KL(2-Gen || model) on ID vs step", "results", "step",
                   "kl_2gen_id", "N,K,seed", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
-    pl::sdk::plot("loss_history", "ID / OOD loss with Bayes floors", "results", "step",
-                  "loss_id,loss_ood,bayes_2mem_id,bayes_2gen_ood", "N,K,seed", "", PL_PLOT_LOGX),
+    pl::sdk::plot("loss_history", "ID / OOD loss with Bayes floors (dashed)", "results", "step",
+                  "loss_id,loss_ood,bayes_2mem_id,bayes_2gen_ood", "N,K,seed", "", PL_PLOT_LOGX,
+                  &kFloors),
 };
 
 mm::MinConfig min_config(const pl::sdk::Context& cx) {

@@ -97,6 +97,8 @@ struct PlotStyle : pl_plot_style {
                       nullptr,
                       nullptr,
                       nullptr,
+                      nullptr,
+                      nullptr,
                       {}} {}
   // One panel per value of `column`, `columns` panels per row (0: about square).
   constexpr PlotStyle facet(const char* column, uint32_t columns = 0) const {
@@ -108,6 +110,20 @@ struct PlotStyle : pl_plot_style {
   constexpr PlotStyle x_categories(const char* names) const {
     PlotStyle s = *this;
     s.pl_plot_style::x_categories = names;
+    return s;
+  }
+  // Label the x ticks by the text of `column` (same table) instead of the x numbers:
+  // .xtic_column("edge") on x = edge_index draws E->A1.q, E->A1.k, ... under the cells.
+  constexpr PlotStyle xtic_column(const char* column) const {
+    PlotStyle s = *this;
+    s.pl_plot_style::xtic_column = column;
+    return s;
+  }
+  // Reference y columns drawn as dashed lines without markers in their data's colour:
+  // .references("var_theory=var") draws var_theory in the colour of var (of the same group).
+  constexpr PlotStyle references(const char* ref_equals_data) const {
+    PlotStyle s = *this;
+    s.y_references = ref_equals_data;
     return s;
   }
   constexpr PlotStyle y_categories(const char* names) const {

@@ -97,10 +97,12 @@ const char* const kResults[] = {"var", "var_theory", "rel_err", "gaussian_varian
 const char* const kHistory[] = {"step", "var"};
 const pl_table_decl kTables[] = {pl::sdk::table("results", kResults),
                                  pl::sdk::table("history", kHistory)};
+// The theory as a dashed line without markers in the colour of the measurement it predicts.
+constexpr pl::sdk::PlotStyle kTheory = pl::sdk::PlotStyle().references("var_theory=var");
 const pl_plot_decl kPlots[] = {
     // x, y (several: "a,b"), one curve per value of group_by, rows kept by filter "col=value".
-    pl::sdk::plot("var_vs_T", "stationary variance: measured and theory", "results", "T",
-                  "var,var_theory", "theta", "", PL_PLOT_LOGX | PL_PLOT_LOGY),
+    pl::sdk::plot("var_vs_T", "stationary variance: measured and theory (dashed)", "results", "T",
+                  "var,var_theory", "theta", "", PL_PLOT_LOGX | PL_PLOT_LOGY, &kTheory),
     pl::sdk::plot("relaxation", "variance vs step at T = 1", "history", "step", "var", "theta",
                   "T=1"),
 };
