@@ -1041,8 +1041,10 @@ def main():
             "cpu_seconds": sum(ctx.cpu.get(r, 0.0) for r in {r for c in CLAIMS for r in c[3]}),
             "wall_seconds": time.time() - t0 if not a.analyse_only else 0.0}
     old = os.path.join(a.out, "reproduction.json")
-    if a.analyse_only and os.path.exists(old):
-        meta["wall_seconds"] = json.load(open(old)).get("wall_seconds", 0.0)
+    if a.analyse_only and os.path.exists(old):  # the runs' record, not this analysis's
+        prev = json.load(open(old))
+        meta["wall_seconds"] = prev.get("wall_seconds", 0.0)
+        meta["version"] = prev.get("version", meta["version"])
     json.dump(meta, open(old, "w"), indent=1)
     for r in rows:
         if not a.only or r["id"] in a.only.split(","):
