@@ -781,7 +781,10 @@ def free_k2_gamma(summary):
             rms = math.sqrt(sum((c - my - b * (a - mx)) ** 2 for a, c in zip(x, y)) / len(x))
             if best is None or rms < best[0]:
                 best = (rms, k2, -b)
-        out.append(f"seed {seed}: gamma {g(best[2], 2)} at K2* {g(best[1], 3)} (rms {g(best[0], 2)}, {len(K)} K)")
+        if best[1] >= max(K) * 2.9:  # the scan's edge: no finite divergence point fits better
+            out.append(f"seed {seed}: no finite K2* fits ({len(K)} K; the best lies at the scan's edge, 3x the largest K)")
+        else:
+            out.append(f"seed {seed}: gamma {g(best[2], 2)} at K2* {g(best[1], 3)} (rms {g(best[0], 2)}, {len(K)} K)")
     return ("; K2* free: " + ", ".join(out)) if out else ""
 
 
