@@ -970,9 +970,7 @@ TEST_CASE("point cost: finite, positive, and larger where the work is larger") {
   // correlation with seconds: 0.95 on bench/cost/copy_theory.toml).
   pl::test_host::FakeHost h(phaselab_plugin_entry);
   auto cost = [&](const std::map<std::string, std::string>& over) {
-    std::vector<std::string> keep;
-    const auto v = h.values(over, &keep);
-    return phaselab_plugin_point_cost(v.data(), uint32_t(v.size()));
+    return h.call_with_values(phaselab_plugin_point_cost, over);
   };
   const double base = cost({{"exact_check", "0"}});
   CHECK(std::isfinite(base));

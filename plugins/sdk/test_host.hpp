@@ -147,6 +147,15 @@ struct FakeHost {
     return vals;
   }
 
+  // A plugin export that takes a point's values (phaselab_plugin_point_cost, _point_bytes),
+  // called with the values run() would pass for `over`.
+  template <class Fn>
+  auto call_with_values(Fn fn, const std::map<std::string, std::string>& over) const {
+    std::vector<std::string> keep;
+    const std::vector<pl_value> v = values(over, &keep);
+    return fn(v.data(), uint32_t(v.size()));
+  }
+
   // One point: the declared defaults with `over` (name -> value as text) applied; enum values
   // also carry their choice index. validate() failures land in `failure` and give PL_FAILED.
   pl_status run(const std::map<std::string, std::string>& over, uint64_t seed, uint64_t index = 0,
