@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -25,7 +26,20 @@ std::atomic<long long>& fault_budget() {
   return budget;
 }
 
+int sync_delay_ms() {
+  static const int ms = [] {
+    const char* v = std::getenv("PHASELAB_FAULT_SYNC_MS");
+    return v && *v ? std::max(0, std::atoi(v)) : 0;
+  }();
+  return ms;
+}
+
 }  // namespace
+
+int data_sync(int fd) {
+  if (const int ms = sync_delay_ms()) ::usleep(useconds_t(ms) * 1000);
+  return ::fdatasync(fd);
+}
 
 bool write_all(int fd, const void* data, size_t n, int* err) {
   const char* p = static_cast<const char*>(data);

@@ -38,6 +38,10 @@ void fault_credit(size_t bytes);
 // when the budget has not that much left.
 bool fault_take(size_t bytes);
 
+// fdatasync(fd); with PHASELAB_FAULT_SYNC_MS=N (a test hook) each call takes N ms longer, as on
+// a slow or network disk, so tests can see how finished points are grouped into one write.
+int data_sync(int fd);
+
 // fsyncs a folder (after creating or renaming a file in it).
 void sync_dir(const std::string& dir);
 

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // `mpirun -n R phaselab run CFG`: the ranks share one run. Rank 0 writes the run folder (as a
-// one-process run does, each point flushed when it arrives) and runs points with its own threads;
-// it hands the others to the threads of ranks 1..R-1 as they ask, in blocks of about 1/(8 R) of
-// the points left (at most 64; guided self-scheduling), so short points cost few round trips and
-// the last points go out one at a time: a long point never holds back the rest. A boundary search
+// one-process run does: finished points in batches, on the recorder thread, off the dispatcher's
+// path) and runs points with its own threads; it hands the others to the threads of ranks 1..R-1
+// one point per request, in the run's order (costliest first where the plugin has an estimate),
+// so a thread never waits behind another's queue and a long point never holds back the rest;
+// a rank's thread with nothing left joins the points still running on its rank. A boundary search
 // ([search]) hands out each round's points the same way; between rounds the workers wait (their
 // requests answered "ask again") until rank 0 has the next round's labels. Every rank reads
 // the config itself; rank 0 sends the run folder and the kernel target, so every rank computes with

@@ -198,7 +198,7 @@ bool ResultStore::open_append(File& f, std::string* error) {
   return true;
 }
 
-bool ResultStore::append(File& file, uint64_t index, const std::vector<std::string>& lines,
+bool ResultStore::append(File& file, const std::vector<std::pair<uint64_t, std::string>>& lines,
                          std::string* error) {
   if (file.fd < 0) {  // failures.csv is created on the first failure
     file.fd = ::open(file.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
@@ -219,9 +219,10 @@ bool ResultStore::append(File& file, uint64_t index, const std::vector<std::stri
     file.size = off_t(head.size());
   }
   std::string text;
-  for (const auto& l : lines) text += l + "\n";
+  for (const auto& l : lines) text += l.second + "\n";
   int e = 0;
-  if (!write_all(file.fd, text.data(), text.size(), &e) || ::fdatasync(file.fd) != 0) {
+  ++syncs_;
+  if (!write_all(file.fd, text.data(), text.size(), &e) || data_sync(file.fd) != 0) {
     if (e == 0) e = errno;
     // Cut back to the last whole row: a torn row never stays (if even this fails, --resume
     // drops the torn tail).
@@ -230,27 +231,32 @@ bool ResultStore::append(File& file, uint64_t index, const std::vector<std::stri
     return false;
   }
   file.size += off_t(text.size());
-  for (const auto& l : lines) file.lines.push_back({index, l});
+  file.lines.insert(file.lines.end(), lines.begin(), lines.end());
   return true;
 }
 
-bool ResultStore::commit(uint64_t index, const Row& key_cells,
-                         const std::vector<std::vector<Row>>& rows, std::string* error) {
+bool ResultStore::commit(const std::vector<Commit>& points, std::string* error) {
+  if (points.empty()) return true;
   std::lock_guard<std::mutex> lock(mu_);
-  // Side tables first, results next, the journal last (see the header comment).
+  ++batches_;
+  // Side tables first, results next, the journal last (see the header comment): a point's
+  // journal line reaches the disk after all its rows.
   for (size_t k = 0; k < tables_.size(); ++k) {
     const size_t t = (k + 1) % tables_.size();
-    if (rows[t].empty()) continue;
-    std::vector<std::string> lines;
-    for (const Row& r : rows[t]) {
-      Row full = key_cells;
-      if (tables_[t].all_params) full.insert(full.end(), param_cells_.begin(), param_cells_.end());
-      full.insert(full.end(), r.begin(), r.end());
-      lines.push_back(csv_line(full));
-    }
-    if (!append(tables_[t], index, lines, error)) return false;
+    std::vector<std::pair<uint64_t, std::string>> lines;
+    for (const Commit& c : points)
+      for (const Row& r : (*c.rows)[t]) {
+        Row full = *c.key_cells;
+        if (tables_[t].all_params)
+          full.insert(full.end(), param_cells_.begin(), param_cells_.end());
+        full.insert(full.end(), r.begin(), r.end());
+        lines.push_back({c.index, csv_line(full)});
+      }
+    if (!lines.empty() && !append(tables_[t], lines, error)) return false;
   }
-  return append(journal_, index, {csv_line(key_cells)}, error);
+  std::vector<std::pair<uint64_t, std::string>> journal;
+  for (const Commit& c : points) journal.push_back({c.index, csv_line(*c.key_cells)});
+  return append(journal_, journal, error);
 }
 
 bool ResultStore::record_failure(uint64_t index, const Row& key_cells, const std::string& reason,
@@ -258,7 +264,7 @@ bool ResultStore::record_failure(uint64_t index, const Row& key_cells, const std
   std::lock_guard<std::mutex> lock(mu_);
   Row full = key_cells;
   full.push_back(reason);
-  return append(failures_, index, {csv_line(full)}, error);
+  return append(failures_, {{index, csv_line(full)}}, error);
 }
 
 bool ResultStore::rewrite(File& file, std::string* error) {

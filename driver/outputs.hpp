@@ -3,10 +3,13 @@
 // failures.csv the points that failed. Every file starts with the sweep keys and seed; a table
 // declared with PL_TABLE_ALL_PARAMS continues with every other parameter (LeadingColumns).
 //
-// Durability: the rows of a point are written whole or not at all. When a point finishes, its
-// side-table rows, then its results.csv rows, then one line in journal.csv (the point's key
-// cells) are each written with one checked write and fsync'd. A write that fails (disk full,
-// I/O error) is cut back to the file's last good length and reported with the path and errno.
+// Durability: the rows of a point are written whole or not at all. Finished points are written
+// in batches (the run's recorder thread takes every point that finished while the previous batch
+// was being written): the batch's side-table rows, then its results.csv rows, then one line per
+// point in journal.csv (the point's key cells), each file with one checked write and one
+// fdatasync. A point counts as done (progress, run.json) only once its journal line is on disk.
+// A write that fails (disk full, I/O error) is cut back to the file's last good length and
+// reported with the path and errno; no point of that batch counts as done.
 // journal.csv decides on --resume which points are done: rows of points not in it (a point
 // interrupted while writing) are dropped, and a torn last line (no newline: a kill or a full
 // disk mid-write) is dropped with a message; that point runs again. At the end of a completed
@@ -61,9 +64,19 @@ class ResultStore {
   bool open(const std::string& dir, const pl_plugin& plugin, const LeadingColumns& lead,
             bool resume, const KeyLookup& lookup, std::set<uint64_t>* done,
             std::vector<std::string>* notes, std::string* error);
-  // Appends the rows of one finished point: rows[t] are the rows of table t (measured cells).
-  bool commit(uint64_t index, const Row& key_cells, const std::vector<std::vector<Row>>& rows,
-              std::string* error);
+  // One finished point: its index, key cells and rows (rows[t]: the rows of table t, measured
+  // cells only).
+  struct Commit {
+    uint64_t index;
+    const Row* key_cells;
+    const std::vector<std::vector<Row>>* rows;
+  };
+  // Appends the rows of finished points, one write and one fdatasync per file for all of them
+  // (side tables, results, journal: see the header comment). False: none of them is done.
+  bool commit(const std::vector<Commit>& points, std::string* error);
+  // Batches written by commit (each: one fdatasync per file it touched).
+  size_t batches() const { return batches_; }
+  size_t syncs() const { return syncs_; }
   bool record_failure(uint64_t index, const Row& key_cells, const std::string& reason,
                       std::string* error);
   // Rewrites every file in point order and closes them.
@@ -86,13 +99,15 @@ class ResultStore {
     std::vector<std::pair<uint64_t, std::string>> lines;  // (point index, CSV line), emission order
   };
   bool open_append(File& file, std::string* error);
-  bool append(File& file, uint64_t index, const std::vector<std::string>& lines,
+  // Appends lines (point index, CSV line) with one checked write and one fdatasync.
+  bool append(File& file, const std::vector<std::pair<uint64_t, std::string>>& lines,
               std::string* error);
   bool rewrite(File& file, std::string* error);
   std::vector<File> tables_;
   File failures_, journal_;
   Row param_cells_;  // LeadingColumns::param_cells
   std::mutex mu_;
+  size_t batches_ = 0, syncs_ = 0;
 };
 
 }  // namespace pl::driver

@@ -471,6 +471,7 @@ class Run {
     });
     announce();
     start_abort_watcher();
+    start_recorder();
     progress_->start();
     if (plan_ && mpi_size() > 1)
       run_mpi_search();
@@ -480,6 +481,8 @@ class Run {
       run_mpi();
     else
       run_local();
+    drain_recorder();
+    stop_recorder();
     progress_->stop();
     stop_abort_watcher();
   }
@@ -672,52 +675,118 @@ class Run {
     g_stop = 1;
   }
 
-  // Writes one finished point (computed here or on an MPI worker rank).
+  // A finished point (computed here or on an MPI worker rank) goes to the recorder thread, which
+  // writes it to the run folder: the worker (or rank 0's dispatcher) goes on at once.
   void record_point(const Point& pt, PointOutcome&& o) {
-    PointRecord rec;
-    rec.seconds = o.seconds;
-    rec.rank = o.rank;
-    classify(pt, o, &rec);
-    if (plan_ && rec.status == PointStatus::ok)
-      rec.labelled = point_label(cfg_.search, p_.tables[0], o.rows[0], &rec.label, &rec.error);
-    struct Counted {  // [search]: the round waits for every point of it to be recorded
-      Run* r;
-      ~Counted() {
-        if (!r->plan_) return;
-        {
-          std::lock_guard<std::mutex> l(r->round_mu_);
-          ++r->round_recorded_;
-        }
-        r->round_cv_.notify_all();
-      }
-    } counted{this};
     {
-      std::lock_guard<std::mutex> l(recs_mu_);
-      recs_[pt.index] = rec;
+      std::lock_guard<std::mutex> l(rq_mu_);
+      rq_.push_back({&pt, std::move(o)});
     }
-    if (rec.status == PointStatus::cancelled ||
-        (rec.status == PointStatus::not_run && !rec.error.empty()))
-      return;
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%.2f s", rec.seconds);
-    progress_->point_done(rec.status == PointStatus::failed,
-                          pt.label + ": " +
-                              (rec.status == PointStatus::ok ? "ok" : "FAILED: " + rec.error) +
-                              " (" + secs + ")");
+    rq_cv_.notify_all();
   }
 
-  // The point's status, and its rows (or failure) in the tables.
+  // The recorder: takes every point that finished while it wrote the previous batch and writes
+  // them as one batch (ResultStore::commit: one fdatasync per file). A point is recorded (its
+  // status, the progress line, a [search] round's count) only after its rows and journal line
+  // are on disk, so nothing reported done is lost by a crash.
+  void start_recorder() {
+    rq_quit_ = false;
+    recorder_ = std::thread([this] {
+      for (;;) {
+        std::vector<std::pair<const Point*, PointOutcome>> batch;
+        {
+          std::unique_lock<std::mutex> l(rq_mu_);
+          rq_cv_.wait(l, [this] { return !rq_.empty() || rq_quit_; });
+          if (rq_.empty()) return;
+          for (auto& item : rq_) batch.push_back(std::move(item));
+          rq_.clear();
+          rq_busy_ = true;
+        }
+        record_batch(&batch);
+        {
+          std::lock_guard<std::mutex> l(rq_mu_);
+          rq_busy_ = false;
+        }
+        rq_cv_.notify_all();
+      }
+    });
+  }
+
+  // Waits until every point handed to the recorder is recorded.
+  void drain_recorder() {
+    std::unique_lock<std::mutex> l(rq_mu_);
+    rq_cv_.wait(l, [this] { return rq_.empty() && !rq_busy_; });
+  }
+
+  void stop_recorder() {
+    if (!recorder_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> l(rq_mu_);
+      rq_quit_ = true;
+    }
+    rq_cv_.notify_all();
+    recorder_.join();
+  }
+
+  void record_batch(std::vector<std::pair<const Point*, PointOutcome>>* batch) {
+    std::vector<PointRecord> recs(batch->size());
+    std::vector<ResultStore::Commit> commits;
+    for (size_t i = 0; i < batch->size(); ++i) {
+      const Point& pt = *(*batch)[i].first;
+      const PointOutcome& o = (*batch)[i].second;
+      PointRecord& rec = recs[i];
+      rec.seconds = o.seconds;
+      rec.rank = o.rank;
+      classify(pt, o, &rec);
+      if (rec.status == PointStatus::ok) {
+        commits.push_back({pt.index, &pt.key_cells, &o.rows});
+        if (plan_)
+          rec.labelled = point_label(cfg_.search, p_.tables[0], o.rows[0], &rec.label, &rec.error);
+      }
+    }
+    std::string err;
+    if (!store_.commit(commits, &err)) {
+      for (PointRecord& rec : recs)
+        if (rec.status == PointStatus::ok) {
+          rec.status = PointStatus::not_run;  // its rows are not on disk: run it again
+          rec.error = err;
+        }
+      io_failed(err);
+    }
+    for (size_t i = 0; i < batch->size(); ++i) {
+      const Point& pt = *(*batch)[i].first;
+      const PointRecord& rec = recs[i];
+      {
+        std::lock_guard<std::mutex> l(recs_mu_);
+        recs_[pt.index] = rec;
+      }
+      if (plan_) {  // [search]: the round waits for every point of it to be recorded
+        {
+          std::lock_guard<std::mutex> l(round_mu_);
+          ++round_recorded_;
+        }
+        round_cv_.notify_all();
+      }
+      if (rec.status == PointStatus::cancelled ||
+          (rec.status == PointStatus::not_run && !rec.error.empty()))
+        continue;
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.2f s", rec.seconds);
+      progress_->point_done(rec.status == PointStatus::failed,
+                            pt.label + ": " +
+                                (rec.status == PointStatus::ok ? "ok" : "FAILED: " + rec.error) +
+                                " (" + secs + ")");
+    }
+  }
+
+  // The point's status; a failure's line in failures.csv (a point's rows are written by
+  // record_batch, with the rest of its batch).
   void classify(const Point& pt, const PointOutcome& o, PointRecord* rec) {
     const pl_status st = pl_status(o.status);
     std::string err;
     if (st == PL_OK && o.fail_reason.empty()) {
       rec->status = PointStatus::ok;
       for (const auto& t : o.rows) rec->rows += t.size();
-      if (!store_.commit(pt.index, pt.key_cells, o.rows, &err)) {
-        rec->status = PointStatus::not_run;  // its rows are not on disk: run it again
-        rec->error = err;
-        io_failed(err);
-      }
     } else if ((o.stop_seen || g_stop.load()) &&
                (st == PL_CANCELLED || (st != PL_OK && o.fail_reason.empty()))) {
       rec->status = PointStatus::cancelled;  // stopped by Ctrl-C: run it again on --resume
@@ -999,6 +1068,9 @@ class Run {
                    {"done_before", count({PointStatus::resumed})},
                    {"cancelled", count({PointStatus::cancelled})},
                    {"not_run", count({PointStatus::not_run})}};
+    // How the finished points reached the disk (this process's writes; batches of points that
+    // finished together, one fdatasync per file touched).
+    j["writes"] = {{"batches", store_.batches()}, {"fdatasync", store_.syncs()}};
     j["figure_tool"] = tool;
     j["figures"] = ordered_json::array();
     for (const auto& f : figs) {
@@ -1099,6 +1171,12 @@ class Run {
   std::unique_ptr<std::atomic<double>[]> fractions_;
   std::unique_ptr<Progress> progress_;
   std::thread watcher_;
+  // The recorder thread's queue of finished points (record_point, start_recorder).
+  std::mutex rq_mu_;
+  std::condition_variable rq_cv_;
+  std::deque<std::pair<const Point*, PointOutcome>> rq_;
+  bool rq_busy_ = false, rq_quit_ = false;
+  std::thread recorder_;
   std::atomic<size_t> next_{0};
   std::mutex io_mu_;
   bool io_error_ = false;

@@ -1179,6 +1179,80 @@ TEST_CASE("a second Ctrl-C still records what finished; --resume completes the r
   CHECK(slurp(d / "o/results.csv") == slurp(d / "full/results.csv"));
 }
 
+// The number after `"key": ` in run.json (-1 when absent).
+long json_number(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\": ");
+  return at == std::string::npos ? -1 : std::atol(json.c_str() + at + key.size() + 4);
+}
+
+TEST_CASE(
+    "finished points are written in batches: a slow disk groups them, the tables do not change") {
+  // 60 points of microseconds on one thread. With every fdatasync 25 ms slower (a slow disk),
+  // the points that finish while a batch is being written go to disk together: far fewer
+  // batches than points, one fdatasync per file per batch (results, history, points, journal),
+  // and the same tables as a run on a fast disk.
+  TempDir d;
+  std::string sweep = "n = [";
+  for (int n = 1; n <= 60; ++n) sweep += std::to_string(n) + (n < 60 ? ", " : "]\n");
+  spit(d / "many.toml", "plugin = \"toy\"\n[run]\nthreads = 1\n[sweep]\n" + sweep);
+  REQUIRE(phaselab({"run", d / "many.toml", "--out", d / "fast", "--quiet"}, d).rc == 0);
+  {
+    const ScopedEnv slow("PHASELAB_FAULT_SYNC_MS", "25");
+    REQUIRE(phaselab({"run", d / "many.toml", "--out", d / "slow", "--quiet"}, d).rc == 0);
+  }
+  for (const char* f : {"results.csv", "history.csv", "points.csv"})
+    CHECK(slurp(d / (std::string("fast/") + f)) == slurp(d / (std::string("slow/") + f)));
+  CHECK(count_lines(slurp(d / "slow/journal.csv")) == 1 + 60);
+  for (const char* run : {"fast", "slow"}) {
+    const std::string json = slurp(d / (std::string(run) + "/run.json"));
+    const long batches = json_number(json, "batches"), syncs = json_number(json, "fdatasync");
+    CAPTURE(run);
+    CAPTURE(batches);
+    CAPTURE(syncs);
+    CHECK(batches >= 1);
+    CHECK(batches <= 60);
+    CHECK(syncs <= 4 * batches);
+    CHECK(syncs >= batches);
+    if (std::string(run) == "slow") CHECK(batches <= 20);  // a sync per point would be 60
+  }
+}
+
+TEST_CASE("a point reported done is on disk: kill -9 while points are being written") {
+  // Every point whose progress line says ok must be in journal.csv and results.csv after a
+  // SIGKILL: the progress line comes after the batch's fdatasync. Points of 5 ms on 2 threads
+  // (1 s in all) and a slow disk (30 ms per sync) keep batches in flight when the kill arrives.
+  TempDir d;
+  std::string sweep = "n = [";
+  for (int n = 1; n <= 400; ++n) sweep += std::to_string(n) + (n < 400 ? ", " : "]\n");
+  spit(d / "many.toml",
+       "plugin = \"toy\"\n[run]\nthreads = 2\n[toy]\nsleep_ms = 5\n[sweep]\n" + sweep);
+  pid_t pid;
+  {
+    const ScopedEnv slow("PHASELAB_FAULT_SYNC_MS", "30");
+    pid = spawn({"run", d / "many.toml", "--out", d / "o"}, d, "k9", false);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  while (slurp(d / "k9.err").find(" 30/400]") == std::string::npos &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ::kill(pid, SIGKILL);
+  wait_rc(pid);
+  const std::string err = slurp(d / "k9.err"), journal = slurp(d / "o/journal.csv"),
+                    results = slurp(d / "o/results.csv");
+  size_t reported = 0;
+  for (size_t at = err.find("] n="); at != std::string::npos; at = err.find("] n=", at + 1)) {
+    const std::string n = err.substr(at + 4, err.find(' ', at + 4) - at - 4);
+    if (err.compare(err.find(':', at), 5, ": ok ") != 0) continue;
+    ++reported;
+    CAPTURE(n);
+    CHECK(journal.find("\n" + n + ",0\n") != std::string::npos);
+    CHECK(results.find("\n" + n + ",0,") != std::string::npos);
+  }
+  CHECK(reported >= 30);
+  CHECK(count_lines(journal) - 1 >= reported);  // written, not yet reported: allowed
+  CHECK(count_lines(journal) - 1 < 400);        // the kill came before the end
+}
+
 TEST_CASE("a PNG that gnuplot could not finish is not counted as drawn: exit 5") {
   // A stand-in gnuplot that answers the probe and then writes half a PNG, as a full disk would
   // leave it (signature, no IEND chunk).
