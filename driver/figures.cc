@@ -15,6 +15,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "driver/text.hpp"
 
@@ -704,12 +707,37 @@ class Figure {
       }
       return true;
     };
-    for (size_t i = 0; i < series_keys_.size(); ++i)
-      for (size_t j = series_keys_.size(); j-- > i + 1;)
-        if (same(i, j)) {
-          series_notes_[i] = " (under " + series_titles_[j] + ": same values)";
+    // Candidates by index, not all pairs (a sweep of 10^4 points draws 10^4 curves): j can be the
+    // same as i only if it has equal values at 90% or more of the x of i's first panel, so at
+    // one at least of any floor(|x| / 10) + 1 of them; the index maps (panel, x, values there) to
+    // the series that have them.
+    auto cell_key = [](const std::string& panel, double x, const std::vector<double>& ys) {
+      std::string k = panel;
+      k += '\x1f';
+      k.append(reinterpret_cast<const char*>(&x), sizeof x);
+      for (double y : ys) k.append(reinterpret_cast<const char*>(&y), sizeof y);
+      return k;
+    };
+    std::unordered_map<std::string, std::vector<size_t>> index;
+    for (size_t j = 0; j < series_keys_.size(); ++j)
+      for (const auto& [pv, p] : pts[j])
+        for (const auto& [x, ys] : p) index[cell_key(pv, x, ys)].push_back(j);
+    for (size_t i = 0; i < series_keys_.size(); ++i) {
+      if (pts[i].empty()) continue;
+      const auto& [pv, pa] = *pts[i].begin();
+      std::vector<size_t> cand;
+      size_t m = pa.size() / 10 + 1;
+      for (auto it = pa.begin(); it != pa.end() && m-- > 0; ++it)
+        for (size_t j : index[cell_key(pv, it->first, it->second)])
+          if (j > i) cand.push_back(j);
+      std::sort(cand.begin(), cand.end());
+      cand.erase(std::unique(cand.begin(), cand.end()), cand.end());
+      for (size_t c = cand.size(); c-- > 0;)  // the last series drawn over it names it
+        if (same(i, cand[c])) {
+          series_notes_[i] = " (under " + series_titles_[cand[c]] + ": same values)";
           break;
         }
+    }
   }
 
   // gnuplot cycles 8 colours; beyond 8 series the dash and marker change too. A series' own

@@ -356,6 +356,29 @@ TEST_CASE("figures: reference curves in their data's colour, hidden curves named
   CHECK(count_of(s, "same values") == 2);
 }
 
+// The hidden-curve note looks for candidates through an index of (x, values) instead of all
+// pairs of curves; it must still find a curve that covers 90% of another's x but not its first
+// x, drawn several curves later, and must not name one that covers only 80%.
+TEST_CASE("figures: a curve hidden at 90% of its x is named even when its first x is not covered") {
+  RunDir run;
+  std::string t = "g,x,y\n";
+  for (int x = 0; x < 10; ++x) {
+    t += "a," + std::to_string(x) + "," + std::to_string(x * x) + "\n";    // hidden under d
+    t += "b," + std::to_string(x) + "," + std::to_string(x + 100) + "\n";  // its own values
+    if (x >= 1) t += "d," + std::to_string(x) + "," + std::to_string(x * x) + "\n";  // a's 9 of 10
+    t += "f," + std::to_string(x) + "," + std::to_string(5 * x) + "\n";  // h covers 80%: shown
+    if (x >= 2) t += "h," + std::to_string(x) + "," + std::to_string(5 * x) + "\n";
+  }
+  run.table("results", t);
+  render(run, {pl::sdk::plot("h", "hidden", "results", "x", "y", "g", "", 0)});
+  const std::string s = run.read("figures/h.gp");
+  CAPTURE(s);
+  CHECK(s.find("title 'g=a (under g=d: same values)'") != std::string::npos);
+  CHECK(s.find("title 'g=b'") != std::string::npos);
+  CHECK(s.find("title 'g=f'") != std::string::npos);
+  CHECK(count_of(s, "same values") == 1);
+}
+
 TEST_CASE("figures: a heat map colours each (x, y) cell by its most frequent category") {
   RunDir run;
   run.table("results",
