@@ -247,8 +247,47 @@ void run_section(const toml::table& run, const std::string& file, RunConfig* cfg
         err(v->source(), "run.target: " + why);
       else
         cfg->target = *s == "best" ? "" : *s;
+    } else if (key == "figure_formats") {
+      // A list of distinct formats, "png" among them: every run figure is a PNG (what the
+      // README, `phaselab status` and notebooks show); PDF and SVG are drawn beside it.
+      const toml::array* a = v->as_array();
+      if (!a || a->empty()) {
+        err(v->source(), "run.figure_formats must be a non-empty list of \"png\", \"pdf\", " +
+                             std::string("\"svg\" (e.g. [\"png\", \"pdf\"]), got ") +
+                             found_text(*v));
+        continue;
+      }
+      std::vector<std::string> formats;
+      bool ok = true;
+      for (const toml::node& e : *a) {
+        auto s = e.value_exact<std::string>();
+        if (!s || (*s != "png" && *s != "pdf" && *s != "svg")) {
+          std::string msg =
+              "run.figure_formats: unknown format " + found_text(e) + " (png, pdf or svg)";
+          if (s) {
+            const std::string dym = did_you_mean(*s, {"png", "pdf", "svg"});
+            if (!dym.empty()) msg += " (did you mean " + quoted(dym) + "?)";
+          }
+          err(e.source(), msg);
+          ok = false;
+        } else if (std::find(formats.begin(), formats.end(), *s) != formats.end()) {
+          err(e.source(), "run.figure_formats lists " + quoted(*s) + " twice");
+          ok = false;
+        } else {
+          formats.push_back(*s);
+        }
+      }
+      if (ok && std::find(formats.begin(), formats.end(), "png") == formats.end()) {
+        err(v->source(),
+            "run.figure_formats must include \"png\" (the PDF and SVG files are drawn beside "
+            "each PNG), got " +
+                found_text(*v));
+        ok = false;
+      }
+      if (ok) cfg->figure_formats = formats;
     } else {
-      err(k->source(), unknown_key("run.", key, {"seeds", "threads", "out", "target"}));
+      err(k->source(),
+          unknown_key("run.", key, {"seeds", "threads", "out", "target", "figure_formats"}));
     }
   }
 }

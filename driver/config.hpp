@@ -5,7 +5,8 @@
 //   plugin = "copy_task"        # which plugin; its table below holds scalar parameter values
 //   name = "copy_default"       # optional, names the default output folder
 //   [run]    seeds = 4 (count: seeds 0..3) or [1, 7, 9]; threads = 0 (all cores);
-//            out = "runs/x"; target = "avx2" (kernel target, default best)
+//            out = "runs/x"; target = "avx2" (kernel target, default best);
+//            figure_formats = ["png", "pdf", "svg"] (run and merge figures; default ["png"])
 //   [sweep]  every key is a plugin parameter with a non-empty list of values; the run is the
 //            Cartesian product, in file order (last key varies fastest), times the seeds
 //   [search] key = "K" (an int or float parameter, not swept), min, max, scale = "log"|"linear",
@@ -74,6 +75,8 @@ struct RunConfig {
   std::vector<bool> base_set;          // set in the plugin's table (else the default)
   SearchSpec search;                   // [search], when on
   std::vector<std::string> overrides;  // key=value from the command line, as given
+  // [run] figure_formats: "png", and "pdf" / "svg" drawn beside each PNG (run and merge figures)
+  std::vector<std::string> figure_formats{"png"};
 };
 
 // Whether the plugin parameter `param` varies across points: a sweep key, or the searched key.

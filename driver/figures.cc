@@ -321,7 +321,7 @@ class Figure {
   Figure(const pl_plot_decl& pd, const std::map<std::string, std::string>& constants,
          const std::vector<std::string>& params, const Tool& tool,
          const std::string& title_note = "")
-      : pd_(&pd), constants_(&constants), params_(params), tool_(tool), title_note_(title_note) {
+      : pd_(&pd), constants_(&constants), params_(params), tool_(&tool), title_note_(title_note) {
     name_ = pd.name;
     res_.name = pd.name;
     // The optional style, as much of it as the plugin's struct has (later fields stay zero).
@@ -344,7 +344,7 @@ class Figure {
 
   // `phaselab plot`: the sources selected (columns found) by the caller.
   Figure(const PlotSpec& ps, std::vector<Source> sources, const Tool& tool)
-      : ps_(&ps), tool_(tool), src_(std::move(sources)) {
+      : ps_(&ps), tool_(&tool), src_(std::move(sources)) {
     name_ = std::filesystem::path(ps.out).stem().string();
     format_ = std::filesystem::path(ps.out).extension().string().substr(1);
     res_.name = name_;
@@ -362,10 +362,17 @@ class Figure {
     src_[0].kind = points_ ? Kind::Points : Kind::Mean;
     if (choose_columns() && choose_groups() && collect()) {
       write_data();
-      if (write_files(fig_dir)) run_gnuplot(fig_dir);
+      if (write_files(fig_dir)) {
+        run_gnuplot(fig_dir);
+        draw_also(fig_dir);
+      }
     }
     return res_;
   }
+
+  // Formats drawn after the figure's own (figure_formats), each with its gnuplot: the same
+  // script but for the terminal and the output, as <name>.<format>.gp beside <name>.gp.
+  void set_also(std::vector<std::pair<std::string, const Tool*>> also) { also_ = std::move(also); }
 
   // `phaselab plot`: PlotOutcome's status; res_.note says why when not 0 (or not drawn).
   int draw_plot(const std::string& fig_dir, std::vector<size_t>* rows_per_source) {
@@ -399,8 +406,9 @@ class Figure {
     }
     write_data();
     if (!write_csv(fig_dir)) return 5;
-    if (!write_files(fig_dir)) return tool_.exe.empty() ? 0 : 5;
+    if (!write_files(fig_dir)) return tool_->exe.empty() ? 0 : 5;
     run_gnuplot(fig_dir);
+    draw_also(fig_dir);
     return res_.png.empty() ? 5 : 0;
   }
   const FigureResult& result() const { return res_; }
@@ -1153,7 +1161,7 @@ class Figure {
     return g;
   }
   std::string terminal() const {
-    if (!tool_.terminal.empty()) return tool_.terminal;  // the one found for format_
+    if (!tool_->terminal.empty()) return tool_->terminal;  // the one found for format_
     return format_ == "pdf" ? "pdfcairo" : format_ == "svg" ? "svg" : "pngcairo";
   }
   // `set terminal` with the figure's size in pixels of the PNG. Text in points is larger in a
@@ -1172,6 +1180,9 @@ class Figure {
     return "set terminal " + terminal() + " size " + size + font + "\n";
   }
   std::string file_name() const { return name_ + "." + format_; }
+  // The script (and .log) of the figure's own format: <name>.gp; of another one drawn beside it
+  // (figure_formats): <name>.<format>.gp.
+  std::string script_stem() const { return also_format_ ? name_ + "." + format_ : name_; }
   std::string title() const {
     if (ps_) {  // one curve has no legend entry: the title says what it pools
       const std::string t = ps_->title.empty() ? name_ : ps_->title;
@@ -1189,7 +1200,7 @@ class Figure {
     std::string axes = heatmap_ ? heatmap_axes() : xy_axes();
     if (hist_) axes += "set style fill transparent solid 0.3\n";
     std::string g = "# " + one_line(file_name()) + " from " + one_line(name_) +
-                    ".dat; redraw with: gnuplot " + one_line(name_) + ".gp\n";
+                    ".dat; redraw with: gnuplot " + one_line(script_stem()) + ".gp\n";
     if (dropped_) g += "# " + std::to_string(dropped_) + " rows outside the declared categories\n";
     return g + (faceted_ ? faceted_script(axes) : single_script(axes));
   }
@@ -1267,21 +1278,59 @@ class Figure {
     if (!write_file_atomic(base + ".dat", dat_, &why) ||
         !write_file_atomic(base + ".gp", script(), &why))
       return fail("cannot write " + base + ".gp/.dat: " + why);
-    if (tool_.exe.empty()) return fail(tool_.why);
+    if (tool_->exe.empty()) return fail(tool_->why);
     return true;
   }
 
+  // Every format of also_ after the figure's own has been drawn: the script <name>.<format>.gp
+  // and the file, or also_note saying which could not be and why. The data file is shared.
+  void draw_also(const std::string& fig_dir) {
+    if (res_.png.empty() || also_.empty()) return;
+    const FigureResult own = res_;
+    const std::string own_format = format_;
+    const Tool* own_tool = tool_;
+    std::vector<std::string> drawn, notes;
+    for (const auto& [format, tool] : also_) {
+      if (format == own_format) continue;
+      format_ = format;
+      tool_ = tool;
+      also_format_ = true;
+      res_ = FigureResult{};
+      const std::string gp_file = fig_dir + "/" + script_stem() + ".gp";
+      std::string why;
+      if (tool_->exe.empty()) {
+        why = tool_->why;
+      } else if (!write_file_atomic(gp_file, script(), &why)) {
+        why = "cannot write " + gp_file + ": " + why;
+      } else {
+        run_gnuplot(fig_dir);
+        why = res_.note;
+      }
+      if (!res_.png.empty())
+        drawn.push_back(res_.png);
+      else
+        notes.push_back(format + ": " + why);
+    }
+    format_ = own_format;
+    tool_ = own_tool;
+    also_format_ = false;
+    res_ = own;
+    res_.also = drawn;
+    for (const auto& n : notes) res_.also_note += (res_.also_note.empty() ? "" : "; ") + n;
+  }
+
   void run_gnuplot(const std::string& fig_dir) {
-    const std::string base = fig_dir + "/" + name_, log = base + ".log";
+    const std::string base = fig_dir + "/" + script_stem(), log = base + ".log";
     const std::string file = fig_dir + "/" + file_name();
-    const int rc = run_tool(tool_.exe, {name_ + ".gp"}, fig_dir, log);
+    const int rc = run_tool(tool_->exe, {script_stem() + ".gp"}, fig_dir, log);
     std::string log_text;
     read_file(log, &log_text, nullptr);
     std::error_code ec;
     const auto size = std::filesystem::file_size(file, ec);
     if (rc > 128) {  // Ctrl-C reaches gnuplot too: not a gnuplot error
       fail("gnuplot was stopped by signal " + std::to_string(rc - 128) + " (" +
-           strsignal(rc - 128) + "); redraw with: cd " + fig_dir + " && gnuplot " + name_ + ".gp");
+           strsignal(rc - 128) + "); redraw with: cd " + fig_dir + " && gnuplot " + script_stem() +
+           ".gp");
       std::remove(file.c_str());  // a partial file
       return;
     }
@@ -1322,7 +1371,9 @@ class Figure {
   std::vector<std::string> params_;  // the plugin's parameter names (run figures)
   std::vector<std::string> pooled_;  // swept parameters the run figure averages over
   const PlotSpec* ps_ = nullptr;     // or `phaselab plot`'s figure
-  const Tool& tool_;
+  const Tool* tool_;                 // gnuplot for format_
+  std::vector<std::pair<std::string, const Tool*>> also_;  // formats drawn after format_
+  bool also_format_ = false;    // drawing one of also_ (script <name>.<format>.gp)
   std::string title_note_;      // added to a run figure's title (a partial merge)
   std::string name_;            // file names: <name>.png, .gp, .dat (and .csv for `phaselab plot`)
   std::string format_ = "png";  // the figure's: png, or `phaselab plot --out` FIG.pdf / FIG.svg
@@ -1361,10 +1412,15 @@ class Figure {
 
 }  // namespace
 
+bool figure_format_known(const std::string& format) {
+  return format == "png" || format == "pdf" || format == "svg";
+}
+
 std::vector<FigureResult> render_figures(const pl_plugin& plugin, const std::string& out_dir,
                                          const std::map<std::string, std::string>& constants,
                                          std::string* tool_text, bool* have_tool,
-                                         const std::string& title_note) {
+                                         const std::string& title_note,
+                                         const std::vector<std::string>& formats) {
   std::vector<FigureResult> out;
   *have_tool = false;
   if (plugin.num_plots == 0) return out;
@@ -1377,9 +1433,21 @@ std::vector<FigureResult> render_figures(const pl_plugin& plugin, const std::str
   std::vector<std::string> params;
   for (uint32_t i = 0; i < plugin.num_params; ++i)
     if (plugin.params && plugin.params[i].name) params.push_back(plugin.params[i].name);
-  for (uint32_t i = 0; i < plugin.num_plots; ++i)
-    out.push_back(
-        Figure(plugin.plots[i], constants, params, tool, title_note).draw(out_dir, fig_dir));
+  // The other formats' gnuplot (its terminal), found once for all figures.
+  std::vector<std::string> also_formats;
+  for (const auto& f : formats)
+    if (f != "png") also_formats.push_back(f);
+  std::vector<Tool> also_tools;
+  for (const auto& f : also_formats)
+    also_tools.push_back(tool.exe.empty() ? tool : find_gnuplot(fig_dir, f));
+  std::vector<std::pair<std::string, const Tool*>> also;
+  for (size_t i = 0; i < also_formats.size(); ++i)
+    also.push_back({also_formats[i], &also_tools[i]});
+  for (uint32_t i = 0; i < plugin.num_plots; ++i) {
+    Figure fig(plugin.plots[i], constants, params, tool, title_note);
+    fig.set_also(also);
+    out.push_back(fig.draw(out_dir, fig_dir));
+  }
   return out;
 }
 
@@ -1596,7 +1664,7 @@ void find_pooled(Source* s) {
 // did not write (a run's results.csv or journal.csv, a run figure's .gp and .dat, a user's
 // file): *why says which, and nothing is written.
 bool check_outputs(const std::filesystem::path& out, const std::vector<Source>& sources,
-                   std::string* why) {
+                   const std::vector<std::string>& also, std::string* why) {
   namespace fs = std::filesystem;
   const std::string stem = out.stem().string();
   const fs::path base = out.parent_path() / stem;
@@ -1606,8 +1674,11 @@ bool check_outputs(const std::filesystem::path& out, const std::vector<Source>& 
   };
   const bool ours = starts(fs::path(base.string() + ".dat"),
                            "# " + one_line(stem) + ": written by phaselab plot from ");
-  for (const std::string& ext : {out.extension().string(), std::string(".gp"), std::string(".dat"),
-                                 std::string(".csv"), std::string(".log")}) {
+  std::vector<std::string> exts = {out.extension().string(), ".gp", ".dat", ".csv", ".log"};
+  for (const std::string& f : also)  // the other formats' files: FIG.pdf, FIG.pdf.gp, FIG.pdf.log
+    if ("." + f != out.extension().string())
+      for (const char* tail : {"", ".gp", ".log"}) exts.push_back("." + f + tail);
+  for (const std::string& ext : exts) {
     const fs::path p = base.string() + ext;
     std::error_code ec;
     const fs::file_status st = fs::symlink_status(p, ec);
@@ -1679,7 +1750,13 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
     o.error = "--title: " + o.error;
     return o;
   }
-  if (!check_outputs(out, sources, &o.error)) {
+  for (const std::string& f : spec.also)
+    if (!figure_format_known(f)) {
+      o.status = 2;
+      o.error = "unknown figure format " + driver::quoted(f) + " (png, pdf or svg)";
+      return o;
+    }
+  if (!check_outputs(out, sources, spec.also, &o.error)) {
     o.status = 2;
     return o;
   }
@@ -1695,6 +1772,16 @@ PlotOutcome draw_plot(const PlotSpec& spec) {
     pooled.push_back(t);
   }
   Figure fig(filled, std::move(sources), tool);
+  std::vector<std::string> also_formats;
+  for (const std::string& f : spec.also)
+    if (f != ext.substr(1)) also_formats.push_back(f);
+  std::vector<Tool> also_tools;
+  for (const std::string& f : also_formats)
+    also_tools.push_back(tool.exe.empty() ? tool : find_gnuplot(fig_dir, f));
+  std::vector<std::pair<std::string, const Tool*>> also;
+  for (size_t i = 0; i < also_formats.size(); ++i)
+    also.push_back({also_formats[i], &also_tools[i]});
+  fig.set_also(also);
   std::vector<size_t> rows;
   o.status = fig.draw_plot(fig_dir, &rows);
   o.figure = fig.result();

@@ -553,6 +553,11 @@ class Merge {
       if (have_tool && f.png.empty() && f.note.rfind("no rows to plot", 0) != 0 &&
           f.note.find("excludes this run") == std::string::npos)
         progress.warn("phaselab merge: figure " + f.name + " not drawn: " + f.note);
+    for (const auto& f : figs_)
+      if (!f.also_note.empty()) {
+        progress.warn("phaselab merge: figure " + f.name + " drawn as a PNG only: " + f.also_note);
+        if (f.also_note.find("cannot write") != std::string::npos) code = kExitWrite;
+      }
     return code;
   }
 
@@ -635,12 +640,7 @@ class Merge {
                      {"outputs", {"boundaries.csv", "search_points.csv"}}};
     r["figure_tool"] = tool_;
     ordered_json jf = ordered_json::array();
-    for (const auto& f : figs_) {
-      ordered_json o = {{"name", f.name}};
-      if (!f.png.empty()) o["png"] = f.png;
-      if (!f.note.empty()) o["note"] = f.note;
-      jf.push_back(o);
-    }
+    for (const auto& f : figs_) jf.push_back(figure_json<ordered_json>(f));
     r["figures"] = jf;
     r["points"] = points;
     return r;

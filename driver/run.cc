@@ -924,6 +924,15 @@ class Run {
     std::vector<std::string> not_here;
     std::vector<std::pair<std::string, std::string>> reasons;  // (note, figure names)
     for (const auto& f : figs) {
+      if (!f.also_note.empty()) {  // the PNG is drawn, a PDF or SVG beside it is not
+        const bool write = f.also_note.find("cannot write") != std::string::npos;
+        if (write) *code = kExitWrite;
+        if (write)
+          std::fprintf(stderr, "phaselab: error: figure %s: %s\n", f.name.c_str(),
+                       f.also_note.c_str());
+        else
+          progress_->warn("phaselab: figure " + f.name + " drawn as a PNG only: " + f.also_note);
+      }
       if (!f.png.empty()) continue;
       if (f.note.rfind("no rows to plot", 0) == 0 ||
           f.note.find("excludes this run") != std::string::npos) {
@@ -1073,12 +1082,7 @@ class Run {
     j["writes"] = {{"batches", store_.batches()}, {"fdatasync", store_.syncs()}};
     j["figure_tool"] = tool;
     j["figures"] = ordered_json::array();
-    for (const auto& f : figs) {
-      ordered_json o = {{"name", f.name}};
-      if (!f.png.empty()) o["png"] = f.png;
-      if (!f.note.empty()) o["note"] = f.note;
-      j["figures"].push_back(o);
-    }
+    for (const auto& f : figs) j["figures"].push_back(figure_json<ordered_json>(f));
     j["points"] = points_json();
     return j;
   }
@@ -1094,6 +1098,7 @@ class Run {
                 {"threads", opt_.threads >= 0 ? opt_.threads : cfg_.threads},
                 {"out", out_},
                 {"target", kt_.target ? kt_.target : ""},
+                {"figure_formats", cfg_.figure_formats},
                 {"resume", opt_.resume}};
     c["sweep"] = ordered_json::object();
     for (const auto& a : cfg_.sweep) {
@@ -1333,7 +1338,7 @@ bool finish_run(const RunConfig& cfg, const Plugin& plugin, const pl_kernel_tabl
   std::map<std::string, std::string> constants;
   for (size_t i = 0; i < cfg.base.size(); ++i)
     if (!swept(cfg, i)) constants[plugin.param_names[i]] = value_text(cfg.base[i]);
-  *figs = render_figures(p, out, constants, tool, have_tool, title_note);
+  *figs = render_figures(p, out, constants, tool, have_tool, title_note, cfg.figure_formats);
   return ok;
 }
 

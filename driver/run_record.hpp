@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "driver/config.hpp"
+#include "driver/figures.hpp"
 #include "driver/plugins.hpp"
 #include "driver/shard.hpp"
 
@@ -50,6 +51,23 @@ Json search_json(const SearchSpec& s) {
   j["initial"] = s.initial;
   j["max_evaluations"] = s.max_evaluations;
   return j;
+}
+
+// One figure of run.json's "figures": {"name", "png": path (when drawn), "pdf", "svg" (the
+// other figure_formats drawn beside it), "note" (why not drawn, or why a PDF or SVG was not)}.
+template <class Json = json>
+Json figure_json(const FigureResult& f) {
+  Json o;
+  o["name"] = f.name;
+  if (!f.png.empty()) o["png"] = f.png;
+  for (const std::string& path : f.also) {
+    const size_t dot = path.rfind('.');
+    o[dot == std::string::npos ? path : path.substr(dot + 1)] = path;
+  }
+  std::string note = f.note;
+  if (!f.also_note.empty()) note += (note.empty() ? "" : "; ") + f.also_note;
+  if (!note.empty()) o["note"] = note;
+  return o;
 }
 
 // The values that decide a run's results, as JSON:

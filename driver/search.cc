@@ -477,6 +477,7 @@ bool write_search_outputs(const std::string& dir, const RunConfig& cfg, const Pl
   l.ylabel = "search";
   l.series = {ls};
   for (PlotSpec* ps : {&b, &l}) {
+    ps->also = cfg.figure_formats;  // PDF and SVG beside the PNG where the config asks
     const PlotOutcome o = draw_plot(*ps);
     if (!o.figure.png.empty() || tool->empty()) *tool = o.tool;
     FigureResult f = o.figure;

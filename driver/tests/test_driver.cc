@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -754,6 +755,118 @@ TEST_CASE("figures: drawn with gnuplot when present, the run succeeds without it
   const std::string dat = slurp(d / "fig/figures/value_vs_n.dat");
   CHECK(dat.find("# mode=sum value") != std::string::npos);
   CHECK(slurp(d / "fig/run.json").find("\"png\": ") != std::string::npos);
+}
+
+namespace {
+
+// A whole PDF (%PDF- first, %%EOF last) or SVG (ends with </svg>), as gnuplot finishes them.
+std::string trimmed(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  return s;
+}
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("figure_formats: a PDF and an SVG beside every PNG, the PNG unchanged, all recorded") {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    MESSAGE("gnuplot not installed: figure formats not tested");
+    return;
+  }
+  TempDir d;
+  spit(d / "png.toml", kGood);
+  std::string all = kGood;
+  all.replace(all.find("seeds = 2\n"), 10,
+              "seeds = 2\nfigure_formats = [\"png\", \"pdf\", \"svg\"]\n");
+  spit(d / "all.toml", all);
+  const Result png = phaselab({"run", d / "png.toml", "--out", d / "png", "--quiet"}, d, true);
+  REQUIRE(png.rc == 0);
+  const Result r = phaselab({"run", d / "all.toml", "--out", d / "all", "--quiet"}, d, true);
+  CAPTURE(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.err.find("PNG only") == std::string::npos);
+  const std::string rec = slurp(d / "all/run.json");
+  CHECK(rec.find("\"figure_formats\": [\"png\", \"pdf\", \"svg\"]") != std::string::npos);
+  CHECK(slurp(d / "png/run.json").find("\"figure_formats\": [\"png\"]") != std::string::npos);
+  for (const std::string name : {"value_vs_n", "value_hist", "history"}) {
+    CAPTURE(name);
+    const std::string base = d / ("all/figures/" + name);
+    // The PNG is the PNG-only run's, byte for byte; its script is unchanged.
+    const std::string p = slurp(base + ".png");
+    CHECK(p.size() > 1000);
+    CHECK(p == slurp(d / ("png/figures/" + name + ".png")));
+    CHECK(slurp(base + ".gp") == slurp(d / ("png/figures/" + name + ".gp")));
+    CHECK_FALSE(exists(d / ("png/figures/" + name + ".pdf")));
+    CHECK_FALSE(exists(d / ("png/figures/" + name + ".svg")));
+    const std::string pdf = slurp(base + ".pdf"), svg = slurp(base + ".svg");
+    CHECK(pdf.size() > 1000);
+    CHECK(pdf.rfind("%PDF-", 0) == 0);
+    CHECK(ends_with(trimmed(pdf), "%%EOF"));
+    CHECK(svg.find("<svg") != std::string::npos);
+    CHECK(ends_with(trimmed(svg), "</svg>"));
+    // Each drawn from its own script over the same data: the PNG's but for terminal and output.
+    const std::string gp = slurp(base + ".gp"), pdf_gp = slurp(base + ".pdf.gp");
+    CHECK(pdf_gp.find("set terminal pdfcairo") != std::string::npos);
+    CHECK(pdf_gp.find("set output '" + name + ".pdf'") != std::string::npos);
+    CHECK(slurp(base + ".svg.gp").find("set terminal svg") != std::string::npos);
+    const auto plot_part = [](const std::string& g) {
+      const size_t at = g.find("set title");
+      return at == std::string::npos ? g : g.substr(at);
+    };
+    CHECK(plot_part(pdf_gp) == plot_part(gp));
+    // run.json lists every file of the figure.
+    CHECK(rec.find("\"png\": \"" + base + ".png\", \"pdf\": \"" + base + ".pdf\", \"svg\": \"" +
+                   base + ".svg\"") != std::string::npos);
+  }
+  // Through an override too, in the order given (the PNG is drawn first all the same).
+  const Result o = phaselab({"run", d / "png.toml", "--out", d / "svg", "--quiet",
+                             "run.figure_formats=[\"svg\", \"png\"]"},
+                            d, true);
+  CAPTURE(o.err);
+  REQUIRE(o.rc == 0);
+  CHECK(ends_with(trimmed(slurp(d / "svg/figures/history.svg")), "</svg>"));
+  CHECK(slurp(d / "svg/figures/history.png") == slurp(d / "png/figures/history.png"));
+  CHECK_FALSE(exists(d / "svg/figures/history.pdf"));
+  CHECK(slurp(d / "svg/run.json").find("\"figure_formats\": [\"svg\", \"png\"]") !=
+        std::string::npos);
+  // Without gnuplot nothing is drawn and the run succeeds, as for PNGs alone.
+  const Result none = phaselab({"run", d / "all.toml", "--out", d / "none", "--quiet"}, d, false);
+  CHECK(none.rc == 0);
+  CHECK_FALSE(exists(d / "none/figures/history.pdf"));
+}
+
+TEST_CASE("figure_formats: an unknown, repeated or PNG-less list is refused at file:line:col") {
+  TempDir d;
+  const std::string f = d / "bad.toml";
+  const std::string head = "plugin = \"toy\"\n[run]\nfigure_formats = ";
+  expect_bad(d, head + "[\"png\", \"jpg\"]\n", 2,
+             f + ":3:26: error: run.figure_formats: unknown format \"jpg\" (png, pdf or svg)");
+  expect_bad(d, head + "[\"png\", \"PDF\"]\n", 2,
+             f + ":3:26: error: run.figure_formats: unknown format \"PDF\" (png, pdf or svg) "
+                 "(did you mean \"pdf\"?)");
+  expect_bad(d, head + "[\"png\", 1]\n", 2,
+             f + ":3:26: error: run.figure_formats: unknown format 1 (png, pdf or svg)");
+  expect_bad(d, head + "[\"png\", \"svg\", \"svg\"]\n", 2,
+             f + ":3:33: error: run.figure_formats lists \"svg\" twice");
+  expect_bad(d, head + "[\"pdf\"]\n", 2,
+             f + ":3:18: error: run.figure_formats must include \"png\"");
+  expect_bad(d, head + "\"pdf\"\n", 2,
+             f + ":3:18: error: run.figure_formats must be a non-empty list of \"png\", \"pdf\", "
+                 "\"svg\"");
+  expect_bad(d, head + "[]\n", 2, f + ":3:18: error: run.figure_formats must be a non-empty list");
+  expect_bad(d, "plugin = \"toy\"\n[run]\nfigure_format = [\"png\"]\n", 2,
+             f + ":3:1: error: unknown key run.figure_format (did you mean run.figure_formats?)");
+  // An override: named by the override.
+  spit(d / "good.toml", kGood);
+  const Result r = phaselab({"check", d / "good.toml", "run.figure_formats=[\"png\",\"eps\"]"}, d);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("override run.figure_formats=[\"png\",\"eps\"]: error: run.figure_formats: "
+                   "unknown format \"eps\"") != std::string::npos);
+  CHECK(
+      phaselab({"check", d / "good.toml", "run.figure_formats=[\"png\",\"pdf\",\"svg\"]"}, d).rc ==
+      0);
 }
 
 // ------------------------------------------------------------------ nothing lost, nothing silent

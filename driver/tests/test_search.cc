@@ -291,6 +291,53 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("search: figure_formats draws the search figures as PDF and SVG too; shards none") {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    MESSAGE("gnuplot not installed: search figures not tested");
+    return;
+  }
+  TempDir dir;
+  spit(dir / "s.toml",
+       search_toml("seeds = 2\nfigure_formats = [\"png\", \"pdf\", \"svg\"]", "m = [1.0, 2.0]", "",
+                   "key = \"x\"\nmin = 1\nmax = 1024\ncolumn = \"phase\"\nrel_tol = 0.5"));
+  SpawnOptions o;
+  o.gnuplot = true;
+  const std::string parent = dir / "sh";
+  for (int i = 0; i < 2; ++i) {
+    const std::string tag = next_tag();
+    REQUIRE(finish(spawn(phaselab_exe(),
+                         {"run", dir / "s.toml", "--shard", std::to_string(i) + "/2", "--out",
+                          parent, "--quiet"},
+                         dir, tag, o),
+                   dir, tag)
+                .rc == 0);
+    const std::string shard = parent + "/shard-" + std::to_string(i) + "-of-2";
+    for (const char* ext : {".png", ".pdf", ".svg"})  // a shard draws no figures: merge does
+      CHECK_FALSE(exists(shard + "/figures/search_boundaries" + ext));
+  }
+  const std::string tag = next_tag();
+  const Result m = finish(
+      spawn(phaselab_exe(), {"merge", parent, parent + "/shard-0-of-2", parent + "/shard-1-of-2"},
+            dir, tag, o),
+      dir, tag);
+  CAPTURE(m.err);
+  REQUIRE(m.rc == 0);
+  const std::string rec = slurp(parent + "/run.json");
+  for (const std::string name : {"search_boundaries", "search_labels"}) {
+    CAPTURE(name);
+    const std::string base = parent + "/figures/" + name;
+    CHECK(slurp(base + ".png").rfind("\x89PNG", 0) == 0);
+    const std::string pdf = slurp(base + ".pdf"), svg = slurp(base + ".svg");
+    CHECK(pdf.rfind("%PDF-", 0) == 0);
+    CHECK(pdf.find("%%EOF", pdf.size() - 8) != std::string::npos);
+    CHECK(svg.find("</svg>", svg.size() - 10) != std::string::npos);
+    CHECK(slurp(base + ".pdf.gp").find("set output '" + name + ".pdf'") != std::string::npos);
+    CHECK(rec.find("\"pdf\": \"" + base + ".pdf\", \"svg\": \"" + base + ".svg\"") !=
+          std::string::npos);
+  }
+  CHECK(rec.find("\"figure_formats\": [\"png\", \"pdf\", \"svg\"]") != std::string::npos);
+}
+
 TEST_CASE("search: mpirun -n 3 hands each round's points to the ranks, same tables" *
           doctest::skip(env_or("PHASELAB_MPIRUN", "").empty())) {
   TempDir dir;

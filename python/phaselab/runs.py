@@ -85,12 +85,20 @@ class Run:
 
     @property
     def figures(self) -> dict[str, Path]:
-        """Figure name -> image file (PNG; PDF or SVG where only those exist)."""
-        out: dict[str, Path] = {}
+        """Figure name -> image file (PNG; PDF or SVG where only those exist). Every format of
+        each figure (``[run] figure_formats``): :attr:`figure_files`."""
+        return {name: files.get("png") or files.get("pdf") or files["svg"]
+                for name, files in self.figure_files.items()}
+
+    @property
+    def figure_files(self) -> dict[str, dict[str, Path]]:
+        """Figure name -> {format: file} for every format drawn: ``{"loss": {"png": ...,
+        "pdf": ..., "svg": ...}}`` with ``[run] figure_formats = ["png", "pdf", "svg"]``."""
+        out: dict[str, dict[str, Path]] = {}
         folder = self.path / "figures"
-        for ext in ("svg", "pdf", "png"):  # later wins: PNG first
+        for ext in ("png", "pdf", "svg"):
             for p in sorted(folder.glob(f"*.{ext}")):
-                out[p.stem] = p
+                out.setdefault(p.stem, {})[ext] = p
         return dict(sorted(out.items()))
 
     def checkpoints(self) -> list[Path]:

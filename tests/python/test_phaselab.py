@@ -318,6 +318,22 @@ def test_load_equals_the_csv_files(tiny_run):
     assert run.failures.empty and run.boundaries is None
     assert run.figures and all(p.is_file() for p in run.figures.values())
     assert "kl_history_id" in run.figures
+    assert all(set(files) == {"png"} for files in run.figure_files.values())
+
+
+def test_figure_formats_listed_in_figure_files_and_run_json(tmp_path):
+    run = phaselab.run(TINY, out=tmp_path / "fmt", threads=2, quiet=True,
+                       overrides={"run.figure_formats": ["png", "pdf", "svg"]})
+    assert run.record["config"]["run"]["figure_formats"] == ["png", "pdf", "svg"]
+    drawn = [f for f in run.record["figures"] if "png" in f]
+    assert drawn
+    files = run.figure_files
+    for f in drawn:
+        listed = {k: Path(v).resolve() for k, v in f.items() if k in ("png", "pdf", "svg")}
+        assert listed == {k: p.resolve() for k, p in files[f["name"]].items()}
+        assert files[f["name"]]["pdf"].read_bytes().startswith(b"%PDF-")
+        assert files[f["name"]]["svg"].read_bytes().rstrip().endswith(b"</svg>")
+        assert run.figures[f["name"]] == files[f["name"]]["png"]
 
 
 def test_checkpoint_matches_safetensors(tiny_run, tmp_path):
