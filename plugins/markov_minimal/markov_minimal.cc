@@ -16,6 +16,7 @@
 
 #include "markov_common/plugin.hpp"
 #include "markov_common/summary.hpp"
+#include "markov_minimal/cost.hpp"
 #include "markov_minimal/harness.hpp"
 #include "markov_minimal/minimal_checkpoint.hpp"
 #include "markov_minimal/minimal_summary.hpp"
@@ -396,6 +397,41 @@ pl_status finish(const pl_host* host, const char* run_dir) {
 }
 
 }  // namespace
+
+// The cost the dispatcher and `run --shard` order points by (phaselab_plugin.h): the work of the
+// run term by term, from the parameters only (cost.hpp has the terms and where they come from).
+extern "C" __attribute__((visibility("default"))) double phaselab_plugin_point_cost(
+    const pl_value* v, uint32_t n) {
+  const pl::sdk::Params p(kParams, PL_SDK_COUNT(kParams), v, n);
+  mm::CostInputs c;
+  c.model = p.is("model", "symmetric") ? 0 : p.is("model", "induction") ? 1 : 2;
+  c.C = double(p.int_value("C"));
+  c.N = double(p.int_value("N"));
+  c.K = double(p.int_value("K"));
+  c.infinite = p.bool_value("infinite");
+  c.matched_alpha1 = p.float_value("alpha1") <= 0;
+  const int64_t tokens = p.int_value("tokens");
+  auto batch_at = [&](double N) {
+    return tokens > 0 ? double(std::max<int64_t>(1, tokens / int64_t(N)))
+                      : double(p.int_value("batch"));
+  };
+  c.batch = batch_at(c.N);
+  c.n_eval = double(p.int_value("n_eval"));
+  c.steps = p.int_value("steps");
+  c.checkpoints = p.int_value("checkpoints");
+  c.d_head = double(p.int_value("d_head"));
+  c.d_phi = double(p.int_value("d_phi"));
+  c.width = double(p.int_value("width"));
+  c.plateau_steps = double(p.int_value("plateau_steps"));
+  c.c_tokens = double(p.int_value("c_tokens"));
+  c.stop_after_tau = p.float_value("stop_after_tau");
+  c.second_probe = !p.is("readout", "trained");
+  if (p.is("readout", "reference")) {
+    c.readout_N = double(p.int_value("readout_N"));
+    c.readout_batch = batch_at(c.readout_N);
+  }
+  return mm::point_cost(c);
+}
 
 PL_DEFINE_PLUGIN(MarkovMinimal, "markov_minimal", kVersion,
                  "minimal models of Markov ICL: symmetric (beta, delta), hard-wired induction, "

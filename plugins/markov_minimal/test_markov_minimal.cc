@@ -6,7 +6,8 @@
 // a wide memoriser fits K = 2 chains to the 2-Mem floor; a saved and loaded checkpoint of each
 // model reproduces its losses bit for bit; the model choices of tau(N): c_beta, c_delta at a frozen
 // read-out vs finite differences, frozen gains stay bitwise constant, tau_drop on a synthetic fall,
-// the summary's fits for every tau definition and for the c's at the frozen read-out.
+// the summary's fits for every tau definition and for the c's at the frozen read-out; the cost
+// estimate (positive, grows with the work, equal to cost.hpp's formula worked by hand).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -28,6 +29,8 @@
 #include "markov_minimal/minimal_summary.hpp"
 #include "markov_minimal/symmetric_run.hpp"
 #include "phaselab/kernels.hpp"
+#include "phaselab_plugin.h"
+#include "sdk/test_host.hpp"
 #include "tests/emulation.hpp"
 
 namespace {
@@ -644,4 +647,123 @@ TEST_CASE("markov_minimal: summary fits every tau definition and the c's at the 
   CHECK(close(value("tau power p all N", "readout=trained", 3), 0.2, 1e-9, 0));
   CHECK(rows.count("tau power p all N|readout=reference") == 0);  // no threshold tau there
   std::filesystem::remove_all(dir);
+}
+
+extern "C" double phaselab_plugin_point_cost(const pl_value* v, uint32_t n);
+
+TEST_CASE("point cost: positive, larger where the run does more, cost.hpp's formula by hand") {
+  // The dispatcher and `run --shard` order points by it (bench/cost_rank.py --cpu measures its
+  // rank correlation with CPU seconds: docs/scale-out.md).
+  pl::test_host::FakeHost h(phaselab_plugin_entry);
+  using Over = std::map<std::string, std::string>;
+  auto cost = [&](Over over, const Over& more = {}) {
+    for (const auto& [k, v] : more) over[k] = v;
+    const double c = h.call_with_values(phaselab_plugin_point_cost, over);
+    CHECK(std::isfinite(c));
+    CHECK(c > 0);
+    return c;
+  };
+  const Over sym = {{"model", "symmetric"},
+                    {"C", "10"},
+                    {"infinite", "1"},
+                    {"tokens", "2048"},
+                    {"steps", "8000"}};
+  const Over ind = {
+      {"model", "induction"}, {"C", "3"}, {"N", "32"}, {"infinite", "1"}, {"steps", "3000"}};
+  const Over mem = {{"model", "memoriser"}, {"C", "3"},  {"N", "32"},
+                    {"infinite", "0"},      {"K", "16"}, {"steps", "5000"}};
+  SUBCASE("symmetric") {
+    // 2048 tokens per step: per-pair work grows with N, the per-sequence chain draws shrink;
+    // from N = 64 up the pairs win, below it the chains (measured: 1.48 s vs 1.03 s per 1000
+    // steps at N = 16 and 64)
+    double last = 0;
+    for (const std::string N : {"64", "128", "256", "1024", "4096"}) {
+      CAPTURE(N);
+      const double c = cost(sym, {{"N", N}});
+      CHECK(c > last);
+      last = c;
+    }
+    CHECK(cost(sym, {{"N", "16"}}) > cost(sym, {{"N", "64"}}));
+    CHECK(cost(sym, {{"steps", "16000"}}) > cost(sym));
+    CHECK(cost(sym, {{"n_eval", "2000"}}) > cost(sym));
+    CHECK(cost(sym, {{"checkpoints", "64"}}) > cost(sym));
+    CHECK(cost(sym, {{"c_tokens", "1048576"}}) > cost(sym));
+    CHECK(cost(sym, {{"plateau_steps", "1000"}}) > cost(sym));
+    CHECK(cost(sym, {{"plateau_steps", "0"}}) < cost(sym));
+    CHECK(cost(sym, {{"C", "20"}}) > cost(sym));
+    CHECK(cost(sym, {{"infinite", "0"}, {"alpha1", "1"}}) < cost(sym, {{"alpha1", "1"}}));
+    CHECK(cost(sym, {{"alpha1", "1"}}) < cost(sym));  // no matched pseudo-count to compute
+    // an early stop at 1.25 tau runs fewer steps (tau taken as 1000) ...
+    const Over stop = {{"stop_after_tau", "0.25"}};
+    CHECK(cost(sym, stop) < cost(sym));
+    CHECK(cost(sym, {{"stop_after_tau", "1"}}) > cost(sym, stop));
+    // ... but never more than steps
+    CHECK(cost(sym, {{"stop_after_tau", "20"}}) == cost(sym));
+    // frozen read-outs: a second probe; the reference read-out also N = 16's plateau
+    Over pl = {{"start", "plateau"}, {"stop_after_tau", "1"}, {"N", "256"}};
+    const double trained = cost(sym, pl);
+    pl["readout"] = "plateau";
+    const double frozen = cost(sym, pl);
+    pl["readout"] = "reference";
+    CHECK(frozen > trained);
+    CHECK(cost(sym, pl) > frozen);
+  }
+  SUBCASE("induction") {
+    const double base = cost(ind);
+    CHECK(cost(ind, {{"N", "128"}}) > base);
+    CHECK(cost(ind, {{"N", "8"}}) < base);
+    CHECK(cost(ind, {{"d_head", "64"}}) > base);
+    CHECK(cost(ind, {{"batch", "128"}}) > base);
+    CHECK(cost(ind, {{"C", "10"}}) > base);
+    CHECK(cost(ind, {{"steps", "6000"}}) > base);
+    CHECK(cost(ind, {{"checkpoints", "40"}}) > base);
+    CHECK(cost(ind, {{"infinite", "0"}}) < base);  // no chain drawn per sequence
+  }
+  SUBCASE("memoriser") {
+    const double base = cost(mem);
+    CHECK(cost(mem, {{"width", "256"}}) > base);
+    CHECK(cost(mem, {{"width", "4"}}) < base);
+    CHECK(cost(mem, {{"d_phi", "8"}}) < base);
+    CHECK(cost(mem, {{"K", "64"}}) > base);  // the memorising predictors: O(K C) per token
+    CHECK(cost(mem, {{"N", "128"}}) > base);
+    CHECK(cost(mem, {{"batch", "128"}}) > base);
+    CHECK(cost(mem, {{"steps", "10000"}}) > base);
+  }
+  SUBCASE("by hand") {
+    // chain(C) = 5.3e-8 C^2 + 1e-9 C^3: chain(3) = 5.04e-7, chain(10) = 6.3e-6.
+    // Memoriser, C = 3, N = 32, K = 16 finite, alpha1 given, batch 32, n_eval 500, d_phi 32,
+    // width 64, 100 steps, checkpoints 1 (evaluations at steps 0 and 100):
+    //   setup  16 chain(3) + 500 (chain(3) + 2 * 32 (2.5e-8 * 5 * 3 + 2e-9 * 16 * 3))
+    //          = 8.064e-6 + 500 * 3.0648e-5 = 0.015332064
+    //   token  1.1e-7 + 2e-11 * 6 * (35 * 64 + 64 * 3) + 1e-9 * 64 = 4.6584e-7
+    //   step   32 * 32 (4e-8 + 4.6584e-7) + 3e-9 * 2787 parameters = 5.2634116e-4
+    //   eval   2 * 500 * 32 (5e-8 + 0.5 * 4.6584e-7) = 9.05344e-3
+    const double m = 0.015332064 + 100 * 5.2634116e-4 + 2 * 9.05344e-3;
+    CHECK(close(cost(mem, {{"alpha1", "0.5"},
+                           {"n_eval", "500"},
+                           {"d_phi", "32"},
+                           {"width", "64"},
+                           {"batch", "32"},
+                           {"steps", "100"},
+                           {"checkpoints", "1"}}),
+                m, 1e-12, 1e-9));
+    // Symmetric, C = 10, N = 64, infinite, alpha1 given, batch 32, n_eval 100, 5000 steps,
+    // checkpoints 1, no plateau, stop_after_tau 0.5: 1500 steps run, evaluations at 0 and 1500:
+    //   setup  100 (2 chain(10) + 2 * 64 * 2.5e-8 * 5 * 10) = 0.01726
+    //   seq    chain(10) + 64 (4e-8 + 2.6e-8 * 10) + 1.6e-9 * 64^2 = 3.20536e-5
+    //   eval   2 sets * 100 (64 * 1.5e-7 + 1.1e-9 * 64^2) = 2.82112e-3 each
+    const double s = 0.01726 + 1500 * 32 * 3.20536e-5 + 2 * 2.82112e-3;
+    CHECK(close(cost({{"model", "symmetric"},
+                      {"C", "10"},
+                      {"N", "64"},
+                      {"infinite", "1"},
+                      {"alpha1", "0.5"},
+                      {"batch", "32"},
+                      {"n_eval", "100"},
+                      {"steps", "5000"},
+                      {"checkpoints", "1"},
+                      {"plateau_steps", "0"},
+                      {"stop_after_tau", "0.5"}}),
+                s, 1e-12, 1e-9));
+  }
 }
