@@ -8,7 +8,8 @@
 - an end-to-end --quick run of the theory-only claims (c3, c3b, c4: seconds) writes
   reproduction.csv with a verdict, a measured value, a figure and the CPU of each claim, and the
   numbers it reports are recomputed here from the run's own tables;
-- --full without --yes prints its CPU-hour estimate and runs nothing.
+- --full without --yes prints its CPU-hour estimate and runs nothing;
+- scripts/memorisation.py (m6's memorised fraction) on a table worked out by hand.
 Writes "reproduce P F 0" to $PHASELAB_TEST_COUNTS (the README test command's tally)."""
 import csv
 import importlib.util
@@ -160,6 +161,32 @@ def _():
         assert r.returncode == 0, r.stderr
         assert "CPU-hours in all" in r.stdout and "--yes" in r.stdout, r.stdout
         assert not os.path.exists(os.path.join(d, "runs")), os.listdir(d)
+
+
+@case("scripts/memorisation.py: the memorised fraction, its crossing time and the label's switch, by hand")
+def _():
+    # Two seeds at K = 8, gap 0.1 nats (2-Gen 1.0, 2-Mem 0.9). Seed 0's loss 1.0, 0.96, 0.94,
+    # 0.93 -> f 0, 0.4, 0.6, 0.7: stays >= 0.5 from step 300; its phase 2gen, 2gen, 2mem, 2mem
+    # -> switch at 300 too (label) ... seed 1: f 0, 0.6, 0.4, 0.8 -> stays >= 0.5 from 400; phase
+    # 2gen, 2mem, 2gen, 2mem -> switch at 400. Medians: t_f 350, t_label 350, f final 0.75.
+    cols = ["K", "seed", "step", "loss_id", "bayes_2gen_id", "bayes_2mem_id", "phase"]
+    rows = [(8, 0, 100, 1.0, "2gen"), (8, 0, 200, 0.96, "2gen"), (8, 0, 300, 0.94, "2mem"), (8, 0, 400, 0.93, "2mem"),
+            (8, 1, 100, 1.0, "2gen"), (8, 1, 200, 0.94, "2mem"), (8, 1, 300, 0.96, "2gen"), (8, 1, 400, 0.92, "2mem")]
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "results.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(cols)
+            for K, seed, step, loss, ph in rows:
+                w.writerow([K, seed, step, loss, 1.0, 0.9, ph])
+        out = os.path.join(d, "m.csv")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "memorisation.py"), d, "--csv", out],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        line = next(csv.DictReader(open(out)))
+        for key, want in [("t_f", 350), ("t_label", 350), ("f_final", 0.75), ("f_min", 0.7), ("gap", 0.1)]:
+            got = float(line[key])
+            assert abs(got - want) <= 1e-9 + 1e-9 * abs(want), (key, got, want)
+        assert line["labels"] == "mm", line
 
 
 print(f"reproduce: {passed} passed, {failed} failed")

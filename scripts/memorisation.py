@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""How far a markov_icl network has memorised, as a number instead of a label.
+
+The phase label (argmin of the KL distances to the four predictors) switches from 2-Gen to 2-Mem
+as soon as the network is a little closer to the 2-Mem predictor than to the 2-Gen one; near K2*
+the two predictors' losses differ by a few hundredths of a nat, so the switch time is a threshold
+on a slowly growing quantity. This script reads a markov_icl run's results.csv and reports, per
+(K, seed), the fraction of the Bayes gap recovered on the in-distribution set,
+
+    f(t) = (bayes_2gen_id - loss_id(t)) / (bayes_2gen_id - bayes_2mem_id)
+
+(0: the 2-Gen predictor's loss, 1: the 2-Mem predictor's), its final value, the first checkpoint
+from which it stays >= --level (t_f), and the label's switch time (first checkpoint from which
+the phase stays at its final value, as markov_icl's summary counts it). Per K: medians over seeds (a time: over the seeds that got there, if at least half did).
+Fits, for both times over the K where they have a median: a power law t ~ K^p, and
+t ~ (K2* - K)^-gamma with K2* free (scanned from just above the largest K to 3x it; a best fit at
+the scan's edge means no finite K2* fits).
+
+  scripts/memorisation.py RUN_DIR [--level 0.5] [--csv OUT.csv]
+"""
+import argparse
+import csv
+import math
+import statistics
+import sys
+from collections import defaultdict
+
+
+def num(s):
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def per_run(rows, level):
+    """(K, seed) -> dict(f_final, t_f, t_label, phase_final)."""
+    by = defaultdict(list)
+    for r in rows:
+        by[(num(r["K"]), int(r["seed"]))].append(r)
+    out = {}
+    for key, rs in by.items():
+        rs.sort(key=lambda r: num(r["step"]))
+        f = []
+        for r in rs:
+            gap = num(r["bayes_2gen_id"]) - num(r["bayes_2mem_id"])
+            f.append((num(r["bayes_2gen_id"]) - num(r["loss_id"])) / gap if gap > 0 else math.nan)
+        t_f = math.nan
+        for i in range(len(rs)):
+            if all(x >= level for x in f[i:]):
+                t_f = num(rs[i]["step"])
+                break
+        last = rs[-1]["phase"]
+        i = len(rs) - 1
+        while i > 0 and rs[i - 1]["phase"] == last:
+            i -= 1
+        t_label = num(rs[i]["step"]) if last == "2mem" else math.nan
+        out[key] = {"f_final": f[-1], "t_f": t_f, "t_label": t_label, "phase_final": last,
+                    "gap": num(rs[-1]["bayes_2gen_id"]) - num(rs[-1]["bayes_2mem_id"])}
+    return out
+
+
+def loglog(x, y):
+    lx, ly = [math.log(a) for a in x], [math.log(b) for b in y]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    sxx = sum((a - mx) ** 2 for a in lx)
+    p = sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sxx
+    rms = math.sqrt(sum((b - my - p * (a - mx)) ** 2 for a, b in zip(lx, ly)) / len(lx))
+    return p, rms
+
+
+def free_k2(K, t):
+    """Best (rms, K2*, gamma) of log t = a - gamma log(K2* - K), K2* scanned over (max K, 3 max K]."""
+    best = None
+    for i in range(1, 400):
+        k2 = max(K) * (1 + 2.0 * i / 400)
+        p, rms = loglog([k2 - k for k in K], t)
+        if best is None or rms < best[0]:
+            best = (rms, k2, -p)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run")
+    ap.add_argument("--level", type=float, default=0.5)
+    ap.add_argument("--csv", default=None)
+    a = ap.parse_args()
+    with open(f"{a.run}/results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    runs = per_run(rows, a.level)
+    Ks = sorted({k for k, _ in runs})
+    lines = []
+    print(f"K      seeds  gap (nats)  f final (median, min-max)   t_f (f >= {a.level:g}, median)   "
+          "t_label (median)  labels")
+    for K in Ks:
+        rs = [runs[k] for k in sorted(runs) if k[0] == K]
+        ff = [r["f_final"] for r in rs]
+        tf = [r["t_f"] for r in rs]
+        tl = [r["t_label"] for r in rs]
+        def med(v):  # over the seeds that got there, if at least half did
+            got = [x for x in v if math.isfinite(x)]
+            return statistics.median(got) if got and 2 * len(got) >= len(v) else math.nan
+        line = {"K": K, "seeds": len(rs), "gap": statistics.median(r["gap"] for r in rs),
+                "f_final": statistics.median(ff), "f_min": min(ff), "f_max": max(ff),
+                "t_f": med(tf), "t_label": med(tl),
+                "labels": "".join("m" if r["phase_final"] == "2mem" else r["phase_final"][0] for r in rs)}
+        lines.append(line)
+        print(f"{K:<6g} {len(rs):<6d} {line['gap']:<11.4f} {line['f_final']:.2f} ({line['f_min']:.2f}-{line['f_max']:.2f})"
+              f"{'':16s}{line['t_f']:<30.0f} {line['t_label']:<17.0f} {line['labels']}")
+    for name in ("t_f", "t_label"):
+        pts = [(l["K"], l[name]) for l in lines if math.isfinite(l[name])]
+        if len(pts) < 3:
+            print(f"{name}: fewer than 3 K with a median; no fit")
+            continue
+        K, t = [p[0] for p in pts], [p[1] for p in pts]
+        p, rms_p = loglog(K, t)
+        rms, k2, g = free_k2(K, t)
+        edge = k2 >= max(K) * 2.9
+        print(f"{name}: {len(K)} K ({min(K):g}-{max(K):g}); t ~ K^{p:.2f} (rms {rms_p:.3f}); "
+              + (f"(K2* - K)^-gamma: no finite K2* fits (best at the scan's edge, rms {rms:.3f})" if edge
+                 else f"(K2* - K)^-gamma: gamma {g:.2f} at K2* {k2:.1f} (rms {rms:.3f})"))
+    if a.csv:
+        with open(a.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(lines[0]))
+            w.writeheader()
+            w.writerows(lines)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
