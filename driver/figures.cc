@@ -1077,16 +1077,18 @@ class Figure {
     return n;
   }
 
-  // Under two decades a log x axis has one or two labelled ticks: label the data's x instead.
+  // Under two decades a log x axis has one or two labelled ticks (none when no power of ten lies
+  // in the range): label the data's x instead, every one up to 12 of them, else every k-th.
   std::string log_x_tics() const {
     std::vector<double> xs;
     for (const auto& [k, rows] : data_)
       for (const auto& p : rows) xs.push_back(p.x);
     std::sort(xs.begin(), xs.end());
     xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
-    if (hist_ || xhi_ >= 100 * xlo_ || xs.size() > 12) return "";
+    if (hist_ || xhi_ >= 100 * xlo_ || xs.empty()) return "";
+    const size_t step = (xs.size() + 11) / 12;
     std::string t = "set xtics (";
-    for (size_t i = 0; i < xs.size(); ++i) t += (i ? ", " : "") + format_double(xs[i]);
+    for (size_t i = 0; i < xs.size(); i += step) t += (i ? ", " : "") + format_double(xs[i]);
     return t + ")\n";
   }
 

@@ -359,6 +359,19 @@ TEST_CASE("figures: reference curves in their data's colour, hidden curves named
 // The hidden-curve note looks for candidates through an index of (x, values) instead of all
 // pairs of curves; it must still find a curve that covers 90% of another's x but not its first
 // x, drawn several curves later, and must not name one that covers only 80%.
+// A log x axis over under two decades with no power of ten inside (K = 16..52) would have no
+// labelled tick at all: the data's x label it, every second one when there are 13.
+TEST_CASE("figures: a narrow log x axis with many x is ticked at every k-th data x") {
+  RunDir run;
+  std::string t = "K,y\n";
+  for (int K : {16, 20, 24, 28, 30, 32, 34, 36, 38, 40, 44, 48, 52})
+    t += std::to_string(K) + "," + std::to_string(K * 100) + "\n";
+  run.table("results", t);
+  render(run, {pl::sdk::plot("k", "narrow", "results", "K", "y", "", "", PL_PLOT_LOGX)});
+  const std::string g = run.read("figures/k.gp");
+  CHECK(g.find("set xtics (16, 24, 30, 34, 38, 44, 52)\n") != std::string::npos);
+}
+
 TEST_CASE("figures: a curve hidden at 90% of its x is named even when its first x is not covered") {
   RunDir run;
   std::string t = "g,x,y\n";
