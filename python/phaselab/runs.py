@@ -96,7 +96,14 @@ class Run:
         "pdf": ..., "svg": ...}}`` with ``[run] figure_formats = ["png", "pdf", "svg"]``."""
         out: dict[str, dict[str, Path]] = {}
         folder = self.path / "figures"
-        for ext in ("png", "pdf", "svg"):
+        listed = [f for f in self.record.get("figures", []) if isinstance(f, dict) and "name" in f]
+        if listed:  # what this run drew (a folder may keep files of an earlier run's formats)
+            for f in listed:
+                for ext in ("png", "pdf", "svg"):
+                    if f.get(ext) and (folder / Path(f[ext]).name).is_file():
+                        out.setdefault(f["name"], {})[ext] = folder / Path(f[ext]).name
+            return dict(sorted(out.items()))
+        for ext in ("png", "pdf", "svg"):  # a record without the list: what the folder holds
             for p in sorted(folder.glob(f"*.{ext}")):
                 out.setdefault(p.stem, {})[ext] = p
         return dict(sorted(out.items()))

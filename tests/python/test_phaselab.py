@@ -336,6 +336,18 @@ def test_figure_formats_listed_in_figure_files_and_run_json(tmp_path):
         assert run.figures[f["name"]] == files[f["name"]]["png"]
 
 
+def test_figure_files_are_what_the_run_drew_not_leftovers(tmp_path):
+    # A run in three formats, resumed with PNG only: the PDF and SVG files stay in figures/,
+    # but figure_files lists what run.json says the last run drew.
+    out = tmp_path / "fmt2"
+    phaselab.run(TINY, out=out, threads=2, quiet=True,
+                 overrides={"run.figure_formats": ["png", "pdf", "svg"]})
+    run = phaselab.run(TINY, out=out, threads=2, quiet=True, resume=True,
+                       overrides={"run.figure_formats": ["png"]})
+    assert list((out / "figures").glob("*.pdf"))  # the leftovers are there
+    assert run.figure_files and all(set(f) == {"png"} for f in run.figure_files.values())
+
+
 def test_checkpoint_matches_safetensors(tiny_run, tmp_path):
     from safetensors import safe_open
     from safetensors.numpy import load_file, save_file
