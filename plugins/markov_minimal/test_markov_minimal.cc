@@ -78,6 +78,27 @@ void check_model_gradient(M& m, double scale, uint64_t stream, const std::vector
   CHECK(max_g > 1e-3);
 }
 
+// write_minimal_summary on a folder's run.csv, then its minimal_fits.csv by (quantity, group).
+struct Fits {
+  std::map<std::string, std::vector<std::string>> rows;
+  double value(const std::string& quantity, const std::string& group, int col) const {
+    const std::string key = quantity + "|" + group;
+    REQUIRE_MESSAGE(rows.count(key), key);
+    return std::atof(rows.at(key)[size_t(col)].c_str());
+  }
+};
+Fits summarise(const std::string& dir) {
+  std::string msg;
+  REQUIRE(pl::markov::minimal::write_minimal_summary(dir, &msg, false));
+  pl::sdk::Table table;
+  std::string why;
+  REQUIRE_MESSAGE(table.read(dir + "/minimal_fits.csv", &why), why);
+  Fits fits;
+  for (size_t r = 0; r < table.rows(); ++r)
+    fits.rows[table.str(r, 0) + "|" + table.str(r, 1)] = table.row(r);
+  return fits;
+}
+
 }  // namespace
 
 using pl::markov::minimal::SymModel;
@@ -368,18 +389,9 @@ TEST_CASE("markov_minimal: summary recovers tau ~ N / ln N and K_max ~ width^a f
       for (const int K : {2, 4, 8, 16, 32, 64})
         f << "64," << K << "," << w << ",0,memoriser,,,," << (2 * K <= w ? 1 : 0) << "\n";
   }
-  std::string msg;
-  REQUIRE(pl::markov::minimal::write_minimal_summary(dir, &msg, false));
-  pl::sdk::Table fits;
-  std::string why;
-  REQUIRE_MESSAGE(fits.read(dir + "/minimal_fits.csv", &why), why);
-  std::map<std::string, std::vector<std::string>> rows;
-  for (size_t r = 0; r < fits.rows(); ++r)
-    rows[fits.str(r, 0) + "|" + fits.str(r, 1)] = fits.row(r);
+  const Fits fits = summarise(dir);
   auto value = [&](const std::string& q, const std::string& g, int col) {
-    const std::string key = q + "|" + g;
-    REQUIRE_MESSAGE(rows.count(key), key);
-    return std::atof(rows[key][size_t(col)].c_str());
+    return fits.value(q, g, col);
   };
   // columns: quantity, group, points, value, stderr, rms, alt, alt_rms
   const std::string g = "K=1 width=1";
@@ -616,18 +628,9 @@ TEST_CASE("markov_minimal: summary fits every tau definition and the c's at the 
             << ",2e-4,1e-5," << 0.3 * ln / n << ",1e-6\n";
         }
   }
-  std::string msg;
-  REQUIRE(pl::markov::minimal::write_minimal_summary(dir, &msg, false));
-  pl::sdk::Table fits;
-  std::string why;
-  REQUIRE_MESSAGE(fits.read(dir + "/minimal_fits.csv", &why), why);
-  std::map<std::string, std::vector<std::string>> rows;
-  for (size_t r = 0; r < fits.rows(); ++r)
-    rows[fits.str(r, 0) + "|" + fits.str(r, 1)] = fits.row(r);
+  const Fits fits = summarise(dir);
   auto value = [&](const std::string& q, const std::string& g, int col) {
-    const std::string key = q + "|" + g;
-    REQUIRE_MESSAGE(rows.count(key), key);
-    return std::atof(rows[key][size_t(col)].c_str());
+    return fits.value(q, g, col);
   };
   // columns: quantity, group, points, value, stderr, rms, alt, alt_rms
   for (const char* g : {"readout=trained", "readout=reference"}) {
@@ -645,7 +648,7 @@ TEST_CASE("markov_minimal: summary fits every tau definition and the c's at the 
   CHECK(value("tau_takeoff power p all N", "readout=trained", 7) > 1e-2);
   CHECK(close(value("tau_takeoff power p all N", "readout=reference", 6), 2.0, 1e-9, 1e-9));
   CHECK(close(value("tau power p all N", "readout=trained", 3), 0.2, 1e-9, 0));
-  CHECK(rows.count("tau power p all N|readout=reference") == 0);  // no threshold tau there
+  CHECK(fits.rows.count("tau power p all N|readout=reference") == 0);  // no threshold tau there
   std::filesystem::remove_all(dir);
 }
 
