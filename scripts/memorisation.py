@@ -12,7 +12,10 @@ on a slowly growing quantity. This script reads a markov_icl run's results.csv a
 
 (0: the 2-Gen predictor's loss, 1: the 2-Mem predictor's), its final value, the first checkpoint
 from which it stays >= --level (t_f), and the label's switch time (first checkpoint from which
-the phase stays at its final value, as markov_icl's summary counts it). Per K: medians over seeds (a time: over the seeds that got there, if at least half did).
+the phase stays at its final value, as markov_icl's summary counts it), and f at half the run's
+steps (f_half: where it still differs from the final value, the run has not converged).
+A sweep over more than K (d_model, N, ...: every column before `step` other than K and seed) is
+reported cell by cell, never pooled. Per K: medians over seeds (a time: over the seeds that got there, if at least half did).
 Fits, for both times over the K where they have a median: a power law t ~ K^p, and
 t ~ (K2* - K)^-gamma with K2* free (scanned from just above the largest K to 3x it; a best fit at
 the scan's edge means no finite K2* fits).
@@ -34,11 +37,19 @@ def num(s):
         return math.nan
 
 
-def per_run(rows, level):
-    """(K, seed) -> dict(f_final, t_f, t_label, phase_final)."""
+def cell_columns(header):
+    """The sweep columns other than K and seed: those before `step`."""
+    if "step" not in header:
+        sys.exit("memorisation: results.csv has no step column (not a markov_icl run?)")
+    return [c for c in header[:header.index("step")] if c not in ("K", "seed")]
+
+
+def per_run(rows, level, cells=()):
+    """(cell, K, seed) -> dict(f_final, f_half, t_f, t_label, phase_final); cell is the tuple of
+    the values of the other sweep columns."""
     by = defaultdict(list)
     for r in rows:
-        by[(num(r["K"]), int(r["seed"]))].append(r)
+        by[(tuple(r[c] for c in cells), num(r["K"]), int(r["seed"]))].append(r)
     out = {}
     for key, rs in by.items():
         rs.sort(key=lambda r: num(r["step"]))
@@ -56,7 +67,9 @@ def per_run(rows, level):
         while i > 0 and rs[i - 1]["phase"] == last:
             i -= 1
         t_label = num(rs[i]["step"]) if last == "2mem" else math.nan
-        out[key] = {"f_final": f[-1], "t_f": t_f, "t_label": t_label, "phase_final": last,
+        half = num(rs[-1]["step"]) / 2
+        i_half = min(range(len(rs)), key=lambda i: abs(num(rs[i]["step"]) - half))
+        out[key] = {"f_final": f[-1], "f_half": f[i_half], "t_f": t_f, "t_label": t_label, "phase_final": last,
                     "gap": num(rs[-1]["bayes_2gen_id"]) - num(rs[-1]["bayes_2mem_id"])}
     return out
 
@@ -81,34 +94,29 @@ def free_k2(K, t):
     return best
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run")
-    ap.add_argument("--level", type=float, default=0.5)
-    ap.add_argument("--csv", default=None)
-    a = ap.parse_args()
-    with open(f"{a.run}/results.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    runs = per_run(rows, a.level)
-    Ks = sorted({k for k, _ in runs})
+def report(runs, cell, cells, level):
+    """One cell's table and fits, printed; its lines for the csv."""
+    Ks = sorted({k[1] for k in runs if k[0] == cell})
     lines = []
-    print(f"K      seeds  gap (nats)  f final (median, min-max)   t_f (f >= {a.level:g}, median)   "
+    print(f"K      seeds  gap (nats)  f final (median, min-max)  f half   t_f (f >= {level:g}, median)   "
           "t_label (median)  labels")
     for K in Ks:
-        rs = [runs[k] for k in sorted(runs) if k[0] == K]
+        rs = [runs[k] for k in sorted(runs) if k[0] == cell and k[1] == K]
         ff = [r["f_final"] for r in rs]
         tf = [r["t_f"] for r in rs]
         tl = [r["t_label"] for r in rs]
         def med(v):  # over the seeds that got there, if at least half did
             got = [x for x in v if math.isfinite(x)]
             return statistics.median(got) if got and 2 * len(got) >= len(v) else math.nan
-        line = {"K": K, "seeds": len(rs), "gap": statistics.median(r["gap"] for r in rs),
-                "f_final": statistics.median(ff), "f_min": min(ff), "f_max": max(ff),
-                "t_f": med(tf), "t_label": med(tl),
-                "labels": "".join("m" if r["phase_final"] == "2mem" else r["phase_final"][0] for r in rs)}
+        line = dict(zip(cells, cell))
+        line.update({"K": K, "seeds": len(rs), "gap": statistics.median(r["gap"] for r in rs),
+                     "f_final": statistics.median(ff), "f_min": min(ff), "f_max": max(ff),
+                     "f_half": statistics.median(r["f_half"] for r in rs),
+                     "t_f": med(tf), "t_label": med(tl),
+                     "labels": "".join("m" if r["phase_final"] == "2mem" else r["phase_final"][0] for r in rs)})
         lines.append(line)
         print(f"{K:<6g} {len(rs):<6d} {line['gap']:<11.4f} {line['f_final']:.2f} ({line['f_min']:.2f}-{line['f_max']:.2f})"
-              f"{'':16s}{line['t_f']:<30.0f} {line['t_label']:<17.0f} {line['labels']}")
+              f"{'':14s}{line['f_half']:<8.2f} {line['t_f']:<30.0f} {line['t_label']:<17.0f} {line['labels']}")
     for name in ("t_f", "t_label"):
         pts = [(l["K"], l[name]) for l in lines if math.isfinite(l[name])]
         if len(pts) < 3:
@@ -121,6 +129,25 @@ def main():
         print(f"{name}: {len(K)} K ({min(K):g}-{max(K):g}); t ~ K^{p:.2f} (rms {rms_p:.3f}); "
               + (f"(K2* - K)^-gamma: no finite K2* fits (best at the scan's edge, rms {rms:.3f})" if edge
                  else f"(K2* - K)^-gamma: gamma {g:.2f} at K2* {k2:.1f} (rms {rms:.3f})"))
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run")
+    ap.add_argument("--level", type=float, default=0.5)
+    ap.add_argument("--csv", default=None)
+    a = ap.parse_args()
+    with open(f"{a.run}/results.csv", newline="") as f:
+        reader = csv.DictReader(f)
+        cells = cell_columns(reader.fieldnames)
+        rows = list(reader)
+    runs = per_run(rows, a.level, cells)
+    lines = []
+    for cell in sorted({k[0] for k in runs}, key=lambda c: [num(v) if math.isfinite(num(v)) else v for v in c]):
+        if cells:
+            print(" ".join(f"{c} = {v}" for c, v in zip(cells, cell)))
+        lines += report(runs, cell, cells, a.level)
     if a.csv:
         with open(a.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(lines[0]))

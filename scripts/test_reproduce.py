@@ -9,7 +9,7 @@
   reproduction.csv with a verdict, a measured value, a figure and the CPU of each claim, and the
   numbers it reports are recomputed here from the run's own tables;
 - --full without --yes prints its CPU-hour estimate and runs nothing;
-- scripts/memorisation.py (m6's memorised fraction) on a table worked out by hand.
+- scripts/memorisation.py (m6's memorised fraction) on tables worked out by hand, per sweep cell.
 Writes "reproduce P F 0" to $PHASELAB_TEST_COUNTS (the README test command's tally)."""
 import csv
 import importlib.util
@@ -188,6 +188,35 @@ def _():
             assert abs(got - want) <= 1e-9 + 1e-9 * abs(want), (key, got, want)
         assert line["labels"] == "mm", line
 
+
+
+@case("scripts/memorisation.py: a sweep over d_model is reported per cell, never pooled")
+def _():
+    # K = 8, seed 0 at d_model 8 and 16; gap 0.1 nats. d_model 8: loss 1.0, 0.98, 0.97, 0.96 -> f 0,
+    # 0.2, 0.3, 0.4 (f half at step 200: 0.2); d_model 16: 1.0, 0.94, 0.92, 0.91 -> f 0, 0.6, 0.8,
+    # 0.9, stays >= 0.5 from step 200. Pooled under one (K, seed) the rows would interleave.
+    cols = ["K", "d_model", "seed", "step", "loss_id", "bayes_2gen_id", "bayes_2mem_id", "phase"]
+    losses = {8: [1.0, 0.98, 0.97, 0.96], 16: [1.0, 0.94, 0.92, 0.91]}
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "results.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(cols)
+            for dm in (16, 8):
+                for i, loss in enumerate(losses[dm]):
+                    w.writerow([8, dm, 0, 100 * (i + 1), loss, 1.0, 0.9, "2mem" if loss < 0.95 else "2gen"])
+        out = os.path.join(d, "m.csv")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "memorisation.py"), d, "--csv", out],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        lines = list(csv.DictReader(open(out)))
+        assert [l["d_model"] for l in lines] == ["8", "16"], lines
+        want = {"8": {"f_final": 0.4, "f_half": 0.2, "seeds": 1}, "16": {"f_final": 0.9, "f_half": 0.6, "t_f": 200, "seeds": 1}}
+        for l in lines:
+            for key, v in want[l["d_model"]].items():
+                got = float(l[key])
+                assert abs(got - v) <= 1e-9 + 1e-9 * abs(v), (l["d_model"], key, got, v)
+        assert lines[0]["t_f"] == "nan" and lines[0]["labels"] == "2", lines[0]
+        assert "d_model = 8" in r.stdout and "d_model = 16" in r.stdout, r.stdout
 
 print(f"reproduce: {passed} passed, {failed} failed")
 counts = os.environ.get("PHASELAB_TEST_COUNTS")
