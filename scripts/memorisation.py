@@ -20,7 +20,7 @@ Fits, for both times over the K where they have a median: a power law t ~ K^p, a
 t ~ (K2* - K)^-gamma with K2* free (scanned from just above the largest K to 3x it; a best fit at
 the scan's edge means no finite K2* fits).
 
-  scripts/memorisation.py RUN_DIR [--level 0.5] [--csv OUT.csv]
+  scripts/memorisation.py RUN_DIR [--level 0.5] [--csv OUT.csv] [--curves F.csv]
 """
 import argparse
 import csv
@@ -69,7 +69,8 @@ def per_run(rows, level, cells=()):
         t_label = num(rs[i]["step"]) if last == "2mem" else math.nan
         half = num(rs[-1]["step"]) / 2
         i_half = min(range(len(rs)), key=lambda i: abs(num(rs[i]["step"]) - half))
-        out[key] = {"f_final": f[-1], "f_half": f[i_half], "t_f": t_f, "t_label": t_label, "phase_final": last,
+        out[key] = {"f_final": f[-1], "f_half": f[i_half], "t_f": t_f,
+                    "curve": [(num(r["step"]), x) for r, x in zip(rs, f)], "t_label": t_label, "phase_final": last,
                     "gap": num(rs[-1]["bayes_2gen_id"]) - num(rs[-1]["bayes_2mem_id"])}
     return out
 
@@ -136,7 +137,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run")
     ap.add_argument("--level", type=float, default=0.5)
-    ap.add_argument("--csv", default=None)
+    ap.add_argument("--csv", default=None, help="the per-K table")
+    ap.add_argument("--curves", default=None,
+                    help="f at every checkpoint: the sweep columns, K, seed, step, f (for phaselab plot)")
     a = ap.parse_args()
     with open(f"{a.run}/results.csv", newline="") as f:
         reader = csv.DictReader(f)
@@ -148,6 +151,13 @@ def main():
         if cells:
             print(" ".join(f"{c} = {v}" for c, v in zip(cells, cell)))
         lines += report(runs, cell, cells, a.level)
+    if a.curves:
+        with open(a.curves, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(cells + ["K", "seed", "step", "f"])
+            for (cell, K, seed), r in sorted(runs.items()):
+                for step, x in r["curve"]:
+                    w.writerow(list(cell) + [f"{K:g}", seed, f"{step:g}", f"{x:.6g}"])
     if a.csv:
         with open(a.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(lines[0]))

@@ -217,6 +217,15 @@ def _():
                 assert abs(got - v) <= 1e-9 + 1e-9 * abs(v), (l["d_model"], key, got, v)
         assert lines[0]["t_f"] == "nan" and lines[0]["labels"] == "2", lines[0]
         assert "d_model = 8" in r.stdout and "d_model = 16" in r.stdout, r.stdout
+        curves = os.path.join(d, "f.csv")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "memorisation.py"), d, "--curves", curves],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        got = [(c["d_model"], int(c["step"]), float(c["f"])) for c in csv.DictReader(open(curves))]
+        want = [(dm, 100 * (i + 1), (1.0 - loss) / 0.1) for dm in ("16", "8") for i, loss in enumerate(losses[int(dm)])]
+        assert sorted(x[:2] for x in got) == sorted(x[:2] for x in want), got
+        for (dm, step, f), (_, _, fw) in zip(sorted(got), sorted(want)):
+            assert abs(f - fw) <= 1e-6 + 1e-6 * abs(fw), (dm, step, f, fw)
 
 print(f"reproduce: {passed} passed, {failed} failed")
 counts = os.environ.get("PHASELAB_TEST_COUNTS")
