@@ -84,6 +84,16 @@ def loglog(x, y):
     return p, rms
 
 
+def semilog(K, t):
+    """log t = a + K / K0 by least squares: (K0, rms of log t)."""
+    ly = [math.log(b) for b in t]
+    mx, my = sum(K) / len(K), sum(ly) / len(ly)
+    sxx = sum((a - mx) ** 2 for a in K)
+    b = sum((a - mx) * (c - my) for a, c in zip(K, ly)) / sxx
+    rms = math.sqrt(sum((c - my - b * (a - mx)) ** 2 for a, c in zip(K, ly)) / len(K))
+    return (1 / b if b else math.inf), rms
+
+
 def free_k2(K, t):
     """Best (rms, K2*, gamma) of log t = a - gamma log(K2* - K), K2* scanned over (max K, 3 max K]."""
     best = None
@@ -95,11 +105,76 @@ def free_k2(K, t):
     return best
 
 
+def late_slope(curve, frac=4.0):
+    """df / dlog10(t), least squares over the checkpoints with t >= t_last / frac: how fast f still
+    rises at the end of the run, per decade of steps (0 once it has converged); nan with fewer than
+    3 such checkpoints."""
+    t_last = curve[-1][0]
+    pts = [(math.log10(t), f) for t, f in curve if t >= t_last / frac and t > 0 and math.isfinite(f)]
+    if len(pts) < 3:
+        return math.nan
+    mx, my = sum(x for x, _ in pts) / len(pts), sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx > 0 else math.nan
+
+
+def crossing(Ks, fs, level):
+    """The K where f (against K, in order) first falls below level, interpolated linearly between
+    the two bracketing K; nan if it never falls below, or starts below."""
+    for i in range(1, len(Ks)):
+        if fs[i - 1] >= level > fs[i]:
+            return Ks[i - 1] + (fs[i - 1] - level) / (fs[i - 1] - fs[i]) * (Ks[i] - Ks[i - 1])
+    return math.nan
+
+
+def per_seed(runs, cell, level):
+    """Each seed's K2* (where its f at the end falls below level, interpolated between the scan's K)
+    and gamma of log t_f = c - gamma log(K2* - K) over its K below K2* that crossed the level."""
+    seeds = sorted({k[2] for k in runs if k[0] == cell})
+    out = []
+    for s in seeds:
+        ks = sorted(k[1] for k in runs if k[0] == cell and k[2] == s)
+        rs = [runs[(cell, K, s)] for K in ks]
+        row = {"seed": s, "k2_final": crossing(ks, [r["f_final"] for r in rs], level),
+               "gamma": math.nan, "n": 0}
+        k2 = row["k2_final"]
+        pts = [(K, r["t_f"]) for K, r in zip(ks, rs) if math.isfinite(k2) and K < k2 and math.isfinite(r["t_f"])]
+        if len(pts) >= 3:
+            p, rms = loglog([k2 - K for K, _ in pts], [t for _, t in pts])
+            row.update(gamma=-p, rms=rms, n=len(pts))
+        out.append(row)
+    return out
+
+
+def front(runs, cell, level):
+    """The memorisation front: per seed and checkpoint step, the K where f at that step falls
+    below level (crossing() over the scan's K), for the steps every K of the seed was evaluated at.
+    [(seed, step, K2*)] and, per seed, the power b of K2*(t) ~ t^b over the second half (in log t)
+    of the steps where K2* is finite."""
+    rows, fits = [], {}
+    for s in sorted({k[2] for k in runs if k[0] == cell}):
+        ks = sorted(k[1] for k in runs if k[0] == cell and k[2] == s)
+        curves = [dict(runs[(cell, K, s)]["curve"]) for K in ks]
+        steps = sorted(set.intersection(*(set(c) for c in curves)))
+        pts = []
+        for t in steps:
+            k2 = crossing(ks, [c[t] for c in curves], level)
+            rows.append((s, t, k2))
+            if math.isfinite(k2) and t > 0:
+                pts.append((t, k2))
+        if len(pts) >= 3:
+            lo = math.log(pts[0][0]) + (math.log(pts[-1][0]) - math.log(pts[0][0])) / 2
+            late = [(t, k) for t, k in pts if math.log(t) >= lo - 1e-9]
+            if len(late) >= 3:
+                fits[s] = loglog([t for t, _ in late], [k for _, k in late])
+    return rows, fits
+
+
 def report(runs, cell, cells, level):
     """One cell's table and fits, printed; its lines for the csv."""
     Ks = sorted({k[1] for k in runs if k[0] == cell})
     lines = []
-    print(f"K      seeds  gap (nats)  f final (median, min-max)  f half   t_f (f >= {level:g}, median)   "
+    print(f"K      seeds  gap (nats)  f final (median, min-max)  f half   df/dec  t_f (f >= {level:g}, median)   "
           "t_label (median)  labels")
     for K in Ks:
         rs = [runs[k] for k in sorted(runs) if k[0] == cell and k[1] == K]
@@ -113,11 +188,12 @@ def report(runs, cell, cells, level):
         line.update({"K": K, "seeds": len(rs), "gap": statistics.median(r["gap"] for r in rs),
                      "f_final": statistics.median(ff), "f_min": min(ff), "f_max": max(ff),
                      "f_half": statistics.median(r["f_half"] for r in rs),
+                     "f_slope": statistics.median(late_slope(r["curve"]) for r in rs),
                      "t_f": med(tf), "t_label": med(tl),
                      "labels": "".join("m" if r["phase_final"] == "2mem" else r["phase_final"][0] for r in rs)})
         lines.append(line)
         print(f"{K:<6g} {len(rs):<6d} {line['gap']:<11.4f} {line['f_final']:.2f} ({line['f_min']:.2f}-{line['f_max']:.2f})"
-              f"{'':14s}{line['f_half']:<8.2f} {line['t_f']:<30.0f} {line['t_label']:<17.0f} {line['labels']}")
+              f"{'':14s}{line['f_half']:<8.2f} {line['f_slope']:<7.3f} {line['t_f']:<30.0f} {line['t_label']:<17.0f} {line['labels']}")
     for name in ("t_f", "t_label"):
         pts = [(l["K"], l[name]) for l in lines if math.isfinite(l[name])]
         if len(pts) < 3:
@@ -127,10 +203,21 @@ def report(runs, cell, cells, level):
         p, rms_p = loglog(K, t)
         rms, k2, g = free_k2(K, t)
         edge = k2 >= max(K) * 2.9
+        k0, rms_e = semilog(K, t)
         print(f"{name}: {len(K)} K ({min(K):g}-{max(K):g}); t ~ K^{p:.2f} (rms {rms_p:.3f}); "
+              f"t ~ exp(K / {k0:.3g}) (rms {rms_e:.3f}); "
               + (f"(K2* - K)^-gamma: no finite K2* fits (best at the scan's edge, rms {rms:.3f})" if edge
                  else f"(K2* - K)^-gamma: gamma {g:.2f} at K2* {k2:.1f} (rms {rms:.3f})"))
-    return lines
+    for row in per_seed(runs, cell, level):
+        print(f"seed {row['seed']}: K2* (f at the end < {level:g}) {row['k2_final']:.2f}; "
+              + (f"gamma {row['gamma']:.2f} over {row['n']} K (rms {row['rms']:.3f})"
+                 if row["n"] else "gamma: fewer than 3 K below K2*"))
+    rows, fits = front(runs, cell, level)
+    for seed, (b, rms) in sorted(fits.items()):
+        last = [k for sd, t, k in rows if sd == seed and math.isfinite(k)]
+        print(f"seed {seed}: front K2*(t) (f >= {level:g} below it) reaches {last[-1]:.2f} at the last step; "
+              f"K2* ~ t^{b:.2f} over the later half of the steps (rms {rms:.3f}; a front that stops moving fits ~0)")
+    return lines, rows
 
 
 def main():
@@ -138,6 +225,8 @@ def main():
     ap.add_argument("run")
     ap.add_argument("--level", type=float, default=0.5)
     ap.add_argument("--csv", default=None, help="the per-K table")
+    ap.add_argument("--front", default=None,
+                    help="the memorisation front: the sweep columns, seed, step, K2* (for phaselab plot)")
     ap.add_argument("--curves", default=None,
                     help="f at every checkpoint: the sweep columns, K, seed, step, f (for phaselab plot)")
     a = ap.parse_args()
@@ -146,11 +235,18 @@ def main():
         cells = cell_columns(reader.fieldnames)
         rows = list(reader)
     runs = per_run(rows, a.level, cells)
-    lines = []
+    lines, fronts = [], []
     for cell in sorted({k[0] for k in runs}, key=lambda c: [num(v) if math.isfinite(num(v)) else v for v in c]):
         if cells:
             print(" ".join(f"{c} = {v}" for c, v in zip(cells, cell)))
-        lines += report(runs, cell, cells, a.level)
+        got, fr = report(runs, cell, cells, a.level)
+        lines += got
+        fronts += [list(cell) + [seed, f"{t:g}", f"{k:.6g}"] for seed, t, k in fr]
+    if a.front:
+        with open(a.front, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(cells + ["seed", "step", "k2"])
+            w.writerows(fronts)
     if a.curves:
         with open(a.curves, "w", newline="") as f:
             w = csv.writer(f)

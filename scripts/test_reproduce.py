@@ -227,6 +227,42 @@ def _():
         for (dm, step, f), (_, _, fw) in zip(sorted(got), sorted(want)):
             assert abs(f - fw) <= 1e-6 + 1e-6 * abs(fw), (dm, step, f, fw)
 
+
+@case("scripts/memorisation.py: per-seed K2*, gamma against it, the late slope and the front, by hand")
+def _():
+    # One seed, level 0.5, gap 0.1 nats (2-Gen 1.0, 2-Mem 0.9), checkpoints 100..1600 (doubling).
+    # f at the end: K 6 0.9, 10 0.7, 12 0.6, 16 0.4 -> K2* = 12 + (0.6-0.5)/(0.6-0.4)*4 = 14.
+    # f first stays >= 0.5 at 100 (K 6), 400 (K 10), 1600 (K 12): t = 6400 (14 - K)^-2 exactly,
+    # so gamma = 2. Front: 6.8, 7.6, 10, 11, 14 at 100..1600; over the later half of log t
+    # (400, 800, 1600, equally spaced) K2* ~ t^b with b = ln(14/10)/ln 4. Late slope of K = 12
+    # (t >= 1600/4): (0.6 - 0.3)/log10(4); f at half the run (800): 0.4.
+    f = {6: [0.6, 0.7, 0.8, 0.9, 0.9], 10: [0.1, 0.2, 0.5, 0.6, 0.7], 12: [0.1, 0.2, 0.3, 0.4, 0.6],
+         16: [0.1, 0.2, 0.3, 0.35, 0.4]}
+    steps = [100, 200, 400, 800, 1600]
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "results.csv"), "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["K", "seed", "step", "loss_id", "bayes_2gen_id", "bayes_2mem_id", "phase"])
+            for K, fs in f.items():
+                for t, x in zip(steps, fs):
+                    w.writerow([K, 0, t, repr(1.0 - 0.1 * x), 1.0, 0.9, "2mem" if x > 0.5 else "2gen"])
+        out, fr = os.path.join(d, "m.csv"), os.path.join(d, "front.csv")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "memorisation.py"), d, "--csv", out,
+                            "--front", fr], capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        k12 = next(l for l in csv.DictReader(open(out)) if float(l["K"]) == 12)
+        for key, want in [("f_slope", 0.3 / math.log10(4)), ("f_half", 0.4), ("f_final", 0.6), ("t_f", 1600)]:
+            got = float(k12[key])
+            assert abs(got - want) <= 1e-9 + 1e-9 * abs(want), (key, got, want)
+        got = [(int(x["step"]), float(x["k2"])) for x in csv.DictReader(open(fr))]
+        want = list(zip(steps, [6.8, 7.6, 10.0, 11.0, 14.0]))
+        assert [t for t, _ in got] == steps, got
+        for (t, k), (_, kw) in zip(got, want):
+            assert abs(k - kw) <= 1e-9 + 1e-9 * kw, (t, k, kw)
+        assert "K2* (f at the end < 0.5) 14.00; gamma 2.00 over 3 K (rms 0.000)" in r.stdout, r.stdout
+        b = math.log(14 / 10) / math.log(4)
+        assert f"K2* ~ t^{b:.2f} " in r.stdout, (b, r.stdout)
+
 print(f"reproduce: {passed} passed, {failed} failed")
 counts = os.environ.get("PHASELAB_TEST_COUNTS")
 if counts:
