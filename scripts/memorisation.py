@@ -44,15 +44,20 @@ def cell_columns(header):
     return [c for c in header[:header.index("step")] if c not in ("K", "seed")]
 
 
-def per_run(rows, level, cells=()):
+def per_run(rows, level, cells=(), budget=None):
     """(cell, K, seed) -> dict(f_final, f_half, t_f, t_label, phase_final); cell is the tuple of
-    the values of the other sweep columns."""
+    the values of the other sweep columns. With a budget, each run is read as if it had stopped
+    there (checkpoints after it dropped), and runs that ended before it are left out."""
     by = defaultdict(list)
     for r in rows:
         by[(tuple(r[c] for c in cells), num(r["K"]), int(r["seed"]))].append(r)
     out = {}
     for key, rs in by.items():
         rs.sort(key=lambda r: num(r["step"]))
+        if budget is not None:
+            if num(rs[-1]["step"]) < budget:
+                continue
+            rs = [r for r in rs if num(r["step"]) <= budget]
         f = []
         for r in rs:
             gap = num(r["bayes_2gen_id"]) - num(r["bayes_2mem_id"])
@@ -146,19 +151,33 @@ def per_seed(runs, cell, level):
     return out
 
 
+def at(curve, t):
+    """f at step t: the checkpoint's value, else linear in log t between the two around it."""
+    for (t0, f0), (t1, f1) in zip(curve, curve[1:]):
+        if t0 == t:
+            return f0
+        if t0 < t < t1:
+            if t0 <= 0:
+                return f0 + (f1 - f0) * (t - t0) / (t1 - t0)
+            return f0 + (f1 - f0) * math.log(t / t0) / math.log(t1 / t0)
+    return curve[-1][1] if curve and curve[-1][0] == t else math.nan
+
+
 def front(runs, cell, level):
     """The memorisation front: per seed and checkpoint step, the K where f at that step falls
-    below level (crossing() over the scan's K), for the steps every K of the seed was evaluated at.
+    below level (crossing() over the scan's K), at every checkpoint step of any of the seed's K up
+    to the last step all of them reached (a K without a checkpoint there: linear in log t).
     [(seed, step, K2*)] and, per seed, the power b of K2*(t) ~ t^b over the second half (in log t)
     of the steps where K2* is finite."""
     rows, fits = [], {}
     for s in sorted({k[2] for k in runs if k[0] == cell}):
         ks = sorted(k[1] for k in runs if k[0] == cell and k[2] == s)
-        curves = [dict(runs[(cell, K, s)]["curve"]) for K in ks]
-        steps = sorted(set.intersection(*(set(c) for c in curves)))
+        curves = [runs[(cell, K, s)]["curve"] for K in ks]
+        end = min(c[-1][0] for c in curves)  # every K of the seed was evaluated up to here
+        steps = sorted({t for c in curves for t, _ in c if t <= end})
         pts = []
         for t in steps:
-            k2 = crossing(ks, [c[t] for c in curves], level)
+            k2 = crossing(ks, [at(c, t) for c in curves], level)
             rows.append((s, t, k2))
             if math.isfinite(k2) and t > 0:
                 pts.append((t, k2))
@@ -224,6 +243,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run")
     ap.add_argument("--level", type=float, default=0.5)
+    ap.add_argument("--budget", type=float, default=None,
+                    help="read every run as if it had stopped at this step (runs that ended earlier are left out)")
     ap.add_argument("--csv", default=None, help="the per-K table")
     ap.add_argument("--front", default=None,
                     help="the memorisation front: the sweep columns, seed, step, K2* (for phaselab plot)")
@@ -234,7 +255,9 @@ def main():
         reader = csv.DictReader(f)
         cells = cell_columns(reader.fieldnames)
         rows = list(reader)
-    runs = per_run(rows, a.level, cells)
+    runs = per_run(rows, a.level, cells, a.budget)
+    if not runs:
+        sys.exit(f"memorisation: no run reached the budget of {a.budget:g} steps")
     lines, fronts = [], []
     for cell in sorted({k[0] for k in runs}, key=lambda c: [num(v) if math.isfinite(num(v)) else v for v in c]):
         if cells:

@@ -262,6 +262,14 @@ def _():
         assert "K2* (f at the end < 0.5) 14.00; gamma 2.00 over 3 K (rms 0.000)" in r.stdout, r.stdout
         b = math.log(14 / 10) / math.log(4)
         assert f"K2* ~ t^{b:.2f} " in r.stdout, (b, r.stdout)
+        # --budget 800: each run read as if it had stopped at 800 -> f at the end 0.9, 0.6, 0.4, 0.35,
+        # K2* = 10 + (0.6-0.5)/(0.6-0.4)*2 = 11; a budget past every run's end leaves nothing.
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "memorisation.py"), d, "--budget", "800"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0 and "K2* (f at the end < 0.5) 11.00;" in r.stdout, r.stdout + r.stderr
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "memorisation.py"), d, "--budget", "3200"],
+                           capture_output=True, text=True)
+        assert r.returncode != 0 and "no run reached the budget" in r.stderr, r.stdout + r.stderr
 
 print(f"reproduce: {passed} passed, {failed} failed")
 counts = os.environ.get("PHASELAB_TEST_COUNTS")
