@@ -20,7 +20,8 @@ Fits, for both times over the K where they have a median: a power law t ~ K^p, a
 t ~ (K2* - K)^-gamma with K2* free (scanned from just above the largest K to 3x it; a best fit at
 the scan's edge means no finite K2* fits).
 
-  scripts/memorisation.py RUN_DIR [--level 0.5] [--csv OUT.csv] [--curves F.csv]
+  scripts/memorisation.py RUN_DIR [--level 0.5] [--budget B] [--csv OUT.csv] [--runs R.csv]
+                          [--curves F.csv] [--front F.csv]
 """
 import argparse
 import csv
@@ -246,6 +247,8 @@ def main():
     ap.add_argument("--budget", type=float, default=None,
                     help="read every run as if it had stopped at this step (runs that ended earlier are left out)")
     ap.add_argument("--csv", default=None, help="the per-K table")
+    ap.add_argument("--runs", default=None,
+                    help="one row per run: the sweep columns, K, seed, f_final, f_half, f_slope, t_f, t_label, phase")
     ap.add_argument("--front", default=None,
                     help="the memorisation front: the sweep columns, seed, step, K2* (for phaselab plot)")
     ap.add_argument("--curves", default=None,
@@ -265,6 +268,13 @@ def main():
         got, fr = report(runs, cell, cells, a.level)
         lines += got
         fronts += [list(cell) + [seed, f"{t:g}", f"{k:.6g}"] for seed, t, k in fr]
+    if a.runs:
+        with open(a.runs, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(cells + ["K", "seed", "f_final", "f_half", "f_slope", "t_f", "t_label", "phase"])
+            for (cell, K, seed), r in sorted(runs.items()):
+                w.writerow(list(cell) + [f"{K:g}", seed] + [f"{r[k]:.6g}" for k in ("f_final", "f_half")]
+                           + [f"{late_slope(r['curve']):.6g}", f"{r['t_f']:g}", f"{r['t_label']:g}", r["phase_final"]])
     if a.front:
         with open(a.front, "w", newline="") as f:
             w = csv.writer(f)

@@ -262,6 +262,16 @@ def _():
         assert "K2* (f at the end < 0.5) 14.00; gamma 2.00 over 3 K (rms 0.000)" in r.stdout, r.stdout
         b = math.log(14 / 10) / math.log(4)
         assert f"K2* ~ t^{b:.2f} " in r.stdout, (b, r.stdout)
+        runs_csv = os.path.join(d, "runs.csv")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "memorisation.py"), d, "--runs", runs_csv],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        per = {float(x["K"]): x for x in csv.DictReader(open(runs_csv))}
+        assert sorted(per) == [6, 10, 12, 16], per
+        for K, tf in [(6, 100), (10, 400), (12, 1600)]:
+            assert float(per[K]["t_f"]) == tf, (K, per[K])
+        assert per[16]["t_f"] == "nan" and per[16]["phase"] == "2gen", per[16]
+        assert abs(float(per[12]["f_slope"]) - 0.3 / math.log10(4)) <= 1e-6, per[12]
         # --budget 800: each run read as if it had stopped at 800 -> f at the end 0.9, 0.6, 0.4, 0.35,
         # K2* = 10 + (0.6-0.5)/(0.6-0.4)*2 = 11; a budget past every run's end leaves nothing.
         r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "memorisation.py"), d, "--budget", "800"],
