@@ -75,28 +75,31 @@ def per_run(rows, level, cells=(), budget=None):
         t_label = num(rs[i]["step"]) if last == "2mem" else math.nan
         half = num(rs[-1]["step"]) / 2
         i_half = min(range(len(rs)), key=lambda i: abs(num(rs[i]["step"]) - half))
-        out[key] = {"f_final": f[-1], "f_half": f[i_half], "t_f": t_f,
-                    "curve": [(num(r["step"]), x) for r, x in zip(rs, f)], "t_label": t_label, "phase_final": last,
+        curve = [(num(r["step"]), x) for r, x in zip(rs, f)]
+        out[key] = {"f_final": f[-1], "f_half": f[i_half], "f_slope": late_slope(curve), "t_f": t_f,
+                    "curve": curve, "t_label": t_label, "phase_final": last,
                     "gap": num(rs[-1]["bayes_2gen_id"]) - num(rs[-1]["bayes_2mem_id"])}
     return out
 
 
+def linfit(x, y):
+    """Least-squares line y = a + b x: (b, rms residual); b is nan when x does not vary."""
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    sxx = sum((u - mx) ** 2 for u in x)
+    if sxx <= 0:
+        return math.nan, math.nan
+    b = sum((u - mx) * (v - my) for u, v in zip(x, y)) / sxx
+    return b, math.sqrt(sum((v - my - b * (u - mx)) ** 2 for u, v in zip(x, y)) / len(x))
+
+
 def loglog(x, y):
-    lx, ly = [math.log(a) for a in x], [math.log(b) for b in y]
-    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-    sxx = sum((a - mx) ** 2 for a in lx)
-    p = sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sxx
-    rms = math.sqrt(sum((b - my - p * (a - mx)) ** 2 for a, b in zip(lx, ly)) / len(lx))
-    return p, rms
+    """log y = a + p log x: (p, rms of log y)."""
+    return linfit([math.log(u) for u in x], [math.log(v) for v in y])
 
 
 def semilog(K, t):
-    """log t = a + K / K0 by least squares: (K0, rms of log t)."""
-    ly = [math.log(b) for b in t]
-    mx, my = sum(K) / len(K), sum(ly) / len(ly)
-    sxx = sum((a - mx) ** 2 for a in K)
-    b = sum((a - mx) * (c - my) for a, c in zip(K, ly)) / sxx
-    rms = math.sqrt(sum((c - my - b * (a - mx)) ** 2 for a, c in zip(K, ly)) / len(K))
+    """log t = a + K / K0: (K0, rms of log t)."""
+    b, rms = linfit(K, [math.log(v) for v in t])
     return (1 / b if b else math.inf), rms
 
 
@@ -117,11 +120,7 @@ def late_slope(curve, frac=4.0):
     3 such checkpoints."""
     t_last = curve[-1][0]
     pts = [(math.log10(t), f) for t, f in curve if t >= t_last / frac and t > 0 and math.isfinite(f)]
-    if len(pts) < 3:
-        return math.nan
-    mx, my = sum(x for x, _ in pts) / len(pts), sum(y for _, y in pts) / len(pts)
-    sxx = sum((x - mx) ** 2 for x, _ in pts)
-    return sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx > 0 else math.nan
+    return linfit([x for x, _ in pts], [y for _, y in pts])[0] if len(pts) >= 3 else math.nan
 
 
 def crossing(Ks, fs, level):
@@ -208,7 +207,7 @@ def report(runs, cell, cells, level):
         line.update({"K": K, "seeds": len(rs), "gap": statistics.median(r["gap"] for r in rs),
                      "f_final": statistics.median(ff), "f_min": min(ff), "f_max": max(ff),
                      "f_half": statistics.median(r["f_half"] for r in rs),
-                     "f_slope": statistics.median(late_slope(r["curve"]) for r in rs),
+                     "f_slope": statistics.median(r["f_slope"] for r in rs),
                      "t_f": med(tf), "t_label": med(tl),
                      "labels": "".join("m" if r["phase_final"] == "2mem" else r["phase_final"][0] for r in rs)})
         lines.append(line)
@@ -273,8 +272,8 @@ def main():
             w = csv.writer(f)
             w.writerow(cells + ["K", "seed", "f_final", "f_half", "f_slope", "t_f", "t_label", "phase"])
             for (cell, K, seed), r in sorted(runs.items()):
-                w.writerow(list(cell) + [f"{K:g}", seed] + [f"{r[k]:.6g}" for k in ("f_final", "f_half")]
-                           + [f"{late_slope(r['curve']):.6g}", f"{r['t_f']:g}", f"{r['t_label']:g}", r["phase_final"]])
+                w.writerow(list(cell) + [f"{K:g}", seed] + [f"{r[k]:.6g}" for k in ("f_final", "f_half", "f_slope")]
+                           + [f"{r['t_f']:g}", f"{r['t_label']:g}", r["phase_final"]])
     if a.front:
         with open(a.front, "w", newline="") as f:
             w = csv.writer(f)
